@@ -1,0 +1,11 @@
+"""attention_dynamics — the package behind the companion book to *Gradient Dynamics of Attention*.
+
+Modules, one per idea: :mod:`~attention_dynamics.attention` (the single head and its
+intermediates), :mod:`~attention_dynamics.gradients` (the paper's gradient laws in closed form),
+:mod:`~attention_dynamics.models`, :mod:`~attention_dynamics.training` (the one training loop),
+:mod:`~attention_dynamics.claims` (the claims ledger), :mod:`~attention_dynamics.settings`,
+:mod:`~attention_dynamics.seeding`, :mod:`~attention_dynamics.plotting`,
+:mod:`~attention_dynamics.reproduce` (the runner and command line).
+"""
+
+__version__ = "0.1.0"

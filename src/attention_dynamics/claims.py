@@ -1,0 +1,306 @@
+"""The claims ledger: every number the book states, with the paper's value and a status.
+
+Inside a chapter, :func:`record` computes a claim's status, glues its value under the claim id
+(so the prose can say ``{glue:text}`claim.id:.3f```) and stores the whole claim, as JSON, in the
+notebook's own outputs. The runner (:mod:`attention_dynamics.reproduce`) then rebuilds
+``book/claims.json`` from the executed notebooks, so the ledger and the committed notebooks can
+never disagree. Ledger format (DESIGN.md): ``{"claims": [{"id", "chapter", "description",
+"value", "unit", "paper_value", "expected", "tolerance", "lower", "upper", "status",
+"explanation", "params"}, ...]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+__all__ = [
+    "Claim",
+    "record",
+    "glue",
+    "claim_status",
+    "claims_from_notebook",
+    "write_ledger",
+    "load_ledger",
+    "ledger_problems",
+    "format_value",
+]
+
+#: Prefix of the glue names under which a claim's full record is stored in a notebook.
+CLAIM_GLUE_PREFIX = "claim::"
+#: The claim's own MIME type (a ``+json`` type, so notebooks store it as a JSON object).
+CLAIM_MIME_TYPE = "application/vnd.attention-dynamics.claim+json"
+STATUSES = ("pass", "fail", "new")
+_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
+
+
+@dataclass
+class Claim:
+    """One ledger entry: a number the book states, how it was obtained and how it compares."""
+
+    id: str
+    description: str
+    value: float | int
+    unit: str
+    status: str
+    chapter: str | None = None
+    paper_value: float | int | None = None
+    expected: float | int | None = None
+    tolerance: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    explanation: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the claim as a JSON-ready dict (key order fixed)."""
+        return asdict(self)
+
+
+def claim_status(
+    value: float,
+    *,
+    expected: float | None = None,
+    paper_value: float | None = None,
+    tolerance: float | None = None,
+    lower: float | None = None,
+    upper: float | None = None,
+) -> str:
+    """Return ``"pass"``, ``"fail"`` or ``"new"`` for a value against its reference.
+
+    Precedence: an ``expected`` closed form within ``tolerance``; else bounds ``[lower, upper]``
+    (either may be open); else the ``paper_value`` within ``tolerance``; else ``"new"`` (a number
+    the paper does not state and nothing pins down).
+    """
+    if expected is not None:
+        if tolerance is None:
+            raise ValueError("a claim with an expected value needs a tolerance")
+        return "pass" if abs(value - expected) <= tolerance else "fail"
+    if lower is not None or upper is not None:
+        ok = (lower is None or value >= lower) and (upper is None or value <= upper)
+        return "pass" if ok else "fail"
+    if paper_value is not None and tolerance is not None:
+        return "pass" if abs(value - paper_value) <= tolerance else "fail"
+    return "new"
+
+
+def record(
+    claim_id: str,
+    value: Any,
+    *,
+    description: str,
+    unit: str,
+    paper_value: float | None = None,
+    expected: float | None = None,
+    tolerance: float | None = None,
+    lower: float | None = None,
+    upper: float | None = None,
+    explanation: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    glue_value: bool = True,
+) -> Claim:
+    """Record a claim from inside a chapter and return it (with its status computed).
+
+    ``explanation`` is the chapter's account of why a number does not reproduce; it is kept
+    when the status is ``"fail"`` (the tests reject an unexplained failure). The value is glued
+    under ``claim_id`` for the prose, and the claim itself under ``"claim::" + claim_id``.
+    """
+    if not isinstance(claim_id, str) or not _ID_PATTERN.match(claim_id):
+        raise ValueError(f"claim id must look like 'chapter.name' (lower case, dots), got {claim_id!r}")
+    if not description or not isinstance(description, str):
+        raise ValueError(f"claim {claim_id!r} needs a description")
+    value = _plain_number(value, f"claim {claim_id!r} value")
+    refs = {
+        k: (None if v is None else _plain_number(v, f"claim {claim_id!r} {k}"))
+        for k, v in dict(paper_value=paper_value, expected=expected, tolerance=tolerance, lower=lower, upper=upper).items()
+    }
+    status = claim_status(value, **{k: refs[k] for k in ("expected", "paper_value", "tolerance", "lower", "upper")})
+    claim = Claim(
+        id=claim_id,
+        description=description,
+        value=value,
+        unit=unit,
+        status=status,
+        explanation=explanation if status == "fail" else None,
+        params=_jsonable(dict(params or {})),
+        **refs,
+    )
+    _glue_claim(claim, glue_value=glue_value)
+    return claim
+
+
+def glue(name: str, value: Any) -> None:
+    """Glue a number (or short text) the prose states that is not a ledger claim, for ``{glue:text}``."""
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if _in_kernel():
+        from myst_nb import glue as _glue
+
+        _glue(name, value, display=False)
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover
+        return False
+    return get_ipython() is not None
+
+
+class _ClaimRecord:
+    """Wrapper whose display is the claim as JSON (what the runner reads back)."""
+
+    def __init__(self, claim: Claim):
+        self.claim = claim
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        return {CLAIM_MIME_TYPE: self.claim.to_json(), "text/plain": repr(self)}
+
+    def __repr__(self) -> str:
+        return f"{self.claim.id} = {format_value(self.claim.value)} {self.claim.unit} [{self.claim.status}]"
+
+
+def _glue_claim(claim: Claim, *, glue_value: bool) -> None:
+    if not _in_kernel():  # plain Python: there is no notebook to store the outputs in
+        return
+    from myst_nb import glue
+
+    if glue_value:
+        glue(claim.id, claim.value, display=False)
+    glue(CLAIM_GLUE_PREFIX + claim.id, _ClaimRecord(claim), display=False)
+
+
+def claims_from_notebook(nb: Mapping[str, Any], chapter: str) -> list[Claim]:
+    """Return the claims recorded in an executed notebook (an ``nbformat`` node or plain dict)."""
+    out: list[Claim] = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name", "")
+            if not name.startswith(CLAIM_GLUE_PREFIX):
+                continue
+            data = output.get("data", {})
+            payload = next((v for k, v in data.items() if k.endswith(CLAIM_MIME_TYPE)), None)
+            if payload is None:
+                raise ValueError(f"{chapter}: claim {name!r} has no JSON payload")
+            if isinstance(payload, str):
+                payload = json.loads(payload)
+            payload = dict(payload)
+            payload["chapter"] = chapter
+            out.append(Claim(**payload))
+    return out
+
+
+def ledger_problems(claims: Iterable[Claim | Mapping[str, Any]]) -> list[str]:
+    """Return a list of human-readable problems with a ledger (empty when it is sound).
+
+    Problems: a missing field, an unknown status, a duplicate id, a ``fail`` with no explanation,
+    a status that does not follow from the stored value and references.
+    """
+    problems: list[str] = []
+    seen: set[str] = set()
+    required = {f for f in Claim.__dataclass_fields__}
+    for c in claims:
+        d = c.to_json() if isinstance(c, Claim) else dict(c)
+        cid = d.get("id", "<no id>")
+        missing = required - d.keys()
+        if missing:
+            problems.append(f"{cid}: missing fields {sorted(missing)}")
+            continue
+        if cid in seen:
+            problems.append(f"{cid}: duplicate id")
+        seen.add(cid)
+        if d["status"] not in STATUSES:
+            problems.append(f"{cid}: unknown status {d['status']!r}")
+            continue
+        if d["status"] == "fail" and not (d.get("explanation") or "").strip():
+            problems.append(f"{cid}: status 'fail' without an explanation of why it does not reproduce")
+        try:
+            recomputed = claim_status(
+                d["value"], expected=d["expected"], paper_value=d["paper_value"],
+                tolerance=d["tolerance"], lower=d["lower"], upper=d["upper"],
+            )
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{cid}: cannot recompute status ({exc})")
+            continue
+        if recomputed != d["status"]:
+            problems.append(f"{cid}: stored status {d['status']!r} but the value gives {recomputed!r}")
+    return problems
+
+
+def write_ledger(claims: Iterable[Claim], path: str | os.PathLike) -> Path:
+    """Write ``{"claims": [...]}`` to ``path`` atomically (temporary file, then rename); return the path."""
+    path = Path(path)
+    payload = {"claims": [c.to_json() for c in claims]}
+    text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    atomic_write_text(path, text)
+    return path
+
+
+def load_ledger(path: str | os.PathLike) -> list[Claim]:
+    """Return the claims stored in a ledger file."""
+    with open(path, encoding="utf-8") as fh:
+        payload = json.load(fh)
+    if not isinstance(payload, dict) or not isinstance(payload.get("claims"), list):
+        raise ValueError(f"{path}: a ledger is a JSON object with a 'claims' list")
+    return [Claim(**c) for c in payload["claims"]]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and an atomic rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def format_value(value: float | int | None, digits: int = 4) -> str:
+    """Return a value as text with ``digits`` significant digits (integers unchanged)."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or isinstance(value, int):
+        return str(value)
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e-3 and abs(value) < 1e5:
+        return f"{value:.{digits}g}"
+    return f"{value:.{max(digits - 1, 1)}e}"
+
+
+def _plain_number(value: Any, what: str) -> float | int:
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a real number, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{what} is not finite ({value}); a ledger holds finite numbers only")
+    return value
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if hasattr(obj, "tolist") and callable(obj.tolist):
+        return obj.tolist()
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)

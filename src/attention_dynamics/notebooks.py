@@ -1,0 +1,147 @@
+"""The book's chapters as files: reading ``_toc.yml`` and normalising executed notebooks.
+
+Normalising keeps a committed notebook free of volatile metadata (papermill timestamps and
+durations, random cell ids, kernel versions), so re-running an unchanged chapter writes the
+same bytes and produces no diff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import nbformat
+import yaml
+
+__all__ = ["Chapter", "book_chapters", "select_chapters", "normalise_notebook", "input_hash", "notebook_text"]
+
+_CHAPTER_FILE = re.compile(r"^(\d{2})-([a-z0-9-]+)$")
+METADATA_KEY = "attention_dynamics"
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """A chapter notebook listed in ``_toc.yml``: its number, slug and path."""
+
+    number: int
+    slug: str
+    path: Path
+
+    @property
+    def name(self) -> str:
+        """Return the file stem, e.g. ``01-setup-and-notation`` (the chapter's id in the ledger)."""
+        return self.path.stem
+
+    def __str__(self) -> str:
+        return f"chapter {self.number} ({self.path.name})"
+
+
+def _toc_files(entries: Iterable[dict[str, Any]]) -> Iterable[str]:
+    for entry in entries or []:
+        if "file" in entry:
+            yield entry["file"]
+        for key in ("parts", "chapters", "sections"):
+            if key in entry:
+                yield from _toc_files(entry[key])
+
+
+def book_chapters(root: Path) -> list[Chapter]:
+    """Return the chapter notebooks listed in ``root/_toc.yml``, in reading order.
+
+    A chapter is a ``book/NN-slug.ipynb`` file; other pages (intro, reproducibility, API) are
+    not executed.
+    """
+    toc_path = root / "_toc.yml"
+    if not toc_path.exists():
+        raise FileNotFoundError(f"no _toc.yml in {root}; run from the book's repository root")
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8")) or {}
+    files = list(_toc_files([toc]))
+    chapters = []
+    for f in files:
+        path = (root / f).with_suffix(".ipynb")
+        m = _CHAPTER_FILE.match(path.stem)
+        if m and path.exists():
+            chapters.append(Chapter(number=int(m.group(1)), slug=m.group(2), path=path))
+    return chapters
+
+
+def select_chapters(chapters: list[Chapter], specs: Iterable[str] | None) -> list[Chapter]:
+    """Return the chapters named by ``specs`` (numbers like ``1``/``01``, slugs or file stems).
+
+    Raises ``ValueError`` naming the unknown spec and the available chapters.
+    """
+    specs = list(specs or [])
+    if not specs:
+        return list(chapters)
+    chosen: list[Chapter] = []
+    for spec in specs:
+        spec = str(spec).strip()
+        match = [
+            c for c in chapters
+            if (spec.isdigit() and int(spec) == c.number) or spec in (c.slug, c.name, c.path.name)
+        ]
+        if not match:
+            available = ", ".join(f"{c.number} ({c.slug})" for c in chapters) or "none"
+            raise ValueError(f"unknown chapter {spec!r}; the book's chapters are: {available}")
+        for c in match:
+            if c not in chosen:
+                chosen.append(c)
+    return sorted(chosen, key=lambda c: c.number)
+
+
+def notebook_text(nb: nbformat.NotebookNode) -> str:
+    """Return the notebook serialised exactly as the book commits it (nbformat's canonical JSON)."""
+    text = nbformat.writes(nb)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def normalise_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Strip volatile metadata in place and return ``nb``.
+
+    Removes papermill's notebook and cell metadata (timestamps, durations, status), per-cell
+    ``execution`` timings and widget state; gives cells stable ids (``cell-NN``, by position);
+    pins the kernelspec to ``python3`` and language info to the language name.
+    """
+    nb.metadata.pop("papermill", None)
+    nb.metadata.pop("widgets", None)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.nbformat, nb.nbformat_minor = 4, max(int(nb.get("nbformat_minor", 5)), 5)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i:02d}"
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("collapsed", None)
+        cell.metadata.pop("scrolled", None)
+        if cell.cell_type == "code":
+            for output in cell.get("outputs", []):
+                output.get("metadata", {}).pop("execution", None)
+    return nb
+
+
+def input_hash(nb_path: Path, package_dir: Path, parameters: dict[str, Any], extra_files: Iterable[Path] = ()) -> str:
+    """Return a hash of everything a chapter's outputs depend on.
+
+    That is: the chapter's cell sources, the package's source and data files, the pinned
+    requirements and the injected parameters. An unchanged hash lets the runner skip the chapter.
+    """
+    h = hashlib.sha256()
+    nb = nbformat.read(nb_path, as_version=4)
+    for cell in nb.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            continue
+        h.update(cell.cell_type.encode())
+        h.update(cell.source.encode())
+        h.update(b"\0")
+    files = sorted(p for p in package_dir.rglob("*") if p.is_file() and p.suffix in (".py", ".json")
+                   and "__pycache__" not in p.parts)
+    for p in [*files, *extra_files]:
+        if p.exists():
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    h.update(json.dumps(parameters, sort_keys=True).encode())
+    return h.hexdigest()[:16]

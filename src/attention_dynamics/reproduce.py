@@ -1,0 +1,289 @@
+"""The book's runner: ``python -m attention_dynamics reproduce`` (what ``make book`` calls).
+
+It re-executes the chapters listed in ``_toc.yml`` with papermill (only those whose inputs
+changed, unless ``--force``), normalises and writes them atomically, rebuilds the claims ledger
+from the executed notebooks, records per-chapter run times, and builds the HTML book.
+
+All-or-nothing: chapters execute into a staging folder; only when every selected chapter
+succeeded are the notebooks moved into ``book/`` (one atomic rename each) and the ledger
+rewritten. A failing or interrupted run therefore leaves every committed file untouched and says
+which chapter failed and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import paths
+from .claims import atomic_write_text, claims_from_notebook, ledger_problems, write_ledger
+from .notebooks import METADATA_KEY, Chapter, book_chapters, input_hash, normalise_notebook, notebook_text, select_chapters
+from .settings import DEVICES, SCALES
+
+__all__ = ["main", "BookError"]
+
+
+class BookError(Exception):
+    """A problem the runner reports as one clear message (exit status 1)."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m attention_dynamics", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=paths.REPO_ROOT, help="repository root holding _toc.yml (default: this checkout)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    rep = sub.add_parser("reproduce", help="execute chapters, write the ledger, build the HTML book")
+    rep.add_argument("--chapter", action="append", metavar="N", help="chapter number or slug (repeatable; default: all)")
+    rep.add_argument("--fast", action="store_true", help="smoke run at reduced size into build/runs/fast (never over book/)")
+    rep.add_argument("--scale", choices=SCALES, default="book", help="settings scale (default: book; 'paper' is GPU-sized)")
+    rep.add_argument("--device", choices=DEVICES, default="auto", help="torch device for the chapters (default: auto)")
+    rep.add_argument("--steps", type=_positive_int, help="override the training steps of chapters that have a 'steps' parameter")
+    rep.add_argument("--force", action="store_true", help="re-execute chapters even if their inputs are unchanged")
+    rep.add_argument("--no-build", action="store_true", help="skip the HTML build")
+    rep.add_argument("--timeout", type=_positive_int, default=3600, help="per-cell timeout in seconds (default: 3600)")
+
+    ch = sub.add_parser("chapters", help="list the chapters in reading order")
+    ch.add_argument("--paths", action="store_true", help="print notebook paths only (for scripts)")
+
+    led = sub.add_parser("ledger", help="rebuild book/claims.json from the committed notebooks")
+    led.add_argument("--check", action="store_true", help="only check that claims.json matches the notebooks")
+
+    sub.add_parser("build", help="build the HTML book from committed outputs (warnings are errors)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    args = _parser().parse_args(argv)
+    root = args.root.resolve()
+    try:
+        if args.command == "chapters":
+            for c in book_chapters(root):
+                print(c.path.relative_to(root) if args.paths else f"{c.number:2d}  {c.slug:40s} {c.path.relative_to(root)}")
+            return 0
+        if args.command == "ledger":
+            return ledger_command(root, check=args.check)
+        if args.command == "build":
+            return build_html(root)
+        return reproduce(root, args)
+    except (BookError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: no committed notebook or ledger was changed", file=sys.stderr)
+        return 130
+
+
+def reproduce(root: Path, args: argparse.Namespace) -> int:
+    """Execute the selected chapters, then write the ledger and status and build the book."""
+    import papermill
+
+    chapters = book_chapters(root)
+    if not chapters:
+        raise BookError(f"_toc.yml in {root} lists no chapter notebooks")
+    selected = select_chapters(chapters, args.chapter)
+    scale = "fast" if args.fast else args.scale
+    if args.fast and args.scale not in ("book", "fast"):
+        raise BookError("--fast and --scale paper contradict each other; choose one")
+    parameters: dict[str, Any] = {}
+    if scale != "book":
+        parameters["scale"] = scale
+    if args.device != "auto":
+        parameters["device"] = args.device
+    if args.steps is not None:
+        parameters["steps"] = args.steps
+    committed = not parameters  # only default runs write the committed notebooks and ledger
+    run_name = "-".join(f"{k}-{v}" for k, v in parameters.items())
+    out_dir = root / "book" if committed else root / "build" / "runs" / run_name
+    staging = root / "build" / "staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+
+    for chapter in selected:  # validate every parameter before executing anything
+        declared = papermill.inspect_notebook(str(chapter.path))
+        for key in parameters:
+            if key not in declared:
+                raise BookError(f"{chapter} has no parameter {key!r} (its parameters: {', '.join(declared) or 'none'})")
+
+    package_dir = root / "src" / "attention_dynamics"
+    if not package_dir.is_dir():
+        package_dir = paths.PACKAGE_DIR
+    extra = [root / "requirements.txt"]
+    print(f"Executing {len(selected)} chapter(s) at scale '{scale}' into {out_dir.relative_to(root)}/")
+    timings: dict[str, float] = {}
+    staged: list[tuple[Path, Path]] = []
+    for chapter in selected:
+        target = out_dir / chapter.path.name
+        digest = input_hash(chapter.path, package_dir, parameters, extra)
+        if not args.force and _stored_hash(target) == digest:
+            print(f"  {chapter}: up to date, skipped")
+            continue
+        t0 = time.perf_counter()
+        staged_path = staging / chapter.path.name
+        _execute(chapter, staged_path, parameters, digest, timeout=args.timeout)
+        timings[chapter.name] = time.perf_counter() - t0
+        staged.append((staged_path, target))
+        print(f"  {chapter}: executed in {timings[chapter.name]:.1f} s")
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for src, dst in staged:
+        os.replace(src, dst)
+    shutil.rmtree(staging, ignore_errors=True)
+
+    ledger_path = paths.CLAIMS_PATH if root == paths.REPO_ROOT else root / "book" / "claims.json"
+    if not committed:
+        ledger_path = out_dir / "claims.json"
+    notebooks = [out_dir / c.path.name for c in (chapters if committed else selected)]
+    claims = _collect_claims(notebooks)
+    write_ledger(claims, ledger_path)
+    print(f"Wrote {len(claims)} claims to {ledger_path.relative_to(root)}")
+    for problem in ledger_problems(claims):
+        print(f"  ledger problem: {problem}", file=sys.stderr)
+    if timings:
+        _write_status(out_dir / "status.json", timings)
+    if committed and not args.no_build:
+        return build_html(root)
+    return 0
+
+
+def _execute(chapter: Chapter, out_path: Path, parameters: dict[str, Any], digest: str, *, timeout: int) -> None:
+    import nbformat
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    raw = out_path.with_suffix(".raw.ipynb")
+    env_backup = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    try:
+        papermill.execute_notebook(
+            str(chapter.path),
+            str(raw),
+            parameters=parameters,
+            kernel_name="python3",
+            cwd=str(chapter.path.parent),
+            progress_bar={"desc": f"{chapter.path.stem}", "leave": False} if sys.stderr.isatty() else False,
+            log_output=False,
+            execution_timeout=timeout,
+        )
+    except PapermillExecutionError as exc:
+        raise BookError(
+            f"{chapter} failed in cell {exc.cell_index + 1} ({exc.ename}: {exc.evalue}); "
+            "no committed notebook or ledger was changed"
+        ) from None
+    except Exception as exc:  # kernel death, timeout, bad notebook
+        raise BookError(f"{chapter} could not be executed: {type(exc).__name__}: {exc}") from None
+    finally:
+        if env_backup is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = env_backup
+    nb = nbformat.read(raw, as_version=4)
+    normalise_notebook(nb)
+    nb.metadata[METADATA_KEY] = {"input_hash": digest}
+    atomic_write_text(out_path, notebook_text(nb))
+    raw.unlink()
+
+
+def _stored_hash(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+    except (OSError, json.JSONDecodeError):
+        return None
+    return meta.get(METADATA_KEY, {}).get("input_hash")
+
+
+def _collect_claims(notebooks: list[Path]):
+    import nbformat
+
+    claims = []
+    for nb_path in notebooks:
+        if nb_path.exists():
+            claims.extend(claims_from_notebook(nbformat.read(nb_path, as_version=4), nb_path.stem))
+    return claims
+
+
+def ledger_command(root: Path, *, check: bool) -> int:
+    """Rebuild (or with ``check``, verify) ``book/claims.json`` from the committed notebooks."""
+    from .claims import load_ledger
+
+    claims = _collect_claims([c.path for c in book_chapters(root)])
+    path = root / "book" / "claims.json"
+    if check:
+        stored = load_ledger(path) if path.exists() else []
+        if [c.to_json() for c in stored] != [c.to_json() for c in claims]:
+            print(f"error: {path} does not match the claims in the committed notebooks; run `make book`", file=sys.stderr)
+            return 1
+        print(f"{path.relative_to(root)} matches the notebooks ({len(claims)} claims)")
+        return 0
+    write_ledger(claims, path)
+    print(f"Wrote {len(claims)} claims to {path.relative_to(root)}")
+    return 0
+
+
+def environment_summary() -> dict[str, str]:
+    """Return the versions and device a run used (Python, torch, numpy, platform, device)."""
+    import numpy
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "platform": platform.platform(terse=True),
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "cpu_threads": str(torch.get_num_threads()),
+    }
+
+
+def _write_status(path: Path, timings: dict[str, float]) -> None:
+    status: dict[str, Any] = {"chapters": {}}
+    if path.exists():
+        try:
+            status = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            pass
+    status.setdefault("chapters", {})
+    env = environment_summary()
+    for name, seconds in timings.items():
+        status["chapters"][name] = {"seconds": round(seconds, 1), "environment": env}
+    status["chapters"] = dict(sorted(status["chapters"].items()))
+    atomic_write_text(path, json.dumps(status, indent=2) + "\n")
+
+
+def build_html(root: Path) -> int:
+    """Build the HTML book from committed outputs with warnings as errors; return the exit status."""
+    jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
+    if jb is None:
+        raise BookError("jupyter-book is not installed in this environment (run `make book`)")
+    cmd = [jb, "build", str(root), "--warningiserror", "--nitpick", "--keep-going", "--quiet"]
+    print("Building the HTML book:", " ".join(cmd[1:]))
+    result = subprocess.run(cmd, cwd=root)
+    if result.returncode != 0:
+        print("error: the book build failed (warnings are errors); see the messages above", file=sys.stderr)
+        return result.returncode
+    print(f"The book is ready: open {root / '_build' / 'html' / 'index.html'}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
