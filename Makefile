@@ -39,7 +39,7 @@ check: venv
 
 nbval: venv
 	$(PY) -m pytest -q -p no:cacheprovider --nbval $$($(PY) -m attention_dynamics chapters --paths) \
-	    --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=1200
+	    --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=1200
 
 test: venv
 	$(PY) -m pytest -q

@@ -19,6 +19,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -113,9 +114,8 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     committed = not parameters  # only default runs write the committed notebooks and ledger
     run_name = "-".join(f"{k}-{v}" for k, v in parameters.items())
     out_dir = root / "book" if committed else root / "build" / "runs" / run_name
-    staging = root / "build" / "staging"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    (root / "build").mkdir(exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="staging-", dir=root / "build"))  # private to this run
 
     for chapter in selected:  # validate every parameter before executing anything
         declared = papermill.inspect_notebook(str(chapter.path))
@@ -138,7 +138,11 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
             continue
         t0 = time.perf_counter()
         staged_path = staging / chapter.path.name
-        _execute(chapter, staged_path, parameters, digest, timeout=args.timeout)
+        try:
+            _execute(chapter, staged_path, parameters, digest, timeout=args.timeout)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         timings[chapter.name] = time.perf_counter() - t0
         staged.append((staged_path, target))
         print(f"  {chapter}: executed in {timings[chapter.name]:.1f} s")
