@@ -17,10 +17,27 @@ from typing import Any, Iterable
 import nbformat
 import yaml
 
-__all__ = ["Chapter", "book_chapters", "select_chapters", "normalise_notebook", "input_hash", "notebook_text"]
+__all__ = [
+    "Chapter",
+    "book_chapters",
+    "select_chapters",
+    "normalise_notebook",
+    "ensure_colab_cell",
+    "repository_url",
+    "input_hash",
+    "notebook_text",
+]
 
 _CHAPTER_FILE = re.compile(r"^(\d{2})-([a-z0-9-]+)$")
 METADATA_KEY = "attention_dynamics"
+#: Tag of the first cell of every chapter, which installs the package when run on Google Colab.
+COLAB_TAG = "colab-install"
+COLAB_SOURCE = """# On Google Colab, install the book's package first (anywhere else this cell does nothing).
+import sys
+
+if "google.colab" in sys.modules:
+    %pip install --quiet "attention-dynamics @ git+{url}"
+"""
 
 
 @dataclass(frozen=True)
@@ -123,6 +140,27 @@ def normalise_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def repository_url(root: Path) -> str | None:
+    """Return ``repository.url`` from ``root/_config.yml`` (the one place a fork changes it), or None."""
+    path = root / "_config.yml"
+    if not path.exists():
+        return None
+    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return (config.get("repository") or {}).get("url")
+
+
+def ensure_colab_cell(nb: nbformat.NotebookNode, url: str) -> nbformat.NotebookNode:
+    """Make the first cell the Colab install cell for repository ``url`` (inserted or refreshed); return nb."""
+    source = COLAB_SOURCE.format(url=url.rstrip("/")).rstrip("\n")
+    first = nb.cells[0] if nb.cells else None
+    if first is not None and COLAB_TAG in first.metadata.get("tags", []):
+        first.source = source
+    else:
+        cell = nbformat.v4.new_code_cell(source, metadata={"tags": [COLAB_TAG, "remove-cell"]})
+        nb.cells.insert(0, cell)
+    return nb
+
+
 def input_hash(nb_path: Path, package_dir: Path, parameters: dict[str, Any], extra_files: Iterable[Path] = ()) -> str:
     """Return a hash of everything a chapter's outputs depend on.
 
@@ -132,7 +170,8 @@ def input_hash(nb_path: Path, package_dir: Path, parameters: dict[str, Any], ext
     h = hashlib.sha256()
     nb = nbformat.read(nb_path, as_version=4)
     for cell in nb.cells:
-        if "injected-parameters" in cell.metadata.get("tags", []):
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags or COLAB_TAG in tags:
             continue
         h.update(cell.cell_type.encode())
         h.update(cell.source.encode())

@@ -26,7 +26,17 @@ from typing import Any, Sequence
 
 from . import paths
 from .claims import atomic_write_text, claims_from_notebook, ledger_problems, write_ledger
-from .notebooks import METADATA_KEY, Chapter, book_chapters, input_hash, normalise_notebook, notebook_text, select_chapters
+from .notebooks import (
+    METADATA_KEY,
+    Chapter,
+    book_chapters,
+    ensure_colab_cell,
+    input_hash,
+    normalise_notebook,
+    notebook_text,
+    repository_url,
+    select_chapters,
+)
 from .settings import DEVICES, SCALES
 
 __all__ = ["main", "BookError"]
@@ -139,7 +149,7 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         staged_path = staging / chapter.path.name
         try:
-            _execute(chapter, staged_path, parameters, digest, timeout=args.timeout)
+                _execute(chapter, staged_path, parameters, digest, timeout=args.timeout, repo_url=repository_url(root))
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -168,7 +178,9 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-def _execute(chapter: Chapter, out_path: Path, parameters: dict[str, Any], digest: str, *, timeout: int) -> None:
+def _execute(
+    chapter: Chapter, out_path: Path, parameters: dict[str, Any], digest: str, *, timeout: int, repo_url: str | None
+) -> None:
     import nbformat
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -200,6 +212,8 @@ def _execute(chapter: Chapter, out_path: Path, parameters: dict[str, Any], diges
         else:
             os.environ["MPLBACKEND"] = env_backup
     nb = nbformat.read(raw, as_version=4)
+    if repo_url:
+        ensure_colab_cell(nb, repo_url)
     normalise_notebook(nb)
     nb.metadata[METADATA_KEY] = {"input_hash": digest}
     atomic_write_text(out_path, notebook_text(nb))
