@@ -1,0 +1,78 @@
+"""Calibration metrics in bits against scipy and against exact identities."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import entropy as scipy_entropy
+
+from attention_dynamics import calibration
+from attention_dynamics.tasks import bijection
+
+
+def _random_distributions(shape, seed, zeros=False):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.rand(*shape, generator=g, dtype=torch.float64) ** 3
+    if zeros:
+        p[..., 0] = 0.0  # some exactly-zero probabilities
+    return p / p.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("zeros", [False, True])
+def test_entropy_and_kl_match_scipy(zeros):
+    p = _random_distributions((6, 4, 7), 0, zeros)
+    q = _random_distributions((6, 4, 7), 1)
+    h = calibration.entropy_bits(p)
+    kl = calibration.kl_divergence_bits(p, q.log())
+    for idx in np.ndindex(6, 4):
+        assert float(h[idx]) == pytest.approx(scipy_entropy(p[idx].numpy(), base=2), abs=1e-12)
+        assert float(kl[idx]) == pytest.approx(scipy_entropy(p[idx].numpy(), q[idx].numpy(), base=2), abs=1e-12)
+
+
+def test_kl_is_infinite_where_the_model_excludes_a_possible_outcome():
+    p = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
+    log_q = torch.tensor([[0.0, -math.inf]], dtype=torch.float64)
+    assert math.isinf(float(calibration.kl_divergence_bits(p, log_q)[0]))
+    # …and finite (zero) where the posterior itself puts no mass on the excluded outcome
+    assert float(calibration.kl_divergence_bits(torch.tensor([[1.0, 0.0]], dtype=torch.float64), log_q)[0]) == 0.0
+
+
+def test_soft_cross_entropy_is_entropy_plus_kl():
+    p = _random_distributions((5, 3, 4), 2)
+    logits = torch.randn(5, 3, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    ce = calibration.soft_cross_entropy_nats(logits, p)
+    h_nats = calibration.entropy_bits(p).mean() * math.log(2)
+    kl_nats = calibration.kl_divergence_bits(p, torch.log_softmax(logits, -1)).mean() * math.log(2)
+    assert float(ce) == pytest.approx(float(h_nats + kl_nats), abs=1e-12)
+    # and equal to PyTorch's own soft-label cross-entropy
+    torch_ce = torch.nn.functional.cross_entropy(logits.reshape(-1, 4), p.reshape(-1, 4))
+    assert float(ce) == pytest.approx(float(torch_ce), abs=1e-12)
+
+
+def test_report_of_the_exact_posterior_is_zero_and_curve_never_exceeds_per_sample():
+    p = _random_distributions((50, 8, 5), 4, zeros=True)
+    exact = calibration.calibration_report(p, p.log())
+    assert exact.entropy_mae_bits == pytest.approx(0.0, abs=1e-12)
+    assert exact.kl_bits == pytest.approx(0.0, abs=1e-12)
+    for seed in range(5):
+        q = _random_distributions((50, 8, 5), 10 + seed)
+        rep = calibration.calibration_report(p, q.log())
+        assert rep.curve_mae_bits <= rep.entropy_mae_bits + 1e-12
+        assert rep.entropy_mae_bits == pytest.approx(calibration.per_sample_entropy_mae_bits(q, p), abs=1e-12)
+        assert rep.curve_mae_bits == pytest.approx(calibration.curve_entropy_mae_bits(q, p), abs=1e-12)
+        assert rep.entropy_mae_by_position.shape == rep.kl_by_position.shape == (8,)
+        assert rep.kl_bits == pytest.approx(rep.kl_by_position.mean(), abs=1e-12)
+
+
+def test_uniform_predictor_on_bijection_reaches_the_context_blind_level():
+    V, L = 10, 10
+    batch = bijection.sample_bijection_batch(200, V, L, generator=torch.Generator().manual_seed(5))
+    uniform = torch.full((200, L, V), -math.log(V), dtype=torch.float64)
+    rep = calibration.calibration_report(batch.posterior, uniform)
+    blind = bijection.context_blind_entropy_error_bits(V, L)
+    assert rep.entropy_mae_bits == pytest.approx(blind, abs=1e-12)
+    assert rep.kl_bits == pytest.approx(blind, abs=1e-12)
+    np.testing.assert_allclose(rep.bayes_entropy_curve, bijection.bayes_entropy_bits(V, L), atol=1e-12)

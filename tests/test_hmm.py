@@ -1,0 +1,112 @@
+"""HMM filtering: the forward filter against brute force over hidden paths and against hmmlearn."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from attention_dynamics.tasks import hmm
+
+
+def brute_force_filter(transition: np.ndarray, emission: np.ndarray, obs: list[int]) -> np.ndarray:
+    """Return p(s_t | o_0..o_t) ``(K, S)`` by summing the joint over every hidden path (uniform start)."""
+    S = transition.shape[0]
+    out = np.zeros((len(obs), S))
+    for t in range(len(obs)):
+        for path in itertools.product(range(S), repeat=t + 1):
+            joint = 1.0 / S
+            for r, s in enumerate(path):
+                if r > 0:
+                    joint *= transition[path[r - 1], s]
+                joint *= emission[s, obs[r]]
+            out[t, path[-1]] += joint
+        out[t] /= out[t].sum()
+    return out
+
+
+@pytest.mark.parametrize("S,O,K", [(2, 3, 6), (3, 2, 5), (5, 5, 4)])
+def test_forward_filter_matches_enumeration_over_hidden_paths(S, O, K):
+    batch = hmm.sample_hmm_batch(4, K, n_states=S, n_symbols=O, generator=torch.Generator().manual_seed(S + O + K))
+    for b in range(len(batch)):
+        expected = brute_force_filter(batch.transition[b].numpy(), batch.emission[b].numpy(), batch.observations[b].tolist())
+        np.testing.assert_allclose(batch.posterior[b].numpy(), expected, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("grid", [None, 0.01])
+def test_forward_filter_matches_hmmlearn_on_every_prefix(grid):
+    CategoricalHMM = pytest.importorskip("hmmlearn.hmm").CategoricalHMM
+    S, O, K = 5, 5, 30
+    batch = hmm.sample_hmm_batch(5, K, n_states=S, n_symbols=O, grid=grid, generator=torch.Generator().manual_seed(3))
+    for b in range(len(batch)):
+        model = CategoricalHMM(n_components=S, n_features=O, init_params="", params="")
+        model.startprob_ = np.full(S, 1.0 / S)
+        model.transmat_ = batch.transition[b].numpy()
+        model.emissionprob_ = batch.emission[b].numpy()
+        obs = batch.observations[b].numpy().reshape(-1, 1)
+        for t in range(K):
+            # the smoothed posterior at the last step of a prefix is the filtering posterior
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                smoothed = model.predict_proba(obs[: t + 1])
+            np.testing.assert_allclose(batch.posterior[b, t].numpy(), smoothed[-1], rtol=0, atol=1e-10)
+
+
+def test_parameters_are_floored_row_stochastic_and_on_the_grid():
+    g = torch.Generator().manual_seed(4)
+    T, E = hmm.sample_hmm_parameters(2000, generator=g)
+    for M in (T, E):
+        torch.testing.assert_close(M.sum(-1), torch.ones(M.shape[:-1], dtype=torch.float64), rtol=0, atol=1e-12)
+        # floored at 0.05 then renormalised by a row sum ≤ 1 + 5 · 0.05
+        assert float(M.min()) >= 0.05 / 1.25 - 1e-12
+    Tg, Eg = hmm.sample_hmm_parameters(2000, grid=0.01, generator=g)
+    for M in (Tg, Eg):
+        hundredths = M * 100
+        torch.testing.assert_close(hundredths, hundredths.round(), rtol=0, atol=1e-9)
+        torch.testing.assert_close(M.sum(-1), torch.ones(M.shape[:-1], dtype=torch.float64), rtol=0, atol=1e-12)
+        assert float(M.min()) > 0
+
+
+def test_dirichlet_rows_have_the_right_moments_without_floor():
+    """Dirichlet(1) on 5 categories: mean 1/5, variance (1/5)(4/5)/6 per entry."""
+    T, _ = hmm.sample_hmm_parameters(20_000, floor=0.0, generator=torch.Generator().manual_seed(5))
+    entries = T.reshape(-1, 5)
+    np.testing.assert_allclose(entries.mean(0).numpy(), 0.2, atol=0.003)
+    np.testing.assert_allclose(entries.var(0).numpy(), 0.2 * 0.8 / 6, rtol=0.03)
+
+
+def test_sequences_follow_the_chain():
+    """Empirical transition and emission frequencies of one fixed HMM match its matrices."""
+    g = torch.Generator().manual_seed(6)
+    T, E = hmm.sample_hmm_parameters(1, n_states=3, n_symbols=4, generator=g)
+    n = 4000
+    states, obs = hmm.sample_hmm_sequences(T.expand(n, 3, 3), E.expand(n, 3, 4), 6, generator=g)
+    first = torch.bincount(states[:, 0], minlength=3) / n
+    np.testing.assert_allclose(first.numpy(), 1 / 3, atol=0.03)  # uniform initial state
+    pairs = torch.zeros(3, 3)
+    pairs.index_put_((states[:, :-1].reshape(-1), states[:, 1:].reshape(-1)), torch.ones(n * 5), accumulate=True)
+    np.testing.assert_allclose((pairs / pairs.sum(1, keepdim=True)).numpy(), T[0].numpy(), atol=0.03)
+    emitted = torch.zeros(3, 4)
+    emitted.index_put_((states.reshape(-1), obs.reshape(-1)), torch.ones(n * 6), accumulate=True)
+    np.testing.assert_allclose((emitted / emitted.sum(1, keepdim=True)).numpy(), E[0].numpy(), atol=0.03)
+
+
+def test_input_features_carry_observation_and_both_matrices():
+    batch = hmm.sample_hmm_batch(3, 7, generator=torch.Generator().manual_seed(7))
+    x = batch.inputs
+    assert x.shape == (3, 7, hmm.hmm_input_dim(5, 5)) == (3, 7, 55)
+    assert torch.equal(x[..., :5].argmax(-1), batch.observations)
+    torch.testing.assert_close(x[:, 3, 5:30].double().reshape(3, 5, 5), batch.transition, rtol=0, atol=1e-7)
+    torch.testing.assert_close(x[:, 6, 30:].double().reshape(3, 5, 5), batch.emission, rtol=0, atol=1e-7)
+
+
+def test_invalid_arguments_are_rejected():
+    with pytest.raises(ValueError):
+        hmm.sample_hmm_parameters(0)
+    with pytest.raises(ValueError):
+        hmm.sample_hmm_parameters(3, floor=0.5)
+    with pytest.raises(ValueError):
+        hmm.sample_hmm_parameters(3, grid=0.03)
