@@ -1,0 +1,136 @@
+"""The claims ledger: status rules, validation, round trip through a notebook, and the committed ledger."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import nbformat
+import pytest
+
+from attention_dynamics.claims import (
+    CLAIM_GLUE_PREFIX,
+    CLAIM_MIME_TYPE,
+    Claim,
+    claim_status,
+    claims_from_notebook,
+    format_value,
+    ledger_problems,
+    load_ledger,
+    record,
+    write_ledger,
+)
+from attention_dynamics.notebooks import book_chapters
+
+
+@pytest.mark.parametrize(
+    "value, kwargs, status",
+    [
+        (1e-13, dict(expected=0.0, tolerance=1e-12), "pass"),
+        (2e-12, dict(expected=0.0, tolerance=1e-12), "fail"),
+        (0.5, dict(lower=0.0, upper=1.0), "pass"),
+        (1.5, dict(lower=0.0, upper=1.0), "fail"),
+        (0.005, dict(upper=0.01), "pass"),
+        (0.02, dict(upper=0.01), "fail"),
+        (2.2, dict(paper_value=2.3, tolerance=0.2), "pass"),
+        (1.0, dict(paper_value=2.3, tolerance=0.2), "fail"),
+        (1.0, dict(paper_value=2.3), "new"),
+        (1.0, dict(), "new"),
+        # a closed form takes precedence over the paper's number
+        (0.0, dict(expected=0.0, tolerance=1e-9, paper_value=5.0), "pass"),
+    ],
+)
+def test_claim_status_rules(value, kwargs, status):
+    assert claim_status(value, **kwargs) == status
+
+
+def test_expected_needs_tolerance():
+    with pytest.raises(ValueError, match="needs a tolerance"):
+        claim_status(1.0, expected=1.0)
+
+
+def test_record_outside_a_kernel_returns_the_claim():
+    c = record("test.value", 0.25, description="a number", unit="bits", upper=1.0, params={"seed": 3, "dims": (2, 3)})
+    assert c.status == "pass" and c.params == {"seed": 3, "dims": [2, 3]}
+
+
+@pytest.mark.parametrize(
+    "claim_id, value, error",
+    [
+        ("NoDots", 1.0, ValueError),
+        ("chapter.", 1.0, ValueError),
+        ("test.nan", math.nan, ValueError),
+        ("test.inf", math.inf, ValueError),
+        ("test.text", "1.0", TypeError),
+    ],
+)
+def test_record_rejects_bad_input(claim_id, value, error):
+    with pytest.raises(error):
+        record(claim_id, value, description="x", unit="")
+
+
+def test_explanation_kept_only_for_failures():
+    ok = record("test.ok", 1.0, description="x", unit="", upper=2.0, explanation="not needed")
+    bad = record("test.bad", 3.0, description="x", unit="", upper=2.0, explanation="differs because ...")
+    assert ok.explanation is None and bad.explanation == "differs because ..."
+
+
+def _claim(**overrides):
+    base = dict(id="a.b", description="d", value=1.0, unit="", status="pass", chapter="01-x",
+                paper_value=None, expected=1.0, tolerance=0.1, lower=None, upper=None, explanation=None, params={})
+    base.update(overrides)
+    return Claim(**base)
+
+
+def test_ledger_problems_catch_each_defect():
+    assert ledger_problems([_claim()]) == []
+    assert "duplicate id" in " ".join(ledger_problems([_claim(), _claim()]))
+    unexplained = _claim(value=5.0, status="fail")
+    assert "without an explanation" in " ".join(ledger_problems([unexplained]))
+    assert ledger_problems([_claim(value=5.0, status="fail", explanation="because")]) == []
+    assert "stored status" in " ".join(ledger_problems([_claim(value=5.0, status="pass")]))
+    assert "unknown status" in " ".join(ledger_problems([_claim(status="maybe")]))
+
+
+def test_write_and_load_round_trip(tmp_path):
+    path = write_ledger([_claim(), _claim(id="a.c", value=0.5, expected=None, tolerance=None, status="new")], tmp_path / "c.json")
+    assert [c.to_json() for c in load_ledger(path)] == [_claim().to_json(), _claim(id="a.c", value=0.5, expected=None, tolerance=None, status="new").to_json()]
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_claims_survive_a_notebook_round_trip():
+    """A claim glued as a display output is read back by the runner from the notebook JSON."""
+    claim = _claim()
+    output = nbformat.v4.new_output(
+        "display_data",
+        data={"application/papermill.record/" + CLAIM_MIME_TYPE: claim.to_json(), "application/papermill.record/text/plain": "x"},
+        metadata={"scrapbook": {"name": CLAIM_GLUE_PREFIX + claim.id, "mime_prefix": "application/papermill.record/"}},
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("", outputs=[output])])
+    nbformat.validate(nb)
+    nb = nbformat.reads(nbformat.writes(nb), as_version=4)
+    (back,) = claims_from_notebook(nb, chapter="07-chapter")
+    assert back.chapter == "07-chapter" and back.value == claim.value and back.id == claim.id
+
+
+def test_format_value():
+    assert format_value(3) == "3" and format_value(0.123456) == "0.1235" and format_value(1.5e-13) == "1.500e-13"
+    assert format_value(None) == "—"
+
+
+def test_committed_ledger_is_sound_and_matches_the_notebooks(repo_root):
+    """book/claims.json: no unexplained failure, statuses consistent, identical to the notebooks' claims."""
+    ledger_path = repo_root / "book" / "claims.json"
+    claims = load_ledger(ledger_path)
+    assert claims, "the ledger is empty"
+    assert ledger_problems(claims) == []
+    from_notebooks = []
+    for chapter in book_chapters(repo_root):
+        from_notebooks += claims_from_notebook(nbformat.read(chapter.path, as_version=4), chapter.name)
+    assert [c.to_json() for c in claims] == [c.to_json() for c in from_notebooks], "run `make book` to refresh book/claims.json"
+    assert json.loads(ledger_path.read_text())["claims"][0].keys() >= {"id", "chapter", "value", "paper_value", "status"}
+
+
+def test_foundation_claims_present(repo_root):
+    ids = {c.id for c in load_ledger(repo_root / "book" / "claims.json")}
+    assert {"setup.forward_vs_sdpa_max_abs_err", "setup.upstream_grad_vs_autograd_max_abs_err"} <= ids

@@ -1,0 +1,81 @@
+"""The one training loop: gradients from autograd or a custom routine, callbacks, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from attention_dynamics.training import fit, map_parallel
+
+
+def _quadratic_problem():
+    model = nn.Linear(3, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(0.0)
+    target = torch.tensor([[1.0, -2.0, 0.5]])
+    return model, target
+
+
+def test_gradient_descent_on_a_quadratic_matches_the_closed_form():
+    """L = ½||w − t||², so each SGD step gives w ← w − lr (w − t): w_n = t (1 − (1 − lr)^n)."""
+    model, target = _quadratic_problem()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hist = fit(model, lambda s: None, steps=20, optimizer=opt, loss_fn=lambda m, _: 0.5 * ((m.weight - target) ** 2).sum())
+    torch.testing.assert_close(model.weight.detach(), target * (1 - 0.9**20))
+    expected_losses = [0.5 * float(((target * (1 - 0.9**n) - target) ** 2).sum()) for n in range(20)]
+    np.testing.assert_allclose(hist.losses, expected_losses, rtol=1e-6)
+
+
+def test_custom_backward_routine_is_used():
+    model, target = _quadratic_problem()
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+
+    def backward(m, _):
+        m.weight.grad = m.weight.detach() - target  # the closed-form gradient
+        return 0.0
+
+    fit(model, lambda s: None, steps=1, optimizer=opt, backward=backward)
+    torch.testing.assert_close(model.weight.detach(), target)
+
+
+def test_callback_runs_before_updates_and_after_the_last():
+    model, target = _quadratic_problem()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    seen = []
+    hist = fit(model, lambda s: None, steps=4, optimizer=opt, loss_fn=lambda m, _: 0.5 * ((m.weight - target) ** 2).sum(),
+               callback=lambda step, m, loss: seen.append(step) or {"w0": float(m.weight.detach()[0, 0])}, callback_steps=[0, 2])
+    assert seen == [0, 2, 4] and [r["step"] for r in hist.records] == [0, 2, 4]
+    assert hist.records[0]["w0"] == 0.0
+
+
+@pytest.mark.parametrize("steps", [0, -5, 2.5])
+def test_bad_step_counts_are_rejected(steps):
+    model, target = _quadratic_problem()
+    with pytest.raises(ValueError, match="steps must be"):
+        fit(model, lambda s: None, steps=steps, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+            loss_fn=lambda m, _: m.weight.sum())
+
+
+def test_divergence_is_reported():
+    model, target = _quadratic_problem()
+    with pytest.raises(FloatingPointError, match="lower the learning rate"):
+        fit(model, lambda s: None, steps=200, optimizer=torch.optim.SGD(model.parameters(), lr=5.0),
+            loss_fn=lambda m, _: ((m.weight - target) ** 2).sum() * 1e30)
+
+
+def test_exactly_one_gradient_source():
+    model, _ = _quadratic_problem()
+    with pytest.raises(ValueError, match="exactly one"):
+        fit(model, lambda s: None, steps=1, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_map_parallel_keeps_job_order():
+    jobs = [{"x": float(i)} for i in range(5)]
+    assert map_parallel(abs_neg, jobs, processes=2) == [float(i) for i in range(5)]
+    assert map_parallel(abs_neg, jobs, processes=1) == [float(i) for i in range(5)]
+
+
+def abs_neg(x: float) -> float:
+    return abs(-x)
