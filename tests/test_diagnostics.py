@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attention_dynamics import diagnostics as D
-from attention_dynamics.attention import causal_mask, init_single_head, single_head_forward
+from attention_dynamics.attention import SingleHeadParams, causal_mask, init_single_head, single_head_forward
 from attention_dynamics.gradients import key_gradient, query_gradient
 from attention_dynamics.models import CausalTransformer, Probe
 
@@ -162,6 +162,23 @@ def test_specialization_of_label_exclusive_routing():
     assert uniform.mutual_information_nats == pytest.approx(0.0, abs=1e-12)
 
 
+def test_advantage_by_label_is_the_label_sum_of_the_advantage_matrix():
+    g = torch.Generator().manual_seed(2)
+    alpha = torch.softmax(torch.randn(2, 6, 6, generator=g, dtype=torch.float64), -1)
+    cap = _capture(alpha, seed=2)
+    ql = torch.tensor([[0, 1, 0, 1, 0, 1], [1, 1, 0, 0, 1, 0]])
+    kl = torch.tensor([[2, 2, 3, 3, 4, 4], [4, 3, 2, 4, 3, 2]])
+    spec = D.specialization(cap, ql, kl)
+    adv = D.HeadDiagnostics(cap).advantage_matrix
+    for a_idx, a in enumerate((0, 1)):
+        for c_idx, c in enumerate((2, 3, 4)):
+            total = sum(float(adv[b, i, j]) for b in range(2) for i in range(6) for j in range(6)
+                        if ql[b, i] == a and kl[b, j] == c)
+            n = int((ql == a).sum())
+            assert spec.advantage_by_label[a_idx, c_idx] == pytest.approx(total / n, abs=1e-14)
+    np.testing.assert_allclose(spec.advantage_by_label.sum(1), 0.0, atol=1e-14)  # mass is moved, not created
+
+
 def test_routing_stability_known_answers():
     a = F.one_hot(torch.tensor([0, 1, 2, 0]), 4).to(torch.float64)
     b = F.one_hot(torch.tensor([1, 1, 3, 0]), 4).to(torch.float64)
@@ -239,6 +256,27 @@ def test_hooks_on_a_probed_single_head_match_the_laws():
         if key not in ("module",):
             assert head.metrics.as_dict()[key] == pytest.approx(value, rel=1e-9, abs=1e-14), key
     assert all(p.grad is None for p in model.parameters())
+
+
+class ModuleWithHeadParams(nn.Module):
+    """A module exposing the single head's weights through ``head_params()`` (as the book's head modules do)."""
+
+    def __init__(self, params):
+        super().__init__()
+        self.W = nn.ParameterDict({n: nn.Parameter(t.clone()) for n, t in params.as_dict().items()})
+
+    def head_params(self):
+        return SingleHeadParams(**{n: p.detach() for n, p in self.W.items()})
+
+
+
+def test_diagnose_accepts_a_single_head_module_or_its_weights():
+    params, x, y = _head_example(B=1, seed=5)
+    ref = D.diagnose_single_head(x[0], params, y[0])
+    for model in (ModuleWithHeadParams(params), params):
+        diag = D.diagnose(model, x[0], y[0])
+        torch.testing.assert_close(diag.heads[0].advantage_matrix, ref.heads[0].advantage_matrix, rtol=0, atol=0)
+        assert diag.loss == ref.loss
 
 
 # ----------------------------------------------------------------------------- the package's transformer

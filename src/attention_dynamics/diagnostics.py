@@ -201,6 +201,10 @@ class SpecializationSummary:
     routing_matrix: np.ndarray
     #: The routing matrix under uniform attention over the visible keys (the chance level).
     chance_routing_matrix: np.ndarray
+    #: ``[a, c]``: mean over queries of group a of Σ_{j ∈ c} alpha_ij (E_alpha[b] − b_ij) — the rate (per unit
+    #: learning rate on the scores) at which gradient descent moves group-a queries' attention toward
+    #: group-c keys; rows sum to 0 (nats per unit score).
+    advantage_by_label: np.ndarray
     mutual_information_nats: float
     #: I(query group; key group) under uniform attention over the visible keys, nats.
     chance_mutual_information_nats: float
@@ -379,6 +383,8 @@ def specialization(
     if len(q_groups) == 0:
         raise ValueError("no query has a non-negative label")
     routing_matrix, P = _label_routing(alpha, ql, kl, q_groups, k_groups)
+    advantage = -advantage_routing_gradient(cap.alpha, compatibility(cap.u, cap.values)).to(torch.float64)
+    advantage_by_label, _ = _label_routing(advantage, ql, kl, q_groups, k_groups)
     vis = cap.visible.to(torch.float64)
     uniform = vis / vis.sum(-1, keepdim=True).clamp_min(1.0)  # (B, Tq, Tk)
     chance_matrix, P_chance = _label_routing(uniform, ql, kl, q_groups, k_groups)
@@ -393,6 +399,7 @@ def specialization(
         key_groups=k_groups.numpy(),
         routing_matrix=routing_matrix,
         chance_routing_matrix=chance_matrix,
+        advantage_by_label=advantage_by_label,
         mutual_information_nats=mi,
         chance_mutual_information_nats=mi_chance,
         normalized_mutual_information=mi / denom if denom > 0 else float("nan"),
@@ -923,7 +930,10 @@ def diagnose(
 ) -> AttentionDiagnostics:
     """Return the :class:`AttentionDiagnostics` of every head of ``model`` on a batch with targets.
 
-    ``model``: a package model (probes) or any model built from ``torch.nn.MultiheadAttention``.
+    ``model``: a package model (probes), any model built from ``torch.nn.MultiheadAttention``, or
+    the book's single head (a :class:`~attention_dynamics.attention.SingleHeadParams`, or a module
+    whose ``head_params()`` or ``params()`` returns one; then ``inputs`` is ``x`` ``(T, d_in)`` or
+    ``(B, T, d_in)`` and the loss is the head's mean cross-entropy, see :func:`diagnose_single_head`).
     ``inputs`` go to ``model`` unchanged; ``targets`` and ``loss_fn`` define the loss
     (default: mean cross-entropy, :func:`default_loss`). Optional ``key_labels`` ``(B, Tk)`` group
     the keys (e.g. the symbol each position carries): key orthogonality is then measured between
@@ -939,9 +949,33 @@ def diagnose(
         diag = diagnose(model, tokens, targets)
         print(diag.summary()); diag.plot_head(0, 0)
     """
+    params = _single_head_params(model)
+    if params is not None:  # the book's single head as a module: read its closed-form forward pass
+        if loss_fn is not None:
+            raise ValueError("a single-head module is diagnosed with its own mean cross-entropy; loss_fn is not used")
+        return diagnose_single_head(inputs, params, targets, query_labels=query_labels, key_labels=key_labels,
+                                    starved_threshold=starved_threshold, max_rows=max_rows)
     captures, loss = capture_attention(model, inputs, targets, loss_fn=loss_fn)
     return _diagnostics_from_captures(captures, loss, query_labels=query_labels, key_labels=key_labels,
                                       starved_threshold=starved_threshold, max_rows=max_rows)
+
+
+def _single_head_params(model: Any) -> SingleHeadParams | None:
+    """Return the weights of a single-head model (a ``SingleHeadParams``, or a module exposing them), else None."""
+    if isinstance(model, SingleHeadParams):
+        return model
+    if isinstance(model, nn.Module) and (_probed_modules(model) or _mha_modules(model)):
+        return None
+    for name in ("head_params", "params"):
+        method = getattr(model, name, None)
+        if callable(method):
+            try:
+                params = method()
+            except TypeError:
+                continue
+            if isinstance(params, SingleHeadParams):
+                return SingleHeadParams(**{n: t.detach() for n, t in params.as_dict().items()})
+    return None
 
 
 def diagnose_single_head(
@@ -1071,12 +1105,22 @@ def plot_overview(diagnostics: AttentionDiagnostics | Sequence[AttentionDiagnost
 
 
 def plot_routing_matrix(summary: SpecializationSummary, *, ax=None, query_name: str = "query label",
-                        key_name: str = "key label", title: str | None = None):
-    """Draw a :class:`SpecializationSummary`'s routing matrix (mean attention mass per label pair); return the image."""
+                        key_name: str = "key label", title: str | None = None, advantage: bool = False,
+                        vmax: float | None = None):
+    """Draw a :class:`SpecializationSummary`'s routing matrix (mean attention mass per label pair); return the image.
+
+    With ``advantage=True`` draw :attr:`SpecializationSummary.advantage_by_label` instead (diverging
+    colours; red = gradient descent moves attention toward that key label).
+    """
     if ax is None:
         _, ax = plotting.new_figure(1, width=3.8, height=3.3)
-    im = plotting.plot_matrix(ax, summary.routing_matrix, title=title or f"{summary.head}: who reads whom",
-                              xlabel=key_name, ylabel=query_name, cbar_label="attention mass", vmax=None)
+    if advantage:
+        im = plotting.plot_matrix(ax, summary.advantage_by_label, title=title or f"{summary.head}: advantage by label",
+                                  xlabel=key_name, ylabel=query_name, cbar_label="−∂L/∂s summed (nats)",
+                                  diverging=True, vmax=vmax)
+    else:
+        im = plotting.plot_matrix(ax, summary.routing_matrix, title=title or f"{summary.head}: who reads whom",
+                                  xlabel=key_name, ylabel=query_name, cbar_label="attention mass", vmax=vmax)
     ax.set_xticks(range(len(summary.key_groups)), [str(g) for g in summary.key_groups])
     ax.set_yticks(range(len(summary.query_groups)), [str(g) for g in summary.query_groups])
     return im
