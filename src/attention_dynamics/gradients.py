@@ -2,28 +2,38 @@
 
 Notation (PAPER.md §2): scores ``s_ij = q_i·k_j · scale``, attention ``alpha_ij = softmax_j(s_ij)``,
 context ``g_i = Σ_j alpha_ij v_j``, upstream gradient ``u_i = ∂L/∂g_i`` and compatibility
-``b_ij = u_i·v_j``. Every function works over any leading batch dimensions and is causal-mask
-aware: masked entries have ``alpha_ij = 0`` and therefore receive exactly zero gradient.
+``b_ij = u_i·v_j``. Every law works over any leading batch dimensions and is causal-mask aware:
+masked entries have ``alpha_ij = 0`` and therefore receive exactly zero gradient.
 
 Shapes: alpha ``(..., Tq, Tk)``, u ``(..., Tq, dv)``, v ``(..., Tk, dv)``, q ``(..., Tq, dk)``,
-k ``(..., Tk, dk)``.
+k ``(..., Tk, dk)``. Gradients are of the loss in nats (mean cross-entropy unless ``reduction="sum"``).
 
 Sign convention used throughout the book: ``b_ij`` is the *compatibility* of value j with the
 error signal of query i. A gradient-descent step moves ``s_ij`` by ``-eta · alpha_ij (b_ij - E[b])``,
-so a value whose compatibility is *below* the attention-weighted mean (anti-aligned with the
-error) gains attention. We call ``E_alpha[b] - b_ij`` the *advantage* of value j for query i.
+so the score of a value whose compatibility is *below* the attention-weighted mean (anti-aligned
+with the error) goes up. We call ``E_alpha[b] - b_ij`` the *advantage* of value j for query i.
+
+Equation labels (``eq-grad-…``) refer to chapter 2 of the book, where each law is derived.
+The module also holds the independent routes the book checks the laws against (autograd,
+central finite differences, PyTorch's fused attention kernel) and the inverse-temperature sweep
+behind the one-hot limit.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 
 if TYPE_CHECKING:  # pragma: no cover
     from .attention import SingleHeadParams
 
 __all__ = [
+    "GRADIENT_NAMES",
     "output_error",
     "upstream_gradient",
     "compatibility",
@@ -34,11 +44,34 @@ __all__ = [
     "query_gradient",
     "key_gradient",
     "single_head_parameter_gradients",
+    "closed_form_head_gradients",
+    "autograd_head_gradients",
+    "fused_attention_gradients",
+    "loss_from_scores",
+    "loss_from_qkv",
+    "central_difference_gradient",
+    "finite_difference_head_gradients",
+    "law_discrepancies",
+    "attention_entropy",
+    "score_gradient_entropy_bound",
+    "InverseTemperatureSweep",
+    "inverse_temperature_sweep",
 ]
+
+#: The gradients :func:`closed_form_head_gradients` and :func:`autograd_head_gradients` return.
+GRADIENT_NAMES = ("scores", "q", "k", "v", "W_Q", "W_K", "W_V", "W_O")
+
+
+# --------------------------------------------------------------------------------------------
+# The laws
+# --------------------------------------------------------------------------------------------
 
 
 def output_error(p: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor:
-    """Return ∂L/∂logits = p − onehot(y) (÷ number of positions for a mean), shape ``(..., T, C)``."""
+    """Return ∂L/∂logits = p − onehot(y) (÷ number of positions for a mean), shape ``(..., T, C)``.
+
+    The softmax–cross-entropy identity (chapter 2, eq-grad-logits).
+    """
     _check_reduction(reduction)
     delta = p.clone()  # (..., T, C)
     delta.scatter_add_(-1, targets.unsqueeze(-1), -torch.ones_like(delta[..., :1]))
@@ -50,17 +83,17 @@ def output_error(p: torch.Tensor, targets: torch.Tensor, *, reduction: str = "me
 def upstream_gradient(
     p: torch.Tensor, targets: torch.Tensor, W_O: torch.Tensor, *, reduction: str = "mean"
 ) -> torch.Tensor:
-    """Return u = ∂L/∂g, shape ``(..., T, dv)``: ``W_Oᵀ(p_i − e_{y_i})`` (÷ number of positions for a mean).
+    """Return u = ∂L/∂g, shape ``(..., T, dv)``: ``W_O(p_i − e_{y_i})`` (÷ number of positions for a mean).
 
-    PAPER.md §2, the error signal. ``p`` is ``(..., T, C)`` predicted probabilities, ``targets``
-    ``(..., T)`` class indices, ``W_O`` ``(dv, C)`` with ``logits = g @ W_O``.
+    PAPER.md §2, the error signal (chapter 1, eq-upstream). ``p`` is ``(..., T, C)`` predicted
+    probabilities, ``targets`` ``(..., T)`` class indices, ``W_O`` ``(dv, C)`` with ``logits = g @ W_O``.
     """
     return output_error(p, targets, reduction=reduction) @ W_O.transpose(-1, -2)  # (..., T, dv)
 
 
 def compatibility(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Return the compatibility matrix b, ``b_ij = u_i · v_j``, shape ``(..., Tq, Tk)`` (PAPER.md §2)."""
-    return u @ v.transpose(-1, -2)
+    """Return the compatibility matrix b, ``b_ij = u_i · v_j``, shape ``(..., Tq, Tk)`` (chapter 2, eq-grad-dalpha)."""
+    return u @ v.transpose(-1, -2)  # (..., Tq, dv) @ (..., dv, Tk)
 
 
 def expected_compatibility(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -72,38 +105,98 @@ def advantage(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Return the advantage ``E_{alpha_i}[b] − b_ij`` of value j for query i, shape ``(..., Tq, Tk)``.
 
     Positive advantage = value j is better than the current mixture for query i's error, so
-    gradient descent *raises* alpha_ij. Zero where alpha_ij = 0 (masked or unattended).
+    gradient descent *raises* the score s_ij, by eta · alpha_ij · advantage (chapter 2,
+    eq-grad-advantage). Zero where alpha_ij = 0 (masked or unattended).
     """
-    return torch.where(alpha > 0, expected_compatibility(alpha, b) - _finite(b), torch.zeros_like(alpha))
+    b = _finite(b)
+    return torch.where(alpha > 0, expected_compatibility(alpha, b) - b, torch.zeros_like(alpha))
 
 
 def advantage_routing_gradient(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Return ∂L/∂s_ij = alpha_ij (b_ij − E_{alpha_i}[b]), shape ``(..., Tq, Tk)``.
 
-    The paper's boxed advantage-based routing law (PAPER.md §3, result 1). Each row sums to
-    zero; the gradient is gated by alpha_ij and vanishes as alpha_i becomes one-hot.
+    The paper's boxed advantage-based routing law (PAPER.md §3, result 1; chapter 2,
+    eq-grad-routing-law). Each row sums to zero; the gradient is gated by alpha_ij and vanishes
+    as alpha_i becomes one-hot (eq-grad-entropy-bound).
     """
-    b = _finite(b)
-    return alpha * (b - expected_compatibility(alpha, b))
+    weighted = alpha * _finite(b)  # (..., Tq, Tk): alpha_ij b_ij
+    expected = weighted.sum(-1, keepdim=True)  # (..., Tq, 1): E_{alpha_i}[b]
+    # alpha_ij b_ij − alpha_ij E_i[b], in place: one T² buffer for the whole law.
+    return weighted.addcmul_(alpha, expected, value=-1.0)
 
 
 def responsibility_weighted_value_gradient(alpha: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Return ∂L/∂v_j = Σ_i alpha_ij u_i, shape ``(..., Tk, dv)``.
 
-    The paper's boxed responsibility-weighted value update (PAPER.md §3, result 2): value j
-    moves against the responsibility-weighted mean error of the queries that attend to it.
+    The paper's boxed responsibility-weighted value update (PAPER.md §3, result 2; chapter 2,
+    eq-grad-value-law): value j moves against the responsibility-weighted mean error of the
+    queries that attend to it.
     """
-    return alpha.transpose(-1, -2) @ u
+    return alpha.transpose(-1, -2) @ u  # (..., Tk, Tq) @ (..., Tq, dv)
 
 
 def query_gradient(alpha: torch.Tensor, b: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
-    """Return ∂L/∂q_i = scale · Σ_j alpha_ij (b_ij − b̄_i) k_j, shape ``(..., Tq, dk)`` (PAPER.md §3, result 3)."""
-    return scale * (advantage_routing_gradient(alpha, b) @ k)
+    """Return ∂L/∂q_i = scale · Σ_j alpha_ij (b_ij − b̄_i) k_j, shape ``(..., Tq, dk)``.
+
+    PAPER.md §3, result 3; chapter 2, eq-grad-query-law. ``scale`` is ``1/sqrt(d_k)``.
+    """
+    return _query_gradient_from_scores(advantage_routing_gradient(alpha, b), k, scale)
 
 
 def key_gradient(alpha: torch.Tensor, b: torch.Tensor, q: torch.Tensor, scale: float) -> torch.Tensor:
-    """Return ∂L/∂k_j = scale · Σ_i alpha_ij (b_ij − b̄_i) q_i, shape ``(..., Tk, dk)`` (PAPER.md §3, result 3)."""
-    return scale * (advantage_routing_gradient(alpha, b).transpose(-1, -2) @ q)
+    """Return ∂L/∂k_j = scale · Σ_i alpha_ij (b_ij − b̄_i) q_i, shape ``(..., Tk, dk)``.
+
+    PAPER.md §3, result 3; chapter 2, eq-grad-key-law. ``scale`` is ``1/sqrt(d_k)``.
+    """
+    return _key_gradient_from_scores(advantage_routing_gradient(alpha, b), q, scale)
+
+
+def _query_gradient_from_scores(grad_scores: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    return scale * (grad_scores @ k)  # (..., Tq, Tk) @ (..., Tk, dk)
+
+
+def _key_gradient_from_scores(grad_scores: torch.Tensor, q: torch.Tensor, scale: float) -> torch.Tensor:
+    return scale * (grad_scores.transpose(-1, -2) @ q)  # (..., Tk, Tq) @ (..., Tq, dk)
+
+
+def closed_form_head_gradients(
+    x: torch.Tensor,
+    params: "SingleHeadParams",
+    targets: torch.Tensor,
+    *,
+    causal: bool = True,
+    reduction: str = "mean",
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Return ``(loss in nats, gradients)`` of the single head from the laws alone, with no autograd.
+
+    ``gradients`` maps each name of :data:`GRADIENT_NAMES` to ∂L/∂(that tensor): the scores
+    ``(..., T, T)`` by the routing law, the values ``(..., T, dv)`` by the value law, the queries
+    and keys ``(..., T, dk)`` by the query and key laws, and the four weight matrices by the chain
+    rule through the linear maps ``q = x W_Q``, ``k = x W_K``, ``v = x W_V``, ``logits = g W_O``
+    (chapter 2, eq-grad-params). ``x`` is ``(..., T, d_in)``.
+    """
+    from .attention import single_head_forward  # late import: attention uses these laws too
+
+    _check_reduction(reduction)
+    with torch.no_grad():
+        fwd = single_head_forward(x, params, targets, causal=causal, reduction=reduction)
+        grad_scores = advantage_routing_gradient(fwd.alpha, fwd.b)  # (..., T, T), computed once
+        grad_v = responsibility_weighted_value_gradient(fwd.alpha, fwd.u)  # (..., T, dv)
+        grad_q = _query_gradient_from_scores(grad_scores, fwd.k, fwd.scale)  # (..., T, dk)
+        grad_k = _key_gradient_from_scores(grad_scores, fwd.q, fwd.scale)  # (..., T, dk)
+        delta = output_error(fwd.p, targets, reduction=reduction)  # (..., T, C)
+        x_rows = x.reshape(-1, x.shape[-1])  # (positions, d_in): batch and positions are summed
+        grads = {
+            "scores": grad_scores,
+            "q": grad_q,
+            "k": grad_k,
+            "v": grad_v,
+            "W_Q": x_rows.T @ grad_q.reshape(-1, grad_q.shape[-1]),  # (d_in, dk)
+            "W_K": x_rows.T @ grad_k.reshape(-1, grad_k.shape[-1]),  # (d_in, dk)
+            "W_V": x_rows.T @ grad_v.reshape(-1, grad_v.shape[-1]),  # (d_in, dv)
+            "W_O": fwd.g.reshape(-1, fwd.g.shape[-1]).T @ delta.reshape(-1, delta.shape[-1]),  # (dv, C)
+        }
+    return fwd.loss, grads
 
 
 def single_head_parameter_gradients(
@@ -114,40 +207,323 @@ def single_head_parameter_gradients(
     causal: bool = True,
     reduction: str = "mean",
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Return ``(loss, {"W_Q", "W_K", "W_V", "W_O"} gradients)`` of the single head from the laws alone.
+    """Return ``(loss in nats, {"W_Q", "W_K", "W_V", "W_O"} gradients)`` of the single head from the laws alone.
 
     No autograd: the forward pass provides alpha, u and b; the routing law gives ∂L/∂s, the
     value law ∂L/∂v, and the chain rule through the linear maps q = x W_Q, k = x W_K,
-    v = x W_V, logits = g W_O gives the parameter gradients. ``x`` is ``(..., T, d_in)``.
+    v = x W_V, logits = g W_O gives the parameter gradients (chapter 2, eq-grad-params).
+    ``x`` is ``(..., T, d_in)``.
     """
-    from .attention import single_head_forward  # late import: attention uses these laws too
+    loss, grads = closed_form_head_gradients(x, params, targets, causal=causal, reduction=reduction)
+    return loss, {name: grads[name] for name in ("W_Q", "W_K", "W_V", "W_O")}
 
+
+# --------------------------------------------------------------------------------------------
+# Independent routes to the same gradients (what the book checks the laws against)
+# --------------------------------------------------------------------------------------------
+
+
+def autograd_head_gradients(
+    x: torch.Tensor,
+    params: "SingleHeadParams",
+    targets: torch.Tensor,
+    *,
+    causal: bool = True,
+    reduction: str = "mean",
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Return ``(loss in nats, gradients)`` like :func:`closed_form_head_gradients`, but by autograd.
+
+    One backward pass through :func:`attention.single_head_forward` with the intermediate
+    gradients retained; it never calls the laws.
+    """
+    from .attention import single_head_forward
+
+    leaf = params.clone().requires_grad_(True)
+    with torch.enable_grad():
+        fwd = single_head_forward(x.detach(), leaf, targets, causal=causal, reduction=reduction)
+        for name in ("scores", "q", "k", "v"):
+            getattr(fwd, name).retain_grad()
+        fwd.loss.backward()
+    grads = {name: getattr(fwd, name).grad.detach() for name in ("scores", "q", "k", "v")}
+    grads.update({name: t.grad.detach() for name, t in leaf.as_dict().items()})
+    return fwd.loss.detach(), {name: grads[name] for name in GRADIENT_NAMES}
+
+
+def fused_attention_gradients(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    upstream: torch.Tensor,
+    *,
+    causal: bool = True,
+    scale: float | None = None,
+    backend: str = "flash",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Return ``(∂L/∂q, ∂L/∂k, ∂L/∂v)`` from the backward of ``F.scaled_dot_product_attention``.
+
+    ``upstream`` is ∂L/∂g ``(..., Tq, dv)``; shapes as the laws'. ``backend="flash"`` forces the
+    fused kernel (on the CPU, PyTorch's FlashAttention-style kernel with its own hand-written
+    backward, PAPER.md §5), ``"math"`` the reference composite, ``"auto"`` lets PyTorch choose.
+    The fused CPU kernel wants 4-D inputs with ``d_k = d_v``; queries and keys are zero-padded
+    (which leaves every score unchanged) and values zero-padded (which adds zero output columns)
+    to the wider of the two, so any head fits. ``scale`` defaults to ``1/sqrt(d_k)``.
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = {"flash": [SDPBackend.FLASH_ATTENTION], "math": [SDPBackend.MATH], "auto": None}
+    if backend not in backends:
+        raise ValueError(f"backend must be one of {', '.join(backends)}, got {backend!r}")
+    d_k, d_v, t_q = q.shape[-1], v.shape[-1], q.shape[-2]
+    width = max(d_k, d_v)
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+    q_, k_, v_ = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+
+    def _as_heads(t: torch.Tensor) -> torch.Tensor:
+        # (..., T, d) -> (batch, 1 head, T, width)
+        return F.pad(t, (0, width - t.shape[-1])).reshape(-1, 1, t.shape[-2], width)
+
+    with torch.enable_grad():
+        if backends[backend] is None:
+            out = F.scaled_dot_product_attention(_as_heads(q_), _as_heads(k_), _as_heads(v_), is_causal=causal, scale=scale)
+        else:
+            with sdpa_kernel(backends[backend]):
+                out = F.scaled_dot_product_attention(
+                    _as_heads(q_), _as_heads(k_), _as_heads(v_), is_causal=causal, scale=scale
+                )
+        g = out[..., :d_v].reshape(*q.shape[:-2], t_q, d_v)  # (..., Tq, dv)
+        grad_q, grad_k, grad_v = torch.autograd.grad(g, (q_, k_, v_), grad_outputs=upstream.detach())
+    return grad_q, grad_k, grad_v
+
+
+def loss_from_scores(
+    scores: torch.Tensor, v: torch.Tensor, W_O: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean"
+) -> torch.Tensor:
+    """Return the cross-entropy in nats as a function of the scores ``(..., Tq, Tk)`` (−inf = masked).
+
+    The map s → alpha → g → logits → L that the routing law differentiates; ``v`` ``(..., Tk, dv)``,
+    ``W_O`` ``(dv, C)``, ``targets`` ``(..., Tq)``.
+    """
+    _check_reduction(reduction)
+    alpha = torch.softmax(scores, dim=-1)  # (..., Tq, Tk)
+    logits = (alpha @ v) @ W_O  # (..., Tq, C)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction=reduction)
+
+
+def loss_from_qkv(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    W_O: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    causal: bool = True,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Return the cross-entropy in nats as a function of queries, keys and values (scale 1/sqrt(d_k))."""
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (..., Tq, Tk)
+    if causal:
+        allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return loss_from_scores(scores, v, W_O, targets, reduction=reduction)
+
+
+def central_difference_gradient(
+    fn: Callable[[torch.Tensor], torch.Tensor | float], point: torch.Tensor, *, step: float = 1e-6
+) -> torch.Tensor:
+    """Return the gradient of the scalar ``fn`` at ``point`` by central differences, shape of ``point``.
+
+    ``(fn(x + h e_n) − fn(x − h e_n)) / 2h`` for every entry n: truncation error O(h²), rounding
+    error O(ε|fn|/h). Entries equal to ±inf (masked scores) get zero. Use float64.
+    """
+    if not step > 0:
+        raise ValueError(f"step must be positive, got {step!r}")
+    base = point.detach().clone()
+    flat = base.view(-1)  # shares memory with base: perturb one entry at a time
+    grad = torch.zeros_like(flat)
     with torch.no_grad():
-        fwd = single_head_forward(x, params, targets, causal=causal, reduction=reduction)
-        d_in = x.shape[-1]
-        xf = x.reshape(-1, x.shape[-2], d_in)  # (B, T, d_in)
+        for n in range(flat.numel()):
+            original = flat[n].item()
+            if not math.isfinite(original):
+                continue
+            flat[n] = original + step
+            plus = float(fn(base))
+            flat[n] = original - step
+            minus = float(fn(base))
+            flat[n] = original
+            grad[n] = (plus - minus) / (2.0 * step)
+    return grad.view_as(point)
 
-        def _outer(a: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-            # Σ over batch and positions of aᵀ grad: (B,T,m),(B,T,n) -> (m,n)
-            return torch.einsum("btm,btn->mn", a.reshape(xf.shape[0], -1, a.shape[-1]),
-                                grad.reshape(xf.shape[0], -1, grad.shape[-1]))
 
-        grad_W_O = _outer(fwd.g, output_error(fwd.p, targets, reduction=reduction))
-        grad_v = responsibility_weighted_value_gradient(fwd.alpha, fwd.u)
-        grad_q = query_gradient(fwd.alpha, fwd.b, fwd.k, fwd.scale)
-        grad_k = key_gradient(fwd.alpha, fwd.b, fwd.q, fwd.scale)
-        grads = {
-            "W_Q": _outer(x, grad_q),
-            "W_K": _outer(x, grad_k),
-            "W_V": _outer(x, grad_v),
-            "W_O": grad_W_O,
+def finite_difference_head_gradients(
+    x: torch.Tensor,
+    params: "SingleHeadParams",
+    targets: torch.Tensor,
+    *,
+    causal: bool = True,
+    reduction: str = "mean",
+    step: float = 1e-6,
+) -> dict[str, torch.Tensor]:
+    """Return the gradients of :data:`GRADIENT_NAMES` by central differences of the loss (no derivative code).
+
+    Scores are perturbed through :func:`loss_from_scores`, queries, keys and values through
+    :func:`loss_from_qkv`, weight matrices through the head's forward pass. Costs two forward passes
+    per entry: for small examples, in float64.
+    """
+    from .attention import SingleHeadParams, single_head_forward
+
+    fwd = single_head_forward(x, params, targets, causal=causal, reduction=reduction)
+    q, k, v, W_O = fwd.q, fwd.k, fwd.v, params.W_O
+    kw = dict(reduction=reduction)
+    grads = {
+        "scores": central_difference_gradient(lambda s: loss_from_scores(s, v, W_O, targets, **kw), fwd.scores, step=step),
+        "q": central_difference_gradient(lambda t: loss_from_qkv(t, k, v, W_O, targets, causal=causal, **kw), q, step=step),
+        "k": central_difference_gradient(lambda t: loss_from_qkv(q, t, v, W_O, targets, causal=causal, **kw), k, step=step),
+        "v": central_difference_gradient(lambda t: loss_from_qkv(q, k, t, W_O, targets, causal=causal, **kw), v, step=step),
+    }
+    weights = params.as_dict()
+    for name, weight in weights.items():
+
+        def loss_of(w: torch.Tensor, name: str = name) -> torch.Tensor:
+            perturbed = SingleHeadParams(**{**weights, name: w})
+            return single_head_forward(x, perturbed, targets, causal=causal, reduction=reduction).loss
+
+        grads[name] = central_difference_gradient(loss_of, weight, step=step)
+    return {name: grads[name] for name in GRADIENT_NAMES}
+
+
+def law_discrepancies(
+    x: torch.Tensor,
+    params: "SingleHeadParams",
+    targets: torch.Tensor,
+    *,
+    causal: bool = True,
+    reduction: str = "mean",
+    finite_differences: bool = False,
+) -> dict[str, tuple[float, float]]:
+    """Return ``{check: (max abs error, scale)}`` comparing the laws on one head with the independent routes.
+
+    Checks: ``"autograd/<name>"`` for every name of :data:`GRADIENT_NAMES`; ``"fused/q"``,
+    ``"fused/k"``, ``"fused/v"`` against the fused attention kernel; ``"row_sum"`` (the largest
+    |Σ_j ∂L/∂s_ij|, expected 0); ``"masked_scores"`` (the largest |∂L/∂s_ij| over masked entries,
+    expected exactly 0); with ``finite_differences``, ``"finite_difference/<name>"`` too. The scale
+    is the largest entry of the reference gradient (for row sums, the largest term |alpha_ij b_ij|),
+    the natural unit of the error.
+    """
+    from .attention import causal_mask, single_head_forward
+
+    fwd = single_head_forward(x, params, targets, causal=causal, reduction=reduction)
+    _, laws = closed_form_head_gradients(x, params, targets, causal=causal, reduction=reduction)
+    references = {f"autograd/{n}": g for n, g in autograd_head_gradients(x, params, targets, causal=causal, reduction=reduction)[1].items()}
+    fused = fused_attention_gradients(fwd.q, fwd.k, fwd.v, fwd.u, causal=causal, scale=fwd.scale)
+    references.update({f"fused/{n}": g for n, g in zip("qkv", fused)})
+    if finite_differences:
+        numeric = finite_difference_head_gradients(x, params, targets, causal=causal, reduction=reduction)
+        references.update({f"finite_difference/{n}": g for n, g in numeric.items()})
+
+    def _max(t: torch.Tensor) -> float:
+        return t.abs().max().item() if t.numel() else 0.0
+
+    out = {check: (_max(laws[check.split("/")[1]] - ref), _max(ref)) for check, ref in references.items()}
+    out["row_sum"] = (_max(laws["scores"].sum(-1)), _max(fwd.alpha * fwd.b))
+    masked = ~causal_mask(x.shape[-2], x.device) if causal else torch.zeros(x.shape[-2], x.shape[-2], dtype=torch.bool)
+    out["masked_scores"] = (_max(laws["scores"][..., masked]), _max(laws["scores"]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The one-hot limit: why routing freezes while values keep learning
+# --------------------------------------------------------------------------------------------
+
+
+def attention_entropy(alpha: torch.Tensor) -> torch.Tensor:
+    """Return the entropy H(alpha_i) = −Σ_j alpha_ij ln alpha_ij of each attention row, in nats, shape ``(..., Tq)``."""
+    return -torch.special.xlogy(alpha, alpha).sum(-1)
+
+
+def score_gradient_entropy_bound(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Return the bound 2 H(alpha_i) R_i on Σ_j |∂L/∂s_ij| for each query, shape ``(..., Tq)``.
+
+    ``R_i = max_j b_ij − min_j b_ij`` over the keys query i attends to (alpha_ij > 0) and H in
+    nats (chapter 2, eq-grad-entropy-bound): the score gradient of a row vanishes at least as
+    fast as its attention entropy.
+    """
+    b = _finite(b)
+    attended = alpha > 0
+    spread = torch.where(attended, b, -torch.inf).amax(-1) - torch.where(attended, b, torch.inf).amin(-1)
+    spread = torch.nan_to_num(spread, nan=0.0, posinf=0.0, neginf=0.0)  # rows with no attended key
+    return 2.0 * attention_entropy(alpha) * spread
+
+
+@dataclass
+class InverseTemperatureSweep:
+    """Gradient sizes of one head as its scores are multiplied by an inverse temperature β (arrays of shape ``(n,)``).
+
+    ``attention_entropy`` is the mean over queries of H(alpha_i) in nats; gradient norms are
+    Frobenius norms of the mean-cross-entropy gradients (nats per unit); ``score_grad_l1`` is
+    Σ_ij |∂L/∂s_ij| and ``score_grad_bound`` its entropy bound Σ_i 2 H(alpha_i) R_i.
+    """
+
+    inverse_temperature: np.ndarray
+    attention_entropy: np.ndarray
+    max_attention: np.ndarray
+    loss: np.ndarray
+    score_grad_norm: np.ndarray
+    value_grad_norm: np.ndarray
+    query_grad_norm: np.ndarray
+    key_grad_norm: np.ndarray
+    score_grad_l1: np.ndarray
+    score_grad_bound: np.ndarray
+
+
+def inverse_temperature_sweep(
+    x: torch.Tensor,
+    params: "SingleHeadParams",
+    targets: torch.Tensor,
+    inverse_temperatures: Sequence[float],
+    *,
+    causal: bool = True,
+    reduction: str = "mean",
+) -> InverseTemperatureSweep:
+    """Return the gradient norms of the head with scores β·s for each β, by the closed-form laws.
+
+    Multiplying ``W_Q`` by β multiplies every score by β: β → 0 gives uniform attention, β → ∞
+    one-hot attention. The score gradient is ∂L/∂(β s), the gradient the routing law speaks of.
+    """
+    from .attention import single_head_forward
+
+    betas = [float(beta) for beta in inverse_temperatures]
+    if not betas or any(not (beta >= 0 and math.isfinite(beta)) for beta in betas):
+        raise ValueError(f"inverse temperatures must be a non-empty sequence of finite numbers ≥ 0, got {betas!r}")
+    rows: dict[str, list[float]] = {f: [] for f in InverseTemperatureSweep.__dataclass_fields__}
+    for beta in betas:
+        tempered = params.clone()
+        tempered.W_Q = tempered.W_Q * beta
+        loss, grads = closed_form_head_gradients(x, tempered, targets, causal=causal, reduction=reduction)
+        with torch.no_grad():
+            fwd = single_head_forward(x, tempered, targets, causal=causal, reduction=reduction)
+        values = {
+            "inverse_temperature": beta,
+            "attention_entropy": attention_entropy(fwd.alpha).mean().item(),
+            "max_attention": fwd.alpha.amax(-1).mean().item(),
+            "loss": loss.item(),
+            "score_grad_norm": grads["scores"].norm().item(),
+            "value_grad_norm": grads["v"].norm().item(),
+            "query_grad_norm": grads["q"].norm().item(),
+            "key_grad_norm": grads["k"].norm().item(),
+            "score_grad_l1": grads["scores"].abs().sum().item(),
+            "score_grad_bound": score_gradient_entropy_bound(fwd.alpha, fwd.b).sum().item(),
         }
-    return fwd.loss, grads
+        for name, value in values.items():
+            rows[name].append(value)
+    return InverseTemperatureSweep(**{name: np.asarray(vals) for name, vals in rows.items()})
 
 
 def _finite(b: torch.Tensor) -> torch.Tensor:
     # Masked entries of b may be computed from arbitrary values; they are gated by alpha = 0,
-    # but inf * 0 would be nan, so clear non-finite entries first.
+    # but inf * 0 would be nan, so clear non-finite entries first. A finite sum proves every
+    # entry finite in one reduction pass, with no copy (an overflowing sum just takes the slow path).
+    if bool(torch.isfinite(b.sum())):
+        return b
     return torch.nan_to_num(b, nan=0.0, posinf=0.0, neginf=0.0)
 
 
