@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
 
 from attention_dynamics.claims import format_value
@@ -87,28 +88,56 @@ class ClaimsTable(SphinxDirective):
 
 
 class StatusTable(SphinxDirective):
-    """Render per-chapter execution time and the environment of the run that produced it."""
+    """Render per-chapter execution time and the environment of the run that produced it.
+
+    Each chapter links to its page; a last row gives the total time of the chapters listed, and
+    a list under the table names the platform (operating system, machine) of the runs.
+    """
 
     def run(self):
         path = Path(self.env.srcdir) / "book" / "status.json"
         self.env.note_dependency(str(path))
-        if not path.exists():
+        chapters = json.loads(path.read_text(encoding="utf-8")).get("chapters", {}) if path.exists() else {}
+        if not chapters:
             return [nodes.paragraph(text="No chapter has been executed by the runner yet.")]
-        chapters = json.loads(path.read_text(encoding="utf-8")).get("chapters", {})
-        rows = []
+        header = ["chapter", "run time", "Python", "torch", "numpy", "device", "CPU threads"]
+        table = _table(header, [], [30, 12, 8, 12, 8, 12, 8], ["status-table"])
+        tbody = table.next_node(nodes.tbody)
+        total = 0.0
+        platforms: dict[str, list[str]] = {}
         for name, info in chapters.items():
             env = info.get("environment", {})
-            rows.append([
-                name,
-                f"{info['seconds']:.0f} s",
-                env.get("python", ""),
-                env.get("torch", ""),
-                env.get("numpy", ""),
-                env.get("device", ""),
-                env.get("cpu_threads", ""),
-            ])
-        header = ["chapter", "run time", "Python", "torch", "numpy", "device", "threads"]
-        return [_table(header, rows, [24, 8, 8, 10, 8, 10, 6], ["status-table"])]
+            total += float(info["seconds"])
+            platforms.setdefault(env.get("platform", "unknown"), []).append(name)
+            row = _row(["", _duration(info["seconds"]), env.get("python", ""), env.get("torch", ""),
+                        env.get("numpy", ""), env.get("device", ""), env.get("cpu_threads", "")])
+            row.children[0].children[0] += self._chapter_link(name)
+            tbody += row
+        tbody += _row(["all chapters", _duration(total), "", "", "", "", ""])
+        listing = nodes.bullet_list()
+        for platform, names in platforms.items():
+            item = nodes.list_item()
+            item += nodes.paragraph(text=f"Platform {platform}: {', '.join(names)}.")
+            listing += item
+        return [table, listing]
+
+    def _chapter_link(self, name: str) -> nodes.Node:
+        """Return a link to the chapter's page (its title as text), or its name if it has no page."""
+        docname = f"book/{name}"
+        if docname not in self.env.found_docs:
+            return nodes.Text(name)
+        ref = addnodes.pending_xref(
+            "", refdomain="std", reftype="doc", reftarget=f"/{docname}", refexplicit=False, refwarn=True
+        )
+        ref += nodes.inline(text=name)
+        return ref
+
+
+def _duration(seconds: float) -> str:
+    """Return a run time as ``42 s`` or ``3 min 05 s`` (no-break spaces: one line in a table cell)."""
+    seconds = round(float(seconds))
+    text = f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
+    return text.replace(" ", "\u00a0")
 
 
 def setup(app):

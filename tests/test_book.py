@@ -1,0 +1,524 @@
+"""The rendered book: it builds with warnings as errors, and every page works in a real browser.
+
+Slow tests (``@pytest.mark.slow``) build the HTML book once per session from the committed
+notebooks (nothing is executed), with ``-W -n --keep-going`` exactly as ``make book`` does, into
+a temporary folder (or ``$BOOK_TEST_DIR``), serve it on 127.0.0.1 and open every page in
+headless Chromium (Debian's ``chromium`` driven by Playwright). For each page they check that
+MathJax rendered every formula and left no raw TeX, that every image loaded, that the console
+shows no error and that no request left the machine. A full-page screenshot of every page is
+kept under ``<build folder>/_build/screenshots/`` for inspection.
+
+Fast tests check the pieces around the book that need no build: the Binder environment, the
+citation file, the publishing workflows, the bibliography file and the book's Sphinx extensions.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXT_DIR = REPO_ROOT / "book" / "_ext"
+CONFIG = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))
+PACKAGE = "attention_dynamics"
+
+#: Chromium flags: no first-run UI, no background traffic of the browser itself, a fresh profile
+#: (Playwright's persistent context takes it as ``user_data_dir``). The host-resolver rule makes
+#: every host name except the local server unresolvable, so even a request the page-level checks
+#: missed could not leave the machine.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+]
+LOCAL_HOST = "127.0.0.1"
+VIEWPORT = {"width": 1280, "height": 900}
+SCREENSHOT_MAX_HEIGHT = 12_000  # px: enough to see the theme, equations and figures of a page
+
+
+def _ext_module(name: str):
+    """Import one of the book's Sphinx extensions from book/_ext."""
+    if str(EXT_DIR) not in sys.path:
+        sys.path.insert(0, str(EXT_DIR))
+    return __import__(name)
+
+
+def _repository() -> tuple[str, str]:
+    """Return (``owner/name``, branch) of the repository named in _config.yml."""
+    url = CONFIG["repository"]["url"].rstrip("/")
+    parts = urlsplit(url)
+    assert parts.netloc == "github.com", f"the repository url must be a GitHub url, got {url}"
+    return parts.path.strip("/"), CONFIG["repository"].get("branch", "main")
+
+
+def _chapter_notebooks() -> list[Path]:
+    from attention_dynamics.notebooks import book_chapters
+
+    return [c.path for c in book_chapters(REPO_ROOT)]
+
+
+# --------------------------------------------------------------------------------------------
+# The build (once per session)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BuiltBook:
+    """The HTML book built by the session fixture."""
+
+    root: Path  # the --path-output folder
+    command: list[str]
+    returncode: int
+    log: str
+
+    @property
+    def html(self) -> Path:
+        return self.root / "_build" / "html"
+
+    @property
+    def screenshots(self) -> Path:
+        return self.root / "_build" / "screenshots"
+
+    def problems(self) -> list[str]:
+        """Return the build's warning and error lines."""
+        return [line for line in self.log.splitlines() if re.search(r"WARNING|ERROR|Error|error:", line)]
+
+    def pages(self) -> list[Path]:
+        """Return every HTML page of the site (generated indexes and source pages included)."""
+        skip = {"_static", "_sources", "_images"}
+        return sorted(p for p in self.html.rglob("*.html") if not skip & set(p.relative_to(self.html).parts))
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory) -> BuiltBook:
+    """Build the book from committed outputs with warnings as errors (``--keep-going``).
+
+    A build with warnings still writes every page, so the page checks run on it either way;
+    :func:`test_book_builds_with_warnings_as_errors` reports the warnings.
+    """
+    root = Path(os.environ["BOOK_TEST_DIR"]) if os.environ.get("BOOK_TEST_DIR") else tmp_path_factory.mktemp("book")
+    if (root / "_build").exists():
+        shutil.rmtree(root / "_build")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(REPO_ROOT), "--warningiserror", "--nitpick",
+           "--keep-going", "--path-output", str(root)]
+    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)
+    book = BuiltBook(root=root, command=cmd, returncode=result.returncode, log=result.stdout + result.stderr)
+    if not (book.html / "index.html").exists():
+        pytest.fail(f"the book build wrote no HTML ({' '.join(cmd)}):\n" + "\n".join(book.problems()[-40:]
+                    or book.log.splitlines()[-40:]), pytrace=False)
+    return book
+
+
+@pytest.mark.slow
+def test_book_builds_with_warnings_as_errors(built_book):
+    assert built_book.returncode == 0, (
+        f"the book does not build with warnings as errors ({' '.join(built_book.command)}):\n"
+        + "\n".join(built_book.problems()[-60:])
+    )
+    toc_pages = _toc_files(yaml.safe_load((REPO_ROOT / "_toc.yml").read_text(encoding="utf-8")))
+    missing = [f for f in toc_pages if not (built_book.html / f"{f}.html").exists()]
+    assert not missing, f"pages listed in _toc.yml but not built: {missing}"
+
+
+def _toc_files(entry) -> list[str]:
+    files = []
+    if isinstance(entry, dict):
+        if "file" in entry:
+            files.append(entry["file"])
+        if "root" in entry:
+            files.append(entry["root"])
+        for key in ("parts", "chapters", "sections"):
+            for child in entry.get(key, []):
+                files.extend(_toc_files(child))
+    return files
+
+
+# --------------------------------------------------------------------------------------------
+# Static checks of the built HTML
+# --------------------------------------------------------------------------------------------
+
+_REMOTE_ASSET = re.compile(r"<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)=\"(?:https?:)?//[^\"]+\"[^>]*>")
+
+
+@pytest.mark.slow
+def test_no_page_loads_assets_from_the_network(built_book):
+    """No <script>, <link>, <img> or <iframe> points off-site (links in the text are fine)."""
+    offenders = {}
+    for page in built_book.pages():
+        tags = [t for t in _REMOTE_ASSET.findall(page.read_text(encoding="utf-8"))
+                if not re.search(r"<link\b[^>]*rel=\"(?:canonical|alternate)\"", t)]
+        if tags:
+            offenders[str(page.relative_to(built_book.html))] = tags
+    assert not offenders, f"pages that load remote assets: {offenders}"
+
+
+@pytest.mark.slow
+def test_mathjax_is_served_by_the_book(built_book):
+    mathjax_path = CONFIG["sphinx"]["config"]["mathjax_path"]
+    served = built_book.html / "_static" / mathjax_path
+    assert served.is_file(), f"MathJax entry point not in the site: {served}"
+    # MathJax loads its components and fonts on demand, relative to the entry point.
+    assert (served.parent / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+    assert (served.parent / "input" / "tex" / "extensions").is_dir()
+    chapter = built_book.html / "book" / f"{_chapter_notebooks()[0].stem}.html"
+    html = chapter.read_text(encoding="utf-8")
+    assert re.search(r"<script[^>]*src=\"\.\./_static/" + re.escape(mathjax_path), html), "chapter 1 does not load the local MathJax"
+    assert "window.MathJax" in html and "macros" in html, "the MathJax configuration (TeX macros) is not on the page"
+
+
+@pytest.mark.slow
+def test_launch_buttons_on_every_notebook_page(built_book):
+    repo, branch = _repository()
+    for nb in _chapter_notebooks():
+        rel = nb.relative_to(REPO_ROOT).as_posix()
+        html = (built_book.html / Path(rel).with_suffix(".html")).read_text(encoding="utf-8")
+        binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=lab/tree/{rel}"
+        colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{rel}"
+        assert binder in html, f"{rel}: no Binder button ({binder})"
+        assert colab in html, f"{rel}: no Colab button ({colab})"
+
+
+@pytest.mark.slow
+def test_api_page_documents_every_module(built_book):
+    api_modules = _ext_module("api_modules")
+    html = (built_book.html / "book" / "api.html").read_text(encoding="utf-8")
+    missing = [m for m in api_modules.package_modules(PACKAGE) if f'id="module-{m}"' not in html]
+    assert not missing, f"modules without API documentation: {missing}"
+
+
+@pytest.mark.slow
+def test_status_page_shows_every_recorded_chapter(built_book):
+    import json
+
+    status = json.loads((REPO_ROOT / "book" / "status.json").read_text(encoding="utf-8"))
+    html = (built_book.html / "book" / "status.html").read_text(encoding="utf-8")
+    chapters = {nb.stem for nb in _chapter_notebooks()}
+    for name, info in status["chapters"].items():
+        for value in (info["environment"]["python"], info["environment"]["torch"]):
+            assert value in html
+        if name in chapters:  # a chapter of the book links to its page
+            assert f'href="{name}.html"' in html, f"status page has no link to {name}"
+        else:
+            assert name in html, f"status page has no row for {name}"
+
+
+# --------------------------------------------------------------------------------------------
+# Every page in a real browser
+# --------------------------------------------------------------------------------------------
+
+
+def _chromium() -> str:
+    """Return the path of the Chromium executable, or skip (outside CI) / fail (in CI) without it."""
+    candidate = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if candidate and Path(candidate).exists():
+        return candidate
+    message = "Chromium is not installed (Debian: apt-get install chromium); .ci/run installs it"
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def local_server(built_book):
+    """Serve the built site on 127.0.0.1 (a free port) for the session; yield its base URL."""
+
+    class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # keep the test output clean
+            pass
+
+    handler = functools.partial(QuietHandler, directory=str(built_book.html))
+    server = http.server.ThreadingHTTPServer((LOCAL_HOST, 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{LOCAL_HOST}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class PageReport:
+    """What the browser saw on one page."""
+
+    path: str
+    problems: list[str] = field(default_factory=list)
+    formulas: int = 0
+    images: int = 0
+
+
+# Wait for MathJax (if the page loads it) and return what it rendered. Sphinx marks every
+# formula with class "math"; MathJax puts an <mjx-container> inside each one it typesets.
+_MATH_JS = """
+async () => {
+  const formulas = [...document.querySelectorAll('.math')];
+  if (!window.MathJax) return {loaded: false, formulas: formulas.length};
+  await MathJax.startup.promise;
+  const unrendered = formulas.filter(n => !n.querySelector('mjx-container')).map(n => n.textContent.slice(0, 80));
+  const errors = [...document.querySelectorAll('mjx-merror')].map(n => n.getAttribute('data-mjx-error') || n.textContent);
+  const red = [...document.querySelectorAll('mjx-mtext[style*="color: red"]')].map(n => n.textContent);
+  return {loaded: true, formulas: formulas.length, unrendered, errors: errors.concat(red),
+          rendered: document.querySelectorAll('mjx-container').length};
+}
+"""
+
+# Raw TeX left in the text a reader sees (code, MathJax output and scripts excluded).
+_RAW_TEX_JS = r"""
+() => {
+  const body = document.body.cloneNode(true);
+  body.querySelectorAll('pre, code, script, style, textarea, mjx-container, .highlight, .MathJax_Preview').forEach(n => n.remove());
+  const text = body.textContent;
+  const found = [];
+  for (const marker of ['$$', '\\(', '\\)', '\\[', '\\begin{', '\\frac{']) {
+    const at = text.indexOf(marker);
+    if (at >= 0) found.push(text.slice(Math.max(0, at - 40), at + 40).replace(/\s+/g, ' '));
+  }
+  return found;
+}
+"""
+
+# Load every image (lazy ones too) and return those that did not load.
+_IMAGES_JS = """
+async () => {
+  const images = [...document.images];
+  images.forEach(img => { img.loading = 'eager'; });
+  await Promise.all(images.map(img => img.complete ? null : new Promise(resolve => {
+    img.addEventListener('load', resolve); img.addEventListener('error', resolve); setTimeout(resolve, 10000);
+  })));
+  return {count: images.length,
+          broken: images.filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.currentSrc || img.src)};
+}
+"""
+
+
+_REDIRECT = re.compile(r'<meta[^>]*http-equiv="refresh"[^>]*url=([^"]+)"', re.IGNORECASE)
+
+
+def _check_page(context, base_url: str, path: str, source: str, screenshot: Path) -> PageReport:
+    """Open one page and report every problem the browser sees on it."""
+    report = PageReport(path)
+    page = context.new_page()
+
+    def on_request(request):
+        parts = urlsplit(request.url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname != LOCAL_HOST:
+            report.problems.append(f"request left the machine: {request.url}")
+
+    def on_response(response):
+        if response.status >= 400:
+            report.problems.append(f"HTTP {response.status} for {response.url}")
+
+    page.on("request", on_request)
+    page.on("response", on_response)
+    page.on("requestfailed", lambda r: report.problems.append(f"request failed: {r.url} ({r.failure})"))
+    page.on("console", lambda m: m.type == "error" and report.problems.append(f"console error: {m.text}"))
+    page.on("pageerror", lambda exc: report.problems.append(f"uncaught exception: {exc}"))
+    try:
+        page.goto(f"{base_url}/{path}", wait_until="load", timeout=60_000)
+        if redirect := _REDIRECT.search(source):  # index.html: check the page it lands on
+            page.wait_for_url(f"**/{redirect.group(1).strip()}", wait_until="load", timeout=30_000)
+        page.wait_for_function("() => !window.MathJax || (window.MathJax.startup && window.MathJax.startup.promise)",
+                               timeout=30_000)
+        math = page.evaluate(_MATH_JS)
+        report.formulas = math["formulas"]
+        if math["formulas"] and not math["loaded"]:
+            report.problems.append(f"{math['formulas']} formulas but MathJax did not load")
+        if math["loaded"]:
+            if math["unrendered"]:
+                report.problems.append(f"formulas MathJax did not render: {math['unrendered'][:5]}")
+            if math["errors"]:
+                report.problems.append(f"TeX errors: {math['errors'][:5]}")
+        raw = page.evaluate(_RAW_TEX_JS)
+        if raw:
+            report.problems.append(f"raw TeX in the text: {raw}")
+        images = page.evaluate(_IMAGES_JS)
+        report.images = images["count"]
+        if images["broken"]:
+            report.problems.append(f"images that did not load: {images['broken']}")
+        page.wait_for_timeout(200)  # let late console messages arrive
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        # The whole page, down to SCREENSHOT_MAX_HEIGHT (the API page is over 100 000 px tall).
+        height = min(page.evaluate("() => document.documentElement.scrollHeight"), SCREENSHOT_MAX_HEIGHT)
+        page.screenshot(path=str(screenshot), full_page=True, timeout=120_000,
+                        clip={"x": 0, "y": 0, "width": VIEWPORT["width"], "height": height})
+    except Exception as exc:  # a timeout or a crashed page is a finding about this page
+        report.problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    finally:
+        page.close()
+    return report
+
+
+@pytest.mark.slow
+def test_every_page_in_headless_chromium(built_book, local_server, tmp_path):
+    """Open every page: math rendered, no raw TeX, images loaded, no console error, no remote request."""
+    executable = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    pages = [p.relative_to(built_book.html).as_posix() for p in built_book.pages()]
+    assert pages, "the build produced no pages"
+    reports = []
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),  # a fresh profile
+            executable_path=executable,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport=VIEWPORT,
+            service_workers="block",
+        )
+        try:
+            for path in pages:
+                shot = built_book.screenshots / (path.removesuffix(".html").replace("/", "__") + ".png")
+                source = (built_book.html / path).read_text(encoding="utf-8")
+                reports.append(_check_page(context, local_server, path, source, shot))
+        finally:
+            context.close()
+
+    failures = {r.path: r.problems for r in reports if r.problems}
+    summary = "\n".join(f"  {r.path}: {r.formulas} formulas, {r.images} images" for r in reports)
+    print(f"\nOpened {len(reports)} pages in Chromium; screenshots in {built_book.screenshots}\n{summary}")
+    assert not failures, "pages with problems:\n" + "\n".join(
+        f"  {path}:\n" + "\n".join(f"    - {p}" for p in problems) for path, problems in failures.items()
+    )
+    chapters = [r for r in reports if re.match(r"book/\d\d-", r.path)]
+    assert chapters and all(r.formulas > 0 for r in chapters), "a chapter page shows no typeset formula"
+    assert len(list(built_book.screenshots.glob("*.png"))) == len(pages)
+
+
+# --------------------------------------------------------------------------------------------
+# Fast checks: Binder, Colab, citation, publishing, bibliography, the book's extensions
+# --------------------------------------------------------------------------------------------
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line and not line.startswith("-"):
+            name, version = line.split("==", 1)
+            pins[name.strip().lower().replace("_", "-")] = version.strip()
+    return pins
+
+
+def test_binder_environment_is_cpu_only_and_matches_the_pins():
+    text = (REPO_ROOT / "binder" / "requirements.txt").read_text(encoding="utf-8")
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text
+    binder, book = _pins(REPO_ROOT / "binder" / "requirements.txt"), _pins(REPO_ROOT / "requirements.txt")
+    assert binder["torch"] == f"{book['torch']}+cpu", "Binder must install the CPU build of the pinned torch"
+    differ = {n: (v, book[n]) for n, v in binder.items() if n != "torch" and n in book and book[n] != v}
+    assert not differ, f"binder/requirements.txt disagrees with requirements.txt: {differ}"
+    # What the chapters import at run time must be installed on Binder.
+    for needed in ("numpy", "scipy", "matplotlib", "seaborn", "myst-nb", "papermill", "pyyaml"):
+        assert needed in binder, f"binder/requirements.txt lacks {needed}"
+    post_build = (REPO_ROOT / "binder" / "postBuild").read_text(encoding="utf-8")
+    assert re.search(r"pip install .*(-e )?\.\s*$", post_build, re.MULTILINE), "binder/postBuild must install the package"
+    assert os.access(REPO_ROOT / "binder" / "postBuild", os.X_OK), "binder/postBuild must be executable"
+    requires_python = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    runtime = (REPO_ROOT / "binder" / "runtime.txt").read_text().strip()
+    assert re.fullmatch(r"python-3\.\d+", runtime) and int(runtime.split(".")[1]) >= int(requires_python.split(".")[-1])
+
+
+def test_every_chapter_starts_with_the_colab_install_cell():
+    import nbformat
+
+    from attention_dynamics.notebooks import COLAB_TAG
+
+    url = CONFIG["repository"]["url"].rstrip("/")
+    for path in _chapter_notebooks():
+        first = nbformat.read(path, as_version=4).cells[0]
+        assert COLAB_TAG in first.metadata.get("tags", []), f"{path.name}: first cell is not the Colab install cell"
+        assert "google.colab" in first.source and f"git+{url}" in first.source, f"{path.name}: Colab cell installs from elsewhere"
+
+
+def test_citation_file_is_complete():
+    cff = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    for key in ("cff-version", "message", "title", "authors", "type", "license", "version", "repository-code",
+                "preferred-citation"):
+        assert cff.get(key), f"CITATION.cff lacks {key}"
+    assert cff["version"] == tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert cff["repository-code"].rstrip("/") == CONFIG["repository"]["url"].rstrip("/")
+    paper = cff["preferred-citation"]
+    assert paper["title"].startswith("Gradient Dynamics of Attention")
+    assert [a["family-names"] for a in paper["authors"]] == ["Agarwal", "Dalal", "Misra"]
+    assert any(i.get("value") == "10.48550/arXiv.2512.22473" for i in paper.get("identifiers", []))
+
+
+def test_workflows_test_pull_requests_and_publish_main():
+    ci = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
+    pages = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "pages.yml").read_text(encoding="utf-8"))
+    # YAML reads the key "on" as True.
+    assert "pull_request" in ci[True]
+    ci_steps = [s.get("run", "") for job in ci["jobs"].values() for s in job["steps"]]
+    assert any(".ci/run" in r or "make test" in r for r in ci_steps), "ci.yml must run the test command"
+    assert pages[True]["push"]["branches"] == [CONFIG["repository"].get("branch", "main")]
+    uses = [s.get("uses", "") for job in pages["jobs"].values() for s in job["steps"]]
+    assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
+    assert any(u.startswith("actions/deploy-pages@") for u in uses)
+    runs = " ".join(s.get("run", "") for job in pages["jobs"].values() for s in job["steps"])
+    assert "attention_dynamics build" in runs, "pages.yml must build from committed outputs (no re-execution)"
+
+
+def test_bibliography_entries_parse_and_are_findable():
+    from pybtex.database import parse_file
+
+    bib = parse_file(str(REPO_ROOT / "book" / "references.bib"))
+    for key in ("agarwal2025geometry", "agarwal2025gradient", "agarwal2025scaling"):
+        assert key in bib.entries, f"the trilogy paper {key} is missing"
+    unfindable = [k for k, e in bib.entries.items() if not ({"doi", "url"} & {f.lower() for f in e.fields})]
+    assert not unfindable, f"entries with neither doi nor url: {unfindable}"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("mean |cos| over pairs", r"mean \|cos\| over pairs"),
+        ("min(|i − j|, n − |i − j|)", r"min(\|i − j\|, n − \|i − j\|)"),
+        ("``|x|`` stays literal, |y| does not", r"``|x|`` stays literal, \|y\| does not"),
+        (":math:`|x|` and :func:`f` stay", ":math:`|x|` and :func:`f` stay"),
+        ("| a | b |", "| a | b |"),  # a table row
+        (r"already \|escaped\|", r"already \|escaped\|"),
+    ],
+)
+def test_docstring_pipes_are_escaped_outside_literals(line, expected):
+    assert _ext_module("api_modules").escape_pipes(line) == expected
+
+
+def test_package_objects_are_found_by_their_dotted_names():
+    api_modules = _ext_module("api_modules")
+    assert api_modules._package_object_exists(f"{PACKAGE}.attention.single_head_forward")
+    assert api_modules._package_object_exists(f"{PACKAGE}.tasks")
+    assert not api_modules._package_object_exists(f"{PACKAGE}.attention.no_such_function")
+    assert not api_modules._package_object_exists("numpy.sum")  # only the package's own objects
+
+
+def test_package_modules_lists_public_modules_only():
+    names = _ext_module("api_modules").package_modules(PACKAGE)
+    assert PACKAGE in names and f"{PACKAGE}.attention" in names and f"{PACKAGE}.tasks" in names
+    assert not [n for n in names if "._" in n or n.endswith("__main__")]
+
+
+def test_mathjax_is_configured_offline():
+    config = CONFIG["sphinx"]["config"]
+    assert "://" not in config["mathjax_path"] and not config["mathjax_path"].startswith("/")
+    offline_assets = _ext_module("offline_assets")
+    assert (offline_assets.packaged_mathjax_dir() / Path(config["mathjax_path"]).name).is_file()
+    assert CONFIG["launch_buttons"].get("thebe") is False, "thebe loads its kernel code from a CDN"
