@@ -526,3 +526,84 @@ def test_summary_labels_and_plots():
     with pytest.raises(KeyError, match="L5H0"):
         diag.head(5, 0)
     matplotlib.pyplot.close("all")
+
+
+# ----------------------------------------------------------------------------- autograd self-check
+
+
+@pytest.mark.parametrize("kind", ["probes", "mha", "single_head"])
+def test_verify_against_autograd_is_at_rounding_level(kind):
+    torch.manual_seed(0)
+    x = torch.randint(0, 7, (3, 9))
+    y = torch.randint(0, 5, (3, 9))
+    if kind == "probes":
+        model = CausalTransformer(n_out=5, vocab_size=7, d_model=16, n_layers=2, n_heads=2).double()
+    elif kind == "mha":
+        model = D.TorchCausalEncoder(7, 5, d_model=16, n_heads=4, n_layers=2, max_len=9).double()
+    else:
+        model, x, y = _head_example(B=1, seed=1)
+        x, y = x[0], y[0]
+    check = D.verify_against_autograd(model, x, y)
+    assert check.max_abs_gradient > 0
+    assert check.relative_error < 1e-12
+
+
+class MisScaledHead(ProbedSingleHead):
+    """A head whose scores use 2/sqrt(d_k): the query law at scale 1/sqrt(d_k) no longer matches autograd."""
+
+    def forward(self, x):
+        q, k, v = self.queries(x @ self.W["W_Q"]), self.keys(x @ self.W["W_K"]), self.values(x @ self.W["W_V"])
+        s = 2 * (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(~causal_mask(x.shape[-2]), float("-inf"))
+        return self.context(self.attn_weights(torch.softmax(s, -1)) @ v) @ self.W["W_O"]
+
+
+def test_verify_against_autograd_detects_a_mismatch():
+    params, x, y = _head_example(seed=4)
+    assert D.verify_against_autograd(ProbedSingleHead(params), x, y).relative_error < 1e-12
+    assert D.verify_against_autograd(MisScaledHead(params), x, y).relative_error > 0.1
+
+
+# ----------------------------------------------------------------------------- traces and alarms
+
+
+def test_loss_falls_behind_known_answers():
+    ref = np.array([3.0, 2.0, 1.5, 1.0, 0.8])
+    assert D.loss_falls_behind([2.5, 1.9, 1.6, 1.2, 1.1], ref) == 2
+    assert D.loss_falls_behind([3.5, 2.5, 1.6, 1.2, 1.1], ref) == 0
+    assert D.loss_falls_behind([2.5, 2.1, 1.4, 1.2, 0.7], ref) is None  # ahead at the end
+    with pytest.raises(ValueError, match="lengths"):
+        D.loss_falls_behind([1.0], ref)
+
+
+def _trace_with(entropies, starved):
+    metrics = [[{"normalized_attention_entropy": e, "starved_fraction": s}] for e, s in zip(entropies, starved)]
+    return D.DiagnosticsTrace("t", np.zeros(4), np.array([0, 5, 10, 15]), metrics, {})
+
+
+def test_collapse_alarm_known_answers():
+    assert D.collapse_alarm(_trace_with([0.9, 0.5, 0.05, 0.01], [0, 0, 0, 0])) == 10
+    assert D.collapse_alarm(_trace_with([0.9, 0.8, 0.7, 0.7], [0, 0.6, 0.7, 0.8])) == 5
+    assert D.collapse_alarm(_trace_with([0.9, 0.8, 0.7, 0.7], [0, 0, 0, 0])) is None
+
+
+def test_traced_fit_records_and_keeps_diagnostics():
+    torch.manual_seed(0)
+    model = D.TorchCausalEncoder(6, 3, d_model=8, n_heads=2, n_layers=1, max_len=5)
+    x, y = torch.randint(0, 6, (4, 5)), torch.randint(0, 3, (4, 5))
+    trace = D.traced_fit(model, lambda step: (x, y), steps=6, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                         loss_fn=lambda m, b: D.default_loss(m(b[0]), b[1]), diagnose_inputs=x, diagnose_targets=y,
+                         track_steps=[0, 3], keep_steps=[3, 6], orthogonality_labels=x)
+    np.testing.assert_array_equal(trace.steps, [0, 3, 6])
+    assert sorted(trace.kept) == [3, 6] and len(trace.losses) == 6
+    assert trace.metric("loss")[0] == pytest.approx(trace.losses[0], rel=1e-6)  # same batch, same weights
+    assert trace.metric("loss", head=1).shape == (3,)
+    assert trace.at(6).loss == pytest.approx(trace.metric("loss")[-1])
+    with pytest.raises(KeyError, match="kept"):
+        trace.at(0)
+
+
+def test_bijection_training_targets():
+    tokens = torch.tensor([[1, 5, 0, 6, 2]])  # V = 4: keys 1, 0, 2; revealed values 1, 2
+    full = D.bijection_training_targets(tokens, torch.tensor([[1, 2, 3]]))
+    assert full.tolist() == [[1, -100, 2, -100, 3]]

@@ -59,6 +59,8 @@ from .gradients import (
     advantage_routing_gradient,
     compatibility,
     expected_compatibility,
+    key_gradient,
+    query_gradient,
     responsibility_weighted_value_gradient,
 )
 from .models.transformer import Probe
@@ -73,6 +75,8 @@ __all__ = [
     "default_loss",
     "capture_attention",
     "capture_single_head",
+    "AutogradCheck",
+    "verify_against_autograd",
     "diagnose",
     "diagnose_single_head",
     "attention_entropy",
@@ -83,6 +87,14 @@ __all__ = [
     "value_spectrum",
     "specialization",
     "routing_stability",
+    "DiagnosticsTrace",
+    "traced_fit",
+    "sticky_chain_trace",
+    "collapse_alarm",
+    "loss_falls_behind",
+    "TorchCausalEncoder",
+    "bijection_training_targets",
+    "train_torch_encoder_on_bijection",
     "plot_head",
     "plot_overview",
     "plot_routing_matrix",
@@ -255,8 +267,7 @@ class RoutingStability:
 
 def attention_entropy(alpha: torch.Tensor) -> torch.Tensor:
     """Return the entropy of every attention row, in nats, shape ``alpha.shape[:-1]`` (0 log 0 = 0)."""
-    a = alpha.to(torch.float64)
-    return -(torch.where(a > 0, a * a.log(), torch.zeros_like(a))).sum(-1)
+    return torch.special.entr(alpha).sum(-1, dtype=torch.float64)
 
 
 def soft_counts(alpha: torch.Tensor) -> torch.Tensor:
@@ -291,7 +302,7 @@ def starved_keys(
     if visible is None:
         visible = torch.ones_like(alpha, dtype=torch.bool)
     expected = uniform_soft_counts(visible)  # (..., Tk)
-    received = soft_counts(alpha.to(torch.float64))
+    received = alpha.sum(-2, dtype=torch.float64)
     return (expected > 0) & (received < threshold * expected)
 
 
@@ -421,7 +432,7 @@ class HeadDiagnostics:
     """
 
     def __init__(self, capture: HeadCapture, *, starved_threshold: float = DEFAULT_STARVED_THRESHOLD,
-                 key_labels: torch.Tensor | None = None, max_rows: int | None = DEFAULT_MAX_ROWS):
+                 orthogonality_labels: torch.Tensor | None = None, max_rows: int | None = DEFAULT_MAX_ROWS):
         self.capture = capture
         self.starved_threshold = starved_threshold
         alpha, vis = capture.alpha, capture.visible
@@ -429,10 +440,10 @@ class HeadDiagnostics:
         n_visible = vis.sum(-1)  # (B, Tq)
         many = n_visible >= 2
         norm_entropy = (entropy[many] / n_visible[many].to(torch.float64).log()).mean() if many.any() else torch.tensor(float("nan"))
-        routing = self.routing_gradient
+        routing = advantage_routing_gradient(alpha, compatibility(capture.u, capture.values))  # (B, Tq, Tk)
         value_grad = self.value_gradient
         if capture.keys is not None:
-            cos, base = key_orthogonality(capture.keys, key_labels, max_rows=max_rows)
+            cos, base = key_orthogonality(capture.keys, orthogonality_labels, max_rows=max_rows)
         else:
             cos, base = float("nan"), float("nan")
         spectrum = value_spectrum(capture.values, max_rows=max_rows)
@@ -444,14 +455,14 @@ class HeadDiagnostics:
             attention_entropy_nats=float(entropy.mean()),
             normalized_attention_entropy=float(norm_entropy),
             mean_max_attention=float(alpha.max(-1).values.to(torch.float64).mean()),
-            routing_gradient_norm=float(routing.to(torch.float64).norm()),
+            routing_gradient_norm=float(torch.linalg.vector_norm(routing, dtype=torch.float64)),
             value_gradient_norm=float(value_grad.to(torch.float64).norm()),
             starved_fraction=float(self.starved.sum() / (uniform_soft_counts(vis) > 0).sum().clamp_min(1)),
             key_mean_abs_cosine=cos,
             key_random_baseline=base,
             value_pc1_fraction=float(spectrum[0]),
             value_effective_dimension=float(1.0 / np.sum(spectrum**2)) if np.isfinite(spectrum).all() else float("nan"),
-            max_abs_routing_row_sum=float(routing.sum(-1).abs().max()),
+            max_abs_routing_row_sum=float(routing.sum(-1, dtype=torch.float64).abs().max()),
         )
 
     @property
@@ -619,6 +630,7 @@ class _Record:
     n_heads: int = 1
     causal: bool | None = None
     visible: torch.Tensor | None = None
+    mod: nn.Module | None = None  # the attention module itself (for the autograd check)
 
 
 def _probed_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -665,7 +677,7 @@ def _attention_hooks(model: nn.Module) -> Iterator[list[_Record]]:
         current: dict[str, _Record] = {}
 
         def start(_module, _args, name=name, mod=mod, current=current):
-            rec = _Record(module=name, kind="probe", causal=True if _is_causal_module(mod) else None)
+            rec = _Record(module=name, kind="probe", causal=True if _is_causal_module(mod) else None, mod=mod)
             records.append(rec)
             current["rec"] = rec
 
@@ -699,7 +711,7 @@ def _attention_hooks(model: nn.Module) -> Iterator[list[_Record]]:
                 Tq = call["query"].shape[0 if (call["query"].dim() == 2 or not module.batch_first) else 1]
                 call["attn_mask"] = ~causal_mask(Tq, call["query"].device)
             call["need_weights"], call["average_attn_weights"] = True, False
-            rec = _Record(module=name, kind="mha", n_heads=module.num_heads)
+            rec = _Record(module=name, kind="mha", n_heads=module.num_heads, mod=module)
             rec.tensors["_call"] = dict(call)  # type: ignore[assignment]
             records.append(rec)
             asked["rec"] = rec
@@ -830,21 +842,10 @@ def _captures_from_records(records: list[_Record], grads: Sequence[torch.Tensor 
     return captures
 
 
-def capture_attention(
-    model: nn.Module,
-    inputs: Any,
-    targets: torch.Tensor,
-    *,
-    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
-) -> tuple[list[HeadCapture], float]:
-    """Return ``(one HeadCapture per head, the batch's loss in nats)`` by running ``model`` once with hooks.
-
-    ``inputs`` is passed to ``model`` as is (a tuple is unpacked as positional arguments);
-    ``loss_fn(outputs, targets)`` defaults to :func:`default_loss` (mean cross-entropy). Works on
-    modules with the package's probes and on ``torch.nn.MultiheadAttention`` modules (see the module
-    docstring); the model is run in eval mode with gradients enabled, ``.grad`` is not touched, and
-    every hook is removed afterwards.
-    """
+def _run_with_hooks(model: nn.Module, inputs: Any, targets: torch.Tensor,
+                    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor] | None,
+                    extra: Callable[[list[_Record]], list[torch.Tensor]] | None = None):
+    """Run ``model`` once with the capture hooks; return ``(records, grads for u, extra grads, loss)`` (internal)."""
     loss_fn = loss_fn or default_loss
     if not _probed_modules(model) and not _mha_modules(model):
         raise ValueError("the model has no attention module the diagnostics can read: expected modules with "
@@ -861,11 +862,155 @@ def capture_attention(
             if any(t is None or not t.requires_grad for t in wanted):
                 raise ValueError("the attention outputs do not require grad, so u = ∂L/∂g cannot be computed; "
                                  "enable requires_grad on the model's parameters")
-            grads = torch.autograd.grad(loss, wanted, allow_unused=True)
+            more = extra(records) if extra is not None else []
+            grads = torch.autograd.grad(loss, wanted + more, allow_unused=True)
     finally:
         for m, flag in was_training.items():
             m.train(flag)
-    return _captures_from_records(records, grads), float(loss.detach())
+    return records, grads[: len(wanted)], grads[len(wanted):], float(loss.detach())
+
+
+def capture_attention(
+    model: nn.Module,
+    inputs: Any,
+    targets: torch.Tensor,
+    *,
+    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[list[HeadCapture], float]:
+    """Return ``(one HeadCapture per head, the batch's loss in nats)`` by running ``model`` once with hooks.
+
+    ``inputs`` is passed to ``model`` as is (a tuple is unpacked as positional arguments);
+    ``loss_fn(outputs, targets)`` defaults to :func:`default_loss` (mean cross-entropy). Works on
+    modules with the package's probes and on ``torch.nn.MultiheadAttention`` modules (see the module
+    docstring); the model is run in eval mode with gradients enabled, ``.grad`` is not touched, and
+    every hook is removed afterwards.
+    """
+    records, grads, _, loss = _run_with_hooks(model, inputs, targets, loss_fn)
+    return _captures_from_records(records, grads), loss
+
+
+@dataclass
+class AutogradCheck:
+    """How far the laws applied to the captured tensors are from autograd's own gradients.
+
+    ``max_abs_error``: the largest absolute difference over every compared entry;
+    ``max_abs_gradient``: the largest absolute autograd gradient (the scale to judge the error by);
+    ``compared``: what was compared.
+    """
+
+    max_abs_error: float
+    max_abs_gradient: float
+    compared: str
+
+    @property
+    def relative_error(self) -> float:
+        """Return ``max_abs_error / max_abs_gradient`` (0 when every gradient is 0)."""
+        return self.max_abs_error / self.max_abs_gradient if self.max_abs_gradient > 0 else 0.0
+
+
+def verify_against_autograd(
+    model: Any,
+    inputs: Any,
+    targets: torch.Tensor,
+    *,
+    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
+) -> AutogradCheck:
+    """Return an :class:`AutogradCheck` of the diagnostics of ``model`` against autograd (use it on your own model).
+
+    The captured alpha, values, keys, queries and u are pushed through the paper's laws
+    (:mod:`attention_dynamics.gradients`) and compared with gradients autograd computes in the
+    same forward pass:
+
+    - ``torch.nn.MultiheadAttention``: the query, key and value laws, chained through the input
+      projection, against autograd's gradient of ``in_proj_weight`` (or ``q/k/v_proj_weight``);
+    - modules with probes: the value law and the query law (scores scaled by 1/sqrt(d_k)) against
+      autograd's gradients at the ``values`` and ``queries`` probes;
+    - the book's single head: the advantage matrix against −∂L/∂S by autograd.
+
+    An error at rounding level (relative ~1e-6 in float32, ~1e-14 in float64) means the capture
+    read the right tensors.
+    """
+    params = _single_head_params(model)
+    if params is not None:
+        p = params.clone().requires_grad_()
+        with torch.enable_grad():
+            fwd = single_head_forward(inputs, p, targets)
+            fwd.scores.retain_grad()
+            fwd.loss.backward()
+        expected = -torch.nan_to_num(fwd.scores.grad.detach())
+        got = diagnose_single_head(inputs, params, targets).heads[0].advantage_matrix
+        got = got.reshape(expected.shape)
+        return AutogradCheck(float((got - expected).abs().max()), float(expected.abs().max()),
+                             "advantage matrix vs −∂L/∂S (autograd)")
+
+    def extra(records: list[_Record]) -> list[torch.Tensor]:
+        out: list[torch.Tensor] = []
+        for rec in records:
+            if rec.kind == "probe":
+                out += [rec.tensors["values"]] + ([rec.tensors["queries"]] if "queries" in rec.tensors else [])
+        for mod in dict.fromkeys(r.mod for r in records if r.kind == "mha"):
+            out += ([mod.in_proj_weight] if mod._qkv_same_embed_dim
+                    else [mod.q_proj_weight, mod.k_proj_weight, mod.v_proj_weight])
+        return out
+
+    records, grads, extra_grads, _ = _run_with_hooks(model, inputs, targets, loss_fn, extra)
+    captures = _captures_from_records(records, grads)
+    by_layer: dict[int, list[HeadCapture]] = {}
+    for c in captures:
+        by_layer.setdefault(c.layer, []).append(c)
+    errors, scales, compared = [0.0], [0.0], set()
+    it = iter(extra_grads)
+    law_weight_grads: dict[nn.Module, list[torch.Tensor]] = {}
+    for layer, rec in enumerate(records):
+        heads = by_layer[layer]
+        if rec.kind == "probe":
+            got_v = torch.stack([responsibility_weighted_value_gradient(c.alpha, c.u) for c in heads], 1)
+            auto_v = _as_bhtd(next(it).detach().cpu())
+            pairs = [(got_v, auto_v)]
+            if "queries" in rec.tensors:
+                got_q = torch.stack([query_gradient(c.alpha, compatibility(c.u, c.values), c.keys,
+                                                    1 / math.sqrt(c.keys.shape[-1])) for c in heads], 1)
+                pairs.append((got_q, _as_bhtd(next(it).detach().cpu())))
+            for got, auto in pairs:
+                errors.append(float((got - auto.to(got.dtype)).abs().max()))
+                scales.append(float(auto.abs().max()))
+            compared.add("value and query laws vs autograd at the probes")
+        else:
+            law_weight_grads.setdefault(rec.mod, []).append(_mha_projection_gradient(rec, heads))
+    for mod, per_call in law_weight_grads.items():
+        law = torch.stack(per_call).sum(0)  # (3E, E_in): every call of the module adds up
+        if mod._qkv_same_embed_dim:
+            auto = next(it).detach().cpu()
+        else:
+            auto = torch.cat([next(it).detach().cpu() for _ in range(3)])
+        errors.append(float((law - auto.to(law.dtype)).abs().max()))
+        scales.append(float(auto.abs().max()))
+        compared.add("query, key and value laws through the input projection vs autograd")
+    return AutogradCheck(max(errors), max(scales), "; ".join(sorted(compared)))
+
+
+def _mha_projection_gradient(rec: _Record, heads: list[HeadCapture]) -> torch.Tensor:
+    """Return the laws' gradient of a MultiheadAttention call's input projection, stacked (W_q; W_k; W_v) (internal)."""
+    call = rec.tensors["_call"]  # type: ignore[assignment]
+    mod = rec.mod
+    batched = call["query"].dim() == 3
+
+    def batch_first(t: torch.Tensor) -> torch.Tensor:
+        t = t.detach().cpu()
+        if not batched:
+            return t.unsqueeze(0)
+        return t if mod.batch_first else t.transpose(0, 1)
+
+    scale = 1 / math.sqrt(heads[0].keys.shape[-1])
+    grad_q = torch.stack([query_gradient(c.alpha, compatibility(c.u, c.values), c.keys, scale) for c in heads], 2)
+    grad_k = torch.stack([key_gradient(c.alpha, compatibility(c.u, c.values), c.queries, scale) for c in heads], 2)
+    grad_v = torch.stack([responsibility_weighted_value_gradient(c.alpha, c.u) for c in heads], 2)
+    # (B, T, H, d_head) -> (B, T, E), then Σ_{b,t} gradᵀ input
+    out = []
+    for g, inp in ((grad_q, call["query"]), (grad_k, call["key"]), (grad_v, call["value"])):
+        x = batch_first(inp)
+        out.append(torch.einsum("bte,btd->ed", g.reshape(*g.shape[:2], -1), x.to(g.dtype)))
+    return torch.cat(out)
 
 
 def capture_single_head(
@@ -903,15 +1048,17 @@ def _labels_per_head(labels: Any, captures: list[HeadCapture]) -> list[torch.Ten
 
 
 def _diagnostics_from_captures(
-    captures: list[HeadCapture], loss: float, *, query_labels: Any, key_labels: Any,
+    captures: list[HeadCapture], loss: float, *, query_labels: Any, key_labels: Any, orthogonality_labels: Any,
     starved_threshold: float, max_rows: int | None,
 ) -> AttentionDiagnostics:
     klabels = _labels_per_head(key_labels, captures)
     qlabels = _labels_per_head(query_labels, captures)
+    olabels = _labels_per_head(orthogonality_labels, captures)
     heads, specs = [], []
-    for cap, kl, ql in zip(captures, klabels, qlabels):
-        kl_shaped = None if kl is None else kl.reshape(cap.alpha.shape[0], cap.alpha.shape[2])
-        heads.append(HeadDiagnostics(cap, starved_threshold=starved_threshold, key_labels=kl_shaped, max_rows=max_rows))
+    for cap, kl, ql, ol in zip(captures, klabels, qlabels, olabels):
+        ol_shaped = None if ol is None else ol.reshape(cap.alpha.shape[0], cap.alpha.shape[2])
+        heads.append(HeadDiagnostics(cap, starved_threshold=starved_threshold, orthogonality_labels=ol_shaped,
+                                     max_rows=max_rows))
         if kl is not None and ql is not None:
             specs.append(specialization(cap, ql, kl))
     return AttentionDiagnostics(heads=heads, loss=loss, specializations=specs if len(specs) == len(heads) else [])
@@ -925,6 +1072,7 @@ def diagnose(
     loss_fn: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
     query_labels: Any = None,
     key_labels: Any = None,
+    orthogonality_labels: Any = None,
     starved_threshold: float = DEFAULT_STARVED_THRESHOLD,
     max_rows: int | None = DEFAULT_MAX_ROWS,
 ) -> AttentionDiagnostics:
@@ -935,12 +1083,13 @@ def diagnose(
     whose ``head_params()`` or ``params()`` returns one; then ``inputs`` is ``x`` ``(T, d_in)`` or
     ``(B, T, d_in)`` and the loss is the head's mean cross-entropy, see :func:`diagnose_single_head`).
     ``inputs`` go to ``model`` unchanged; ``targets`` and ``loss_fn`` define the loss
-    (default: mean cross-entropy, :func:`default_loss`). Optional ``key_labels`` ``(B, Tk)`` group
-    the keys (e.g. the symbol each position carries): key orthogonality is then measured between
-    per-label mean keys; with ``query_labels`` ``(B, Tq)`` as well, a
-    :class:`SpecializationSummary` is computed per head. Either may be a dict ``{layer: labels}``
-    when layers differ. ``starved_threshold``: see :func:`starved_keys`. ``max_rows``: rows used
-    for orthogonality and PCA.
+    (default: mean cross-entropy, :func:`default_loss`). With integer ``query_labels`` ``(B, Tq)``
+    and ``key_labels`` ``(B, Tk)`` (e.g. the symbol each position carries) a
+    :class:`SpecializationSummary` is computed per head. With ``orthogonality_labels`` ``(B, Tk)``,
+    key orthogonality is measured between the per-label mean keys (one key per hypothesis)
+    instead of between the keys of all positions. Labels may be a dict ``{layer: labels}`` when
+    layers differ. ``starved_threshold``: see :func:`starved_keys`. ``max_rows``: rows used for
+    orthogonality and PCA.
 
     Example::
 
@@ -954,9 +1103,11 @@ def diagnose(
         if loss_fn is not None:
             raise ValueError("a single-head module is diagnosed with its own mean cross-entropy; loss_fn is not used")
         return diagnose_single_head(inputs, params, targets, query_labels=query_labels, key_labels=key_labels,
+                                    orthogonality_labels=orthogonality_labels,
                                     starved_threshold=starved_threshold, max_rows=max_rows)
     captures, loss = capture_attention(model, inputs, targets, loss_fn=loss_fn)
     return _diagnostics_from_captures(captures, loss, query_labels=query_labels, key_labels=key_labels,
+                                      orthogonality_labels=orthogonality_labels,
                                       starved_threshold=starved_threshold, max_rows=max_rows)
 
 
@@ -986,6 +1137,7 @@ def diagnose_single_head(
     causal: bool = True,
     query_labels: Any = None,
     key_labels: Any = None,
+    orthogonality_labels: Any = None,
     starved_threshold: float = DEFAULT_STARVED_THRESHOLD,
     max_rows: int | None = DEFAULT_MAX_ROWS,
 ) -> AttentionDiagnostics:
@@ -996,6 +1148,7 @@ def diagnose_single_head(
     """
     cap, loss = capture_single_head(x, params, targets, causal=causal)
     return _diagnostics_from_captures([cap], loss, query_labels=query_labels, key_labels=key_labels,
+                                      orthogonality_labels=orthogonality_labels,
                                       starved_threshold=starved_threshold, max_rows=max_rows)
 
 
@@ -1022,6 +1175,229 @@ def routing_stability(before: AttentionDiagnostics, after: AttentionDiagnostics)
             value_relative_change=float((v1 - v0).norm() / v0.norm().clamp_min(1e-300)),
         ))
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Diagnostics during training
+# --------------------------------------------------------------------------------------------
+
+#: A head's attention has collapsed when its normalized entropy falls below this value ...
+COLLAPSE_ENTROPY = 0.1
+#: ... or when more than this fraction of its keys is starved.
+COLLAPSE_STARVED = 0.5
+
+
+@dataclass
+class DiagnosticsTrace:
+    """Diagnostics recorded while a model trains (what :func:`traced_fit` returns).
+
+    ``losses`` ``(steps,)``: the training loss before every update (nats). ``steps`` ``(n,)``: the
+    steps at which the diagnostics were taken (after that many updates; the last is the end of
+    training). ``metrics[n][h]``: the :meth:`AttentionDiagnostics.metrics` dict of head h at
+    ``steps[n]`` (with the diagnostic batch's ``loss``). ``kept``: the full
+    :class:`AttentionDiagnostics` at the steps asked for.
+    """
+
+    label: str
+    losses: np.ndarray
+    steps: np.ndarray
+    metrics: list[list[dict[str, Any]]]
+    kept: dict[int, AttentionDiagnostics]
+
+    def metric(self, name: str, head: int = 0) -> np.ndarray:
+        """Return metric ``name`` of head number ``head`` (in forward order) at every traced step ``(n,)``."""
+        return np.array([m[head][name] for m in self.metrics], dtype=float)
+
+    def at(self, step: int) -> AttentionDiagnostics:
+        """Return the full diagnostics kept at ``step``."""
+        if step not in self.kept:
+            raise KeyError(f"no diagnostics kept at step {step}; kept: {sorted(self.kept)}")
+        return self.kept[step]
+
+
+def traced_fit(
+    model: nn.Module,
+    batches: Callable[[int], Any],
+    *,
+    steps: int,
+    optimizer: torch.optim.Optimizer,
+    diagnose_inputs: Any,
+    diagnose_targets: torch.Tensor,
+    track_steps: Sequence[int] = (),
+    keep_steps: Sequence[int] = (),
+    loss_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None,
+    backward: Callable[[nn.Module, Any], Any] | None = None,
+    label: str = "",
+    **diagnose_kwargs: Any,
+) -> DiagnosticsTrace:
+    """Train with :func:`attention_dynamics.training.fit` and return a :class:`DiagnosticsTrace`.
+
+    :func:`diagnose` runs on ``(diagnose_inputs, diagnose_targets)`` at every step of
+    ``track_steps`` ∪ ``keep_steps`` and at the end (step ``steps``); the full diagnostics are kept
+    at ``keep_steps`` (the end is kept when ``steps`` is in ``keep_steps``). ``loss_fn``/``backward``
+    and ``optimizer`` go to ``fit``; ``diagnose_kwargs`` (labels, thresholds) to :func:`diagnose`.
+    """
+    from .training import fit
+
+    keep = set(int(s) for s in keep_steps)
+
+    def callback(step: int, m: nn.Module, _loss: float) -> dict[str, Any]:
+        diag = diagnose(m, diagnose_inputs, diagnose_targets, **diagnose_kwargs)
+        rows = [{**row, "loss": diag.loss} for row in diag.metrics()]
+        return {"metrics": rows, "diagnostics": diag if step in keep else None}
+
+    history = fit(model, batches, steps=steps, optimizer=optimizer, loss_fn=loss_fn, backward=backward,
+                  callback=callback, callback_steps=sorted(set(track_steps) | keep))
+    records = history.records
+    return DiagnosticsTrace(
+        label=label,
+        losses=history.losses,
+        steps=np.array([r["step"] for r in records], dtype=int),
+        metrics=[r["metrics"] for r in records],
+        kept={r["step"]: r["diagnostics"] for r in records if r["diagnostics"] is not None},
+    )
+
+
+def sticky_chain_trace(
+    schedule: Any = "sgd",
+    *,
+    seed: int = 42,
+    steps: int = 1000,
+    track_steps: Sequence[int] = (),
+    keep_steps: Sequence[int] = (),
+    kind: str = "reference",
+    label: str | None = None,
+) -> DiagnosticsTrace:
+    """Return the :class:`DiagnosticsTrace` of the paper's sticky-chain head trained with ``schedule``.
+
+    The run is chapter 5's (:mod:`attention_dynamics.sticky_experiment`): data and initial weights
+    from ``seed``, full batch, the closed-form engine, a schedule of
+    :mod:`attention_dynamics.schedules` (a name or a ``Schedule``). The diagnostics run on the
+    training sequence, with queries and keys labelled by the symbol their input carries
+    (y_{t−1}), so the specialization summary says which symbol's values serve which symbol's
+    queries. Importable, so that :func:`attention_dynamics.training.map_parallel` can run several.
+    """
+    from .head_engine import SingleHeadModule
+    from .schedules import get_schedule, make_backward, make_optimizer
+    from .sticky_experiment import initial_head
+    from .tasks import sticky_chain
+
+    sched = get_schedule(schedule)
+    data = sticky_chain.make_sticky_chain_data(seed, kind=kind)
+    model = SingleHeadModule(initial_head(seed))
+    symbols = data.previous_symbols
+    return traced_fit(
+        model, lambda step: (data.x, data.y), steps=steps, optimizer=make_optimizer(model, sched),
+        backward=make_backward(sched), diagnose_inputs=data.x, diagnose_targets=data.y,
+        track_steps=track_steps, keep_steps=keep_steps, label=label or sched.label,
+        query_labels=symbols, key_labels=symbols, orthogonality_labels=symbols,
+    )
+
+
+def collapse_alarm(
+    trace: DiagnosticsTrace, *, entropy_below: float = COLLAPSE_ENTROPY, starved_above: float = COLLAPSE_STARVED
+) -> int | None:
+    """Return the first traced step at which some head's attention has collapsed, or None.
+
+    Collapsed: normalized attention entropy below ``entropy_below`` or a starved fraction above
+    ``starved_above``. Then the routing gradient (gated by alpha) vanishes on most keys: routing
+    is frozen, whatever the loss says.
+    """
+    for step, heads in zip(trace.steps, trace.metrics):
+        if any(h["normalized_attention_entropy"] < entropy_below or h["starved_fraction"] > starved_above for h in heads):
+            return int(step)
+    return None
+
+
+def loss_falls_behind(losses: Sequence[float], reference_losses: Sequence[float]) -> int | None:
+    """Return the first step from which ``losses`` stay above ``reference_losses`` to the end, or None.
+
+    The step at which a learning curve alone would tell that a run is worse than the reference
+    (None if it is not behind at the last step).
+    """
+    a, b = np.asarray(losses, dtype=float), np.asarray(reference_losses, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"the curves have different lengths ({a.shape} vs {b.shape})")
+    behind = a > b
+    if not behind[-1]:
+        return None
+    not_behind = np.flatnonzero(~behind)
+    return int(not_behind[-1] + 1) if not_behind.size else 0
+
+
+# --------------------------------------------------------------------------------------------
+# A plain PyTorch model to try the tool on
+# --------------------------------------------------------------------------------------------
+
+
+class TorchCausalEncoder(nn.Module):
+    """A causal transformer built from ``torch.nn.TransformerEncoder`` only (no probes): logits ``(B, T, n_out)``.
+
+    Token and learned position embeddings, ``n_layers`` pre-LayerNorm ``nn.TransformerEncoderLayer``
+    with a causal mask, a linear readout. Chapter 8 uses it to show :func:`diagnose` on a model
+    that knows nothing of this package.
+    """
+
+    def __init__(self, vocab_size: int, n_out: int, *, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
+                 max_len: int = 64, dropout: float = 0.0):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+        layer = nn.TransformerEncoderLayer(d_model, n_heads, dim_feedforward=4 * d_model, dropout=dropout,
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
+        self.readout = nn.Linear(d_model, n_out)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Return the logits ``(B, T, n_out)`` for token ids ``(B, T)``."""
+        T = tokens.shape[1]
+        h = self.embed(tokens) + self.pos[:T]  # (B, T, d_model)
+        mask = nn.Transformer.generate_square_subsequent_mask(T, device=tokens.device, dtype=h.dtype)
+        return self.readout(self.encoder(h, mask=mask, is_causal=True))
+
+
+def bijection_training_targets(tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Return per-token targets ``(B, 2L−1)``: pi(key) at key positions, −100 (ignored) at value positions."""
+    full = torch.full(tokens.shape, -100, dtype=torch.long)
+    full[:, 0::2] = targets
+    return full
+
+
+def train_torch_encoder_on_bijection(
+    *, V: int = 8, L: int = 8, steps: int = 300, batch_size: int = 64, seed: int = 0, lr: float = 3e-3,
+    d_model: int = 64, n_heads: int = 4, n_layers: int = 2, track_steps: Sequence[int] = (),
+    keep_steps: Sequence[int] = (), eval_size: int = 256,
+) -> tuple[TorchCausalEncoder, DiagnosticsTrace, tuple[torch.Tensor, torch.Tensor]]:
+    """Train a :class:`TorchCausalEncoder` on bijection elimination; return ``(model, trace, (tokens, targets))``.
+
+    Fresh sequences every step (:mod:`attention_dynamics.tasks.bijection`), AdamW, mean
+    cross-entropy at the key positions. The diagnostics run on a fixed evaluation batch of
+    ``eval_size`` sequences (returned); queries and keys are labelled by token type (0 key token,
+    1 value token) for the specialization summary, and key orthogonality is measured between the
+    mean keys of the 2V tokens.
+    """
+    from .tasks import bijection
+
+    gen = torch.Generator().manual_seed(int(seed))
+    torch.manual_seed(int(seed))
+    model = TorchCausalEncoder(bijection.vocab_size(V), V, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
+                               max_len=bijection.sequence_length(L))
+    evaluation = bijection.sample_bijection_batch(eval_size, V, L, generator=torch.Generator().manual_seed(int(seed) + 1))
+    eval_targets = bijection_training_targets(evaluation.tokens, evaluation.targets)
+
+    def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        b = bijection.sample_bijection_batch(batch_size, V, L, generator=gen)
+        return b.tokens, bijection_training_targets(b.tokens, b.targets)
+
+    def loss_fn(m: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return default_loss(m(batch[0]), batch[1])
+
+    token_type = (evaluation.tokens >= V).long()  # 0 key token, 1 value token
+    trace = traced_fit(model, batches, steps=steps, optimizer=torch.optim.AdamW(model.parameters(), lr=lr),
+                       loss_fn=loss_fn, diagnose_inputs=evaluation.tokens, diagnose_targets=eval_targets,
+                       track_steps=track_steps, keep_steps=keep_steps, label="nn.TransformerEncoder",
+                       query_labels=token_type, key_labels=token_type, orthogonality_labels=evaluation.tokens)
+    return model, trace, (evaluation.tokens, eval_targets)
 
 
 # --------------------------------------------------------------------------------------------
