@@ -14,7 +14,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["Probe", "CausalSelfAttention", "TransformerBlock", "CausalTransformer", "count_parameters"]
+__all__ = [
+    "Probe",
+    "CausalSelfAttention",
+    "TransformerBlock",
+    "CausalTransformer",
+    "count_parameters",
+    "probe_activations",
+]
+
+POSITIONAL_ENCODINGS = ("learned", "sinusoidal", "alibi", "none")
 
 
 class Probe(nn.Identity):
@@ -28,7 +37,7 @@ class CausalSelfAttention(nn.Module):
     ``attn_weights`` ``(B, H, T, T)`` (query i, key j), ``context`` ``(B, H, T, d_head)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, bias: bool = False):
+    def __init__(self, d_model: int, n_heads: int, *, bias: bool = False, alibi: bool = False):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
@@ -40,6 +49,18 @@ class CausalSelfAttention(nn.Module):
         self.attn_weights, self.context = Probe(), Probe()
         #: Use PyTorch's fused kernel (no alpha materialised, probes on alpha/context bypassed).
         self.fused = False
+        self.alibi = alibi
+        if alibi:  # ALiBi (Press et al., 2022): head h adds −m_h (i − j) to its scores, m_h = 2^(−8h/H)
+            slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float32) / n_heads)
+            self.register_buffer("alibi_slopes", slopes, persistent=False)  # (H,)
+
+    def score_bias(self, T: int, device: torch.device) -> torch.Tensor | None:
+        """Return the additive score bias ``(H, T, T)`` of ALiBi, −m_h (i − j), or None without ALiBi."""
+        if not self.alibi:
+            return None
+        pos = torch.arange(T, device=device, dtype=torch.float32)
+        distance = (pos[:, None] - pos[None, :]).clamp_min(0)  # (T, T), i − j for keys j ≤ i
+        return -self.alibi_slopes.to(device)[:, None, None] * distance  # (H, T, T)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Return the attention output ``(B, T, d_model)`` for inputs ``x`` ``(B, T, d_model)``."""
@@ -47,12 +68,17 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(D, dim=-1)  # each (B, T, D)
         # (B, T, D) -> (B, H, T, d_head)
         q, k, v = (t.view(B, T, self.n_heads, self.d_head).transpose(1, 2) for t in (q, k, v))
-        if self.fused:
+        bias = self.score_bias(T, x.device)  # (H, T, T) or None
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        if self.fused and bias is None:
             g = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, d_head)
+        elif self.fused:
+            g = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(~mask, float("-inf")).to(q.dtype))
         else:
             q, k, v = self.queries(q), self.keys(k), self.values(v)
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.d_head)  # (B, H, T, T)
-            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            if bias is not None:
+                scores = scores + bias
             alpha = self.attn_weights(torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1))
             g = self.context(alpha @ v)  # (B, H, T, d_head)
         return self.out(g.transpose(1, 2).reshape(B, T, D))
@@ -61,10 +87,10 @@ class CausalSelfAttention(nn.Module):
 class TransformerBlock(nn.Module):
     """Pre-LayerNorm block: x + attn(LN(x)), then x + MLP(LN(x))."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, *, alibi: bool = False):
         super().__init__()
         self.ln_attn = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, n_heads)
+        self.attn = CausalSelfAttention(d_model, n_heads, alibi=alibi)
         self.ln_mlp = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
@@ -79,8 +105,9 @@ class CausalTransformer(nn.Module):
 
     Inputs are token ids ``(B, T)`` when ``vocab_size`` is given, or feature vectors
     ``(B, T, input_dim)`` when ``input_dim`` is given (exactly one of the two).
-    ``positional``: ``"learned"`` (up to ``max_len``), ``"sinusoidal"`` (any length) or ``"none"``
-    (the causal mask alone tells positions apart).
+    ``positional``: ``"learned"`` (up to ``max_len``), ``"sinusoidal"`` (any length), ``"alibi"``
+    (no embedding; every head biases its scores by −m_h (i − j), a recency prior that extends to any
+    length) or ``"none"`` (the causal mask alone tells positions apart).
     """
 
     def __init__(
@@ -99,8 +126,8 @@ class CausalTransformer(nn.Module):
         super().__init__()
         if (vocab_size is None) == (input_dim is None):
             raise ValueError("give exactly one of vocab_size (token inputs) or input_dim (vector inputs)")
-        if positional not in ("learned", "sinusoidal", "none"):
-            raise ValueError(f"positional must be 'learned', 'sinusoidal' or 'none', got {positional!r}")
+        if positional not in POSITIONAL_ENCODINGS:
+            raise ValueError(f"positional must be one of {', '.join(map(repr, POSITIONAL_ENCODINGS))}, got {positional!r}")
         for name, val in (("n_out", n_out), ("d_model", d_model), ("n_layers", n_layers), ("n_heads", n_heads), ("max_len", max_len)):
             if not isinstance(val, int) or val < 1:
                 raise ValueError(f"{name} must be a positive integer, got {val!r}")
@@ -111,7 +138,10 @@ class CausalTransformer(nn.Module):
             self.pos = nn.Parameter(torch.zeros(max_len, d_model))
         elif positional == "sinusoidal":
             self.register_buffer("pos", _sinusoidal(max_len, d_model), persistent=False)
-        self.blocks = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff or 4 * d_model) for _ in range(n_layers))
+        alibi = positional == "alibi"
+        self.blocks = nn.ModuleList(
+            TransformerBlock(d_model, n_heads, d_ff or 4 * d_model, alibi=alibi) for _ in range(n_layers)
+        )
         self.ln_final = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_out)
         self.apply(_init_weights)
@@ -122,7 +152,7 @@ class CausalTransformer(nn.Module):
         """Return logits ``(B, T, n_out)``."""
         h = self.embed(x)  # (B, T, d_model)
         T = h.shape[1]
-        if self.positional != "none":
+        if self.positional in ("learned", "sinusoidal"):
             if T > self.max_len and self.positional == "learned":
                 raise ValueError(f"sequence length {T} exceeds max_len {self.max_len} of learned positions")
             pos = self.pos if T <= self.pos.shape[0] else _sinusoidal(T, h.shape[-1]).to(h)
@@ -134,6 +164,43 @@ class CausalTransformer(nn.Module):
     def attention_modules(self) -> list[CausalSelfAttention]:
         """Return the attention module of every layer, first to last."""
         return [b.attn for b in self.blocks]
+
+
+PROBE_NAMES = ("queries", "keys", "values", "attn_weights", "context")
+
+
+@torch.no_grad()
+def probe_activations(model: CausalTransformer, x: torch.Tensor) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+    """Return ``(logits, layers)``: the model's output and, per layer, every probed tensor (detached).
+
+    ``layers[l]`` holds ``queries``, ``keys``, ``values``, ``context`` ``(B, H, T, d_head)``,
+    ``attn_weights`` ``(B, H, T, T)`` and ``residual`` ``(B, T, d_model)``, the residual stream
+    entering layer l; ``layers[-1]["residual_out"]`` is the stream after the last layer (what the
+    read-out sees before its LayerNorm). Runs in eval mode on the explicit attention path (the fused
+    kernel bypasses the probes) and restores both afterwards.
+    """
+    attn = model.attention_modules()
+    layers: list[dict[str, torch.Tensor]] = [{} for _ in attn]
+    handles, fused, training = [], [a.fused for a in attn], model.training
+    for l, (block, a) in enumerate(zip(model.blocks, attn)):
+        a.fused = False
+        for name in PROBE_NAMES:
+            handles.append(getattr(a, name).register_forward_hook(
+                lambda _m, _i, out, l=l, name=name: layers[l].__setitem__(name, out.detach())))
+        handles.append(block.register_forward_pre_hook(
+            lambda _m, args, l=l: layers[l].__setitem__("residual", args[0].detach())))
+    handles.append(model.blocks[-1].register_forward_hook(
+        lambda _m, _i, out: layers[-1].__setitem__("residual_out", out.detach())))
+    model.eval()
+    try:
+        logits = model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        for a, f in zip(attn, fused):
+            a.fused = f
+        model.train(training)
+    return logits, layers
 
 
 def count_parameters(model: nn.Module) -> int:

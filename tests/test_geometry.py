@@ -1,0 +1,119 @@
+"""Geometry measurements against brute-force loops, closed forms and independent libraries."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import entropy as scipy_entropy
+from scipy.stats import rankdata
+
+from attention_dynamics import geometry
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+def test_mean_abs_cosine_matches_pairwise_loop():
+    X = _rng(0).normal(size=(7, 5))
+    pairs = [abs(X[i] @ X[j]) / np.linalg.norm(X[i]) / np.linalg.norm(X[j]) for i, j in itertools.combinations(range(7), 2)]
+    assert geometry.mean_abs_cosine(X) == pytest.approx(np.mean(pairs), abs=1e-12)
+    assert geometry.mean_abs_cosine(np.eye(4)) == 0.0
+
+
+@pytest.mark.parametrize("d", [2, 3, 16, 32])
+def test_isotropic_baseline_matches_monte_carlo(d):
+    X = _rng(d).normal(size=(200_000, 2, d))
+    cos = np.abs((X[:, 0] * X[:, 1]).sum(-1)) / np.linalg.norm(X[:, 0], axis=-1) / np.linalg.norm(X[:, 1], axis=-1)
+    assert geometry.isotropic_abs_cosine_baseline(d) == pytest.approx(cos.mean(), abs=4 * cos.std() / math.sqrt(len(cos)))
+    if d == 2:
+        assert geometry.isotropic_abs_cosine_baseline(2) == pytest.approx(2 / math.pi, abs=1e-14)
+    if d == 3:
+        assert geometry.isotropic_abs_cosine_baseline(3) == pytest.approx(0.5, abs=1e-14)
+
+
+def test_pca_projection_matches_numpy_svd():
+    X = _rng(1).normal(size=(60, 6)) @ np.diag([5, 3, 1, 0.5, 0.2, 0.1])
+    scores, ratios = geometry.pca_projection(X, 2)
+    Xc = X - X.mean(0)
+    _, sv, Vt = np.linalg.svd(Xc, full_matrices=False)
+    np.testing.assert_allclose(ratios, (sv**2 / (sv**2).sum())[:2], rtol=1e-10)
+    np.testing.assert_allclose(np.abs(scores), np.abs(Xc @ Vt[:2].T), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(geometry.pca_spectrum(X), sv**2 / (sv**2).sum(), rtol=1e-10)
+
+
+def test_spearman_is_pearson_of_average_ranks():
+    a = _rng(2).integers(0, 5, size=40).astype(float)  # with ties
+    b = a + _rng(3).normal(size=40)
+    expected = np.corrcoef(rankdata(a), rankdata(b))[0, 1]
+    assert geometry.spearman_correlation(a, b) == pytest.approx(expected, abs=1e-12)
+    assert geometry.spearman_correlation(np.arange(5), np.exp(np.arange(5))) == pytest.approx(1.0)
+
+
+def _causal_softmax(scores):
+    T = scores.shape[-1]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def test_attention_entropy_bits_uniform_onehot_and_scipy():
+    T = 6
+    uniform = _causal_softmax(torch.zeros(T, T, dtype=torch.float64))
+    np.testing.assert_allclose(geometry.attention_entropy_bits(uniform).numpy(), np.log2(np.arange(1, T + 1)), atol=1e-12)
+    assert torch.all(geometry.attention_entropy_bits(torch.eye(T)) == 0)
+    alpha = _causal_softmax(torch.randn(3, T, T, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    h = geometry.attention_entropy_bits(alpha)
+    for b, i in itertools.product(range(3), range(T)):
+        assert float(h[b, i]) == pytest.approx(scipy_entropy(alpha[b, i, : i + 1].numpy(), base=2), abs=1e-12)
+
+
+def test_relative_reduction():
+    assert geometry.relative_reduction(2.0, 0.2) == pytest.approx(0.9)
+    with pytest.raises(ValueError):
+        geometry.relative_reduction(0.0, 1.0)
+
+
+def test_query_key_alignment_matches_loops_and_uniform_attention_has_no_gap():
+    g = torch.Generator().manual_seed(4)
+    B, T, d = 2, 5, 4
+    q, k = torch.randn(B, T, d, generator=g, dtype=torch.float64), torch.randn(B, T, d, generator=g, dtype=torch.float64)
+    alpha = _causal_softmax(torch.randn(B, T, T, generator=g, dtype=torch.float64))
+    attended, visible = geometry.query_key_alignment(q, k, alpha)
+    cos = lambda a, b: float(a @ b / a.norm() / b.norm())  # noqa: E731
+    exp_att = np.mean([sum(float(alpha[b, i, j]) * cos(q[b, i], k[b, j]) for j in range(i + 1))
+                       for b in range(B) for i in range(T)])
+    exp_vis = np.mean([np.mean([cos(q[b, i], k[b, j]) for j in range(i + 1)]) for b in range(B) for i in range(T)])
+    assert attended == pytest.approx(exp_att, abs=1e-12)
+    assert visible == pytest.approx(exp_vis, abs=1e-12)
+    uniform = _causal_softmax(torch.zeros(B, T, T, dtype=torch.float64))
+    a_u, v_u = geometry.query_key_alignment(q, k, uniform)
+    assert a_u == pytest.approx(v_u, abs=1e-12)
+
+
+def test_attention_pattern_similarity():
+    g = torch.Generator().manual_seed(5)
+    a = _causal_softmax(torch.randn(3, 4, 4, generator=g, dtype=torch.float64))
+    b = _causal_softmax(torch.randn(3, 4, 4, generator=g, dtype=torch.float64))
+    assert geometry.attention_pattern_similarity(a, a) == pytest.approx(1.0)
+    tv = np.mean([0.5 * float((a[n, i] - b[n, i]).abs().sum()) for n in range(3) for i in range(4)])
+    assert geometry.attention_pattern_similarity(a, b) == pytest.approx(1 - tv, abs=1e-12)
+    one, other = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
+    assert geometry.attention_pattern_similarity(one, other) == 0.0
+
+
+def test_settle_step_on_constructed_trajectories():
+    steps = np.array([0, 10, 20, 30, 40, 50])
+    # 0 → 1 with a dip back out of the band at step 30: settled only from step 40 on
+    assert geometry.settle_step(steps, [0.0, 0.95, 0.97, 0.5, 0.95, 1.0]) == 40
+    assert geometry.settle_step(steps, [0.0, 0.95, 0.97, 0.99, 0.95, 1.0]) == 10
+    # errors falling by orders of magnitude: 1 → 1e-5; linear settles at once, log10 late
+    err = 10.0 ** -np.array([0, 1, 2, 3, 4.6, 5])
+    assert geometry.settle_step(steps, err) == 10
+    assert geometry.settle_step(steps, err, log=True) == 40
+    assert geometry.settle_step(steps, np.ones(6)) == 0  # never changed: settled from the start
+    with pytest.raises(ValueError):
+        geometry.settle_step([0, 0, 1], [1, 2, 3])
