@@ -1,0 +1,205 @@
+"""A fast closed-form training engine for the single causal head: the paper's laws, block by block.
+
+The engine computes the loss and the four weight gradients of the head of
+:mod:`attention_dynamics.attention` without autograd, from the closed forms of
+:mod:`attention_dynamics.gradients` (PAPER.md §3):
+
+- the error signal ``u_i = W_O (p_i − e_{y_i}) / N`` (:func:`~attention_dynamics.gradients.upstream_gradient`),
+- the advantage routing law ``∂L/∂s_ij = alpha_ij (b_ij − E_{alpha_i}[b])`` with ``b_ij = u_i·v_j``
+  (:func:`~attention_dynamics.gradients.advantage_routing_gradient`),
+- the responsibility-weighted value law ``∂L/∂v_j = Σ_i alpha_ij u_i``
+  (:func:`~attention_dynamics.gradients.responsibility_weighted_value_gradient`),
+- the query and key laws ``∂L/∂q_i = scale Σ_j (∂L/∂s_ij) k_j``, ``∂L/∂k_j = scale Σ_i (∂L/∂s_ij) q_i``,
+
+then the chain rule through the four linear maps. Why it is fast: with one head and no layer
+above it, the error signal ``u_i`` depends on query row i alone, so the forward and the backward
+pass of a block of query rows can be done together, while the block's ``(rows, keys)`` slice of
+the attention matrix is still in cache. Each block only visits the keys it may see (j ≤ i), so
+the masked upper triangle is never computed, and the ``T × T`` matrices are never stored.
+:func:`attention_dynamics.gradients.single_head_parameter_gradients` is the same computation on
+the whole matrix at once (the explicit formula, kept for checking).
+
+:class:`SingleHeadModule` wraps the head as an ``nn.Module`` and :func:`closed_form_backward`
+is the ``backward=`` routine that lets :func:`attention_dynamics.training.fit` train it with this
+engine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .attention import PARAM_NAMES, SingleHeadParams, single_head_forward
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "HeadPass",
+    "SingleHeadModule",
+    "closed_form_head_pass",
+    "closed_form_backward",
+    "autograd_head_loss",
+    "head_metrics",
+]
+
+#: Query rows per block: a (128 × T) float32 slice of the attention matrix stays in cache for T ≈ 2000.
+DEFAULT_BLOCK_SIZE = 128
+
+
+@dataclass
+class HeadPass:
+    """What one closed-form pass returns: the loss (nats), the weight gradients and the soft counts.
+
+    ``grads`` maps ``"W_Q", "W_K", "W_V", "W_O"`` to tensors of the weights' shapes.
+    ``soft_counts`` ``(T,)`` holds ``N_j = Σ_i alpha_ij``, the attention mass each key position
+    receives (the responsibilities' column sums; they add up to the number of queries).
+    ``grad_values`` ``(T, d_v)`` is ∂L/∂v_j, the responsibility-weighted value gradient.
+    """
+
+    loss: torch.Tensor
+    grads: dict[str, torch.Tensor]
+    soft_counts: torch.Tensor
+    grad_values: torch.Tensor
+
+
+def closed_form_head_pass(
+    x: torch.Tensor,
+    params: SingleHeadParams,
+    targets: torch.Tensor,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> HeadPass:
+    """Return the mean cross-entropy (nats) and its weight gradients for one causal head, without autograd.
+
+    ``x`` is one sequence ``(T, d_in)``, ``targets`` ``(T,)`` class indices; the loss is the mean over
+    the T positions, exactly as :func:`attention_dynamics.attention.single_head_forward` with
+    ``reduction="mean"``. Query rows are processed in blocks of ``block_size``; block r sees keys
+    ``0 … end of block`` only (see the module docstring).
+    """
+    if x.ndim != 2 or x.shape[-1] != params.W_Q.shape[0]:
+        raise ValueError(f"x must be one sequence (T, {params.W_Q.shape[0]}), got {tuple(x.shape)}")
+    if targets.shape != x.shape[:1]:
+        raise ValueError(f"targets must have shape ({x.shape[0]},), got {tuple(targets.shape)}")
+    if not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    with torch.no_grad():
+        W_Q, W_K, W_V, W_O = (t.detach() for t in (params.W_Q, params.W_K, params.W_V, params.W_O))
+        T = x.shape[0]
+        n_classes = W_O.shape[1]
+        scale = 1.0 / math.sqrt(W_Q.shape[1])
+        q = (x @ W_Q) * scale  # (T, d_k), the score scale folded into the queries
+        # Transposed copies: BLAS is several times faster on (small × rows) @ (rows × keys) products
+        # than on (rows × keys) @ (keys × small) ones, so every product below keeps the long axis last.
+        q_t = q.T.contiguous()  # (d_k, T)
+        k_t = (x @ W_K).T.contiguous()  # (d_k, T)
+        v_t = (x @ W_V).T.contiguous()  # (d_v, T)
+        W_O_t = W_O.T.contiguous()  # (C, d_v)
+        grad_q_t = torch.empty_like(q_t)  # ∂L/∂(scaled q)ᵀ  (d_k, T)
+        grad_k_t = torch.zeros_like(k_t)  # (d_k, T)
+        grad_v_t = torch.zeros_like(v_t)  # (d_v, T)
+        grad_W_O = torch.zeros_like(W_O)  # (d_v, C)
+        soft_counts = torch.zeros(T, dtype=x.dtype, device=x.device)
+        loss = torch.zeros((), dtype=torch.float64, device=x.device)
+        future = torch.ones(block_size, block_size, dtype=torch.bool, device=x.device).triu(1)  # key after query
+        row_index = torch.arange(block_size, device=x.device)
+        for start in range(0, T, block_size):
+            end = min(start + block_size, T)
+            rows = end - start
+            q_block = q_t[:, start:end].T  # (rows, d_k)
+            scores = q_block @ k_t[:, :end]  # (rows, end): only keys j < end
+            scores[:, start:end].masked_fill_(future[:rows, :rows], float("-inf"))
+            alpha = torch.softmax(scores, dim=1)  # attention over the visible keys  (rows, end)
+            g = (v_t[:, :end] @ alpha.T).T  # context g_i = Σ_j alpha_ij v_j  (rows, d_v)
+            log_p = torch.log_softmax(g @ W_O, dim=1)  # (rows, C)
+            y = targets[start:end]
+            loss -= log_p.gather(1, y[:, None]).sum().double()
+            delta = log_p.exp_()  # p, in place
+            delta[row_index[:rows], y] -= 1.0
+            delta /= T  # ∂L/∂logits of the mean loss  (rows, C)
+            grad_W_O.addmm_(g.T, delta)
+            u = delta @ W_O_t  # error signal u_i = ∂L/∂g_i  (rows, d_v)
+            b = u @ v_t[:, :end]  # compatibility b_ij = u_i·v_j  (rows, end)
+            expected_b = (u * g).sum(dim=1, keepdim=True)  # E_alpha_i[b] = u_i·g_i  (rows, 1)
+            grad_scores = b.sub_(expected_b).mul_(alpha)  # advantage routing law, in place  (rows, end)
+            grad_q_t[:, start:end] = k_t[:, :end] @ grad_scores.T  # Σ_j ∂L/∂s_ij k_j
+            grad_k_t[:, :end].addmm_(q_block.T, grad_scores)  # += Σ_i ∂L/∂s_ij q_i
+            grad_v_t[:, :end].addmm_(u.T, alpha)  # += Σ_i alpha_ij u_i, the responsibility-weighted value law
+            soft_counts[:end] += alpha.sum(dim=0)
+        grads = {
+            "W_Q": (grad_q_t @ x).T * scale,  # q_scaled = scale · x W_Q
+            "W_K": (grad_k_t @ x).T,
+            "W_V": (grad_v_t @ x).T,
+            "W_O": grad_W_O,
+        }
+    return HeadPass(loss=(loss / T).to(x.dtype), grads=grads, soft_counts=soft_counts, grad_values=grad_v_t.T)
+
+
+class SingleHeadModule(nn.Module):
+    """The single head as an ``nn.Module`` with parameters ``W_Q, W_K, W_V, W_O`` (for :func:`training.fit`).
+
+    ``forward(x)`` returns the logits ``(T, C)`` of the dense reference implementation (autograd
+    works through it); training with :func:`closed_form_backward` never calls it.
+    """
+
+    def __init__(self, params: SingleHeadParams):
+        super().__init__()
+        for name in PARAM_NAMES:
+            self.register_parameter(name, nn.Parameter(getattr(params, name).detach().clone()))
+
+    def head_params(self) -> SingleHeadParams:
+        """Return the current weights as a :class:`SingleHeadParams` (sharing storage, no grad)."""
+        return SingleHeadParams(**{n: getattr(self, n).detach() for n in PARAM_NAMES})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the logits ``(..., T, C)`` for inputs ``x`` ``(..., T, d_in)``."""
+        params = SingleHeadParams(**{n: getattr(self, n) for n in PARAM_NAMES})
+        return single_head_forward(x, params).logits
+
+
+def closed_form_backward(*, block_size: int = DEFAULT_BLOCK_SIZE) -> Callable[[SingleHeadModule, tuple], torch.Tensor]:
+    """Return a ``backward(model, (x, y))`` routine for :func:`training.fit` that fills ``.grad`` from the engine."""
+
+    def backward(model: SingleHeadModule, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        result = closed_form_head_pass(x, model.head_params(), y, block_size=block_size)
+        for name, grad in result.grads.items():
+            getattr(model, name).grad = grad
+        return result.loss
+
+    return backward
+
+
+def autograd_head_loss(model: SingleHeadModule, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Return the mean cross-entropy (nats) of the dense head, differentiable (the ``loss_fn=`` for autograd)."""
+    x, y = batch
+    logits = model(x)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def head_metrics(
+    x: torch.Tensor, params: SingleHeadParams, targets: torch.Tensor, key_symbols: torch.Tensor | None = None
+) -> dict[str, float]:
+    """Return the head's mean cross-entropy and predictive entropy (nats) and its accuracy on one sequence.
+
+    With ``key_symbols`` ``(T,)`` (the symbol each input carries), also ``same_symbol_attention``: the
+    mean over queries of the attention mass on keys that carry the query's own symbol, and
+    ``same_symbol_chance``, that mass under uniform causal attention.
+    """
+    with torch.no_grad():
+        fwd = single_head_forward(x, params, targets)
+        log_p = torch.log_softmax(fwd.logits, dim=-1)
+        out = {
+            "loss": float(fwd.loss),
+            "entropy": float(-(log_p.exp() * log_p).sum(-1).mean()),
+            "accuracy": float((fwd.logits.argmax(-1) == targets).double().mean()),
+        }
+        if key_symbols is not None:
+            same = (key_symbols[:, None] == key_symbols[None, :]).tril()  # (T, T): key j ≤ i carries i's symbol
+            out["same_symbol_attention"] = float((fwd.alpha * same).sum(-1).double().mean())
+            positions = torch.arange(1, x.shape[0] + 1, dtype=torch.float64)
+            out["same_symbol_chance"] = float((same.sum(-1) / positions).mean())
+    return out

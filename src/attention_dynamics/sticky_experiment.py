@@ -1,0 +1,569 @@
+"""The sticky-chain experiment (PAPER.md §4.1): training runs, the paper's metric, controls, trajectories.
+
+One run (:func:`train_sticky_head`) trains the paper's single head (20 → 10/10/15 → 8, init
+N(0, 0.1²)) full-batch on one sequence with one schedule of :mod:`attention_dynamics.schedules`,
+through :func:`attention_dynamics.training.fit` and the closed-form engine. The initial weights
+depend on the seed only (the reference script re-seeds before initialising), so every schedule
+of a seed starts from the same point. Runs are independent and importable, so
+:func:`run_grid` spreads seeds × schedules over both cores with
+:func:`attention_dynamics.training.map_parallel`.
+
+The paper's metric (:func:`paper_speedup`): the threshold is SGD's mean final loss over the
+seeds; for each seed, the first step at which the EM-like loss (recorded before each update) is
+below it (the number of steps if never); speed-up = steps / mean of those first steps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import scipy.stats
+import torch
+from sklearn.decomposition import PCA
+
+from . import __version__
+from .attention import init_single_head
+from .head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, head_metrics
+from .schedules import SCHEDULES, Schedule, get_schedule, make_backward, make_optimizer
+from .tasks import sticky_chain
+from .training import fit, map_parallel
+
+__all__ = [
+    "HEAD_SHAPE",
+    "INIT_STD",
+    "RunResult",
+    "initial_head",
+    "train_sticky_head",
+    "heldout_metrics",
+    "run_grid",
+    "steps_to_threshold",
+    "paper_speedup",
+    "bootstrap_speedup_ci",
+    "paired_tests",
+    "summarise_runs",
+    "value_prototypes",
+    "trajectory_pca",
+    "trajectory_length",
+    "trajectory_coherence",
+    "between_symbol_share",
+    "train_deep_transformer",
+    "PAPER_SCALE_CONFIG",
+    "PAPER_SCALE_FILE",
+    "run_heavy_job",
+    "compute_paper_scale_results",
+    "save_results",
+    "load_results",
+]
+
+#: The paper's head: d_in 20 → d_k 10 (queries, keys), d_v 15 (values) → 8 classes.
+HEAD_SHAPE = {"d_in": 20, "d_k": 10, "d_v": 15, "n_classes": 8}
+INIT_STD = 0.1
+
+
+@dataclass
+class RunResult:
+    """One training run: the losses before every update (nats), metrics at the start and end, snapshots.
+
+    ``losses`` ``(steps,)`` float64; ``initial``/``final`` are :func:`head_metrics` dicts (loss and
+    entropy in nats); ``snapshot_steps`` ``(R,)`` and ``value_prototypes`` ``(R, n_symbols, d_v)`` hold
+    the value of each symbol's mean input, mu_s W_V, at the recorded steps (empty when not recorded).
+    """
+
+    seed: int
+    schedule: str
+    kind: str
+    steps: int
+    losses: np.ndarray
+    initial: dict[str, float]
+    final: dict[str, float]
+    snapshot_steps: np.ndarray
+    value_prototypes: np.ndarray
+    final_specialization: float
+    heldout: dict[str, float] | None = None
+
+    def to_json(self, *, loss_stride: int = 1) -> dict[str, Any]:
+        """Return a JSON-ready dict; losses are kept every ``loss_stride`` steps (plus the last)."""
+        idx = np.unique(np.r_[np.arange(0, self.steps, loss_stride), self.steps - 1])
+        return {
+            "seed": self.seed, "schedule": self.schedule, "kind": self.kind, "steps": self.steps,
+            "loss_steps": idx.tolist(), "losses": np.round(self.losses[idx], 7).tolist(),
+            "initial": self.initial, "final": self.final, "final_specialization": self.final_specialization,
+            "heldout": self.heldout,
+        }
+
+
+def initial_head(seed: int, dtype: torch.dtype = torch.float32):
+    """Return the head's initial weights for ``seed`` (N(0, 0.1²), drawn in the order W_Q, W_K, W_V, W_O)."""
+    return init_single_head(**HEAD_SHAPE, std=INIT_STD, generator=torch.Generator().manual_seed(int(seed)), dtype=dtype)
+
+
+def value_prototypes(mu: torch.Tensor, W_V: torch.Tensor) -> np.ndarray:
+    """Return each symbol's value prototype mu_s W_V ``(n_symbols, d_v)`` (the value of a noiseless input)."""
+    return (mu @ W_V.detach()).double().numpy()
+
+
+def between_symbol_share(values: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray) -> float:
+    """Return the share of the values' variance explained by their symbol (η², between / total, in [0, 1]).
+
+    ``values`` ``(T, d_v)`` are the value vectors v_j, ``labels`` ``(T,)`` the symbol each input carries.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    lab = np.asarray(labels)
+    centred = v - v.mean(axis=0)
+    total = float((centred**2).sum())
+    between = 0.0
+    for s in np.unique(lab):
+        group = centred[lab == s]
+        between += len(group) * float((group.mean(axis=0) ** 2).sum())
+    return between / total if total > 0 else 0.0
+
+
+def train_sticky_head(
+    seed: int,
+    schedule: str | Schedule = "sgd",
+    *,
+    kind: str = "reference",
+    steps: int = 1000,
+    length: int = sticky_chain.SEQUENCE_LENGTH,
+    snapshot_every: int | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    rho: float | None = None,
+    heldout_sequences: int = 0,
+) -> RunResult:
+    """Train the paper's head on the sticky chain of ``seed`` with ``schedule``; return a :class:`RunResult`.
+
+    The data and the initial weights both come from ``seed`` (as in the reference script), so all
+    schedules of one seed share both. ``rho`` overrides the M-step's target distance. With
+    ``snapshot_every``, the value prototypes are recorded every that many steps and at the end.
+    With ``heldout_sequences`` = n > 0, the trained head is also evaluated on n fresh sequences
+    (:func:`heldout_metrics`).
+    """
+    sched = get_schedule(schedule)
+    if rho is not None:
+        sched = sched.with_rho(rho)
+    data = sticky_chain.make_sticky_chain_data(seed, kind=kind, length=length)
+    model = SingleHeadModule(initial_head(seed))
+    initial = head_metrics(data.x, model.head_params(), data.y, data.previous_symbols)
+    snapshot_steps = list(range(0, steps, snapshot_every)) if snapshot_every else []
+
+    def snapshot(step: int, m: SingleHeadModule, loss: float) -> dict[str, Any]:
+        return {"prototypes": value_prototypes(data.mu, m.W_V)}
+
+    history = fit(
+        model,
+        lambda step: (data.x, data.y),
+        steps=steps,
+        optimizer=make_optimizer(model, sched),
+        backward=make_backward(sched, block_size=block_size),
+        callback=snapshot if snapshot_every else None,
+        callback_steps=snapshot_steps,
+    )
+    final = head_metrics(data.x, model.head_params(), data.y, data.previous_symbols)
+    heldout = heldout_metrics(model.head_params(), seed, kind=kind, length=length, n_sequences=heldout_sequences)
+    values = data.x @ model.W_V.detach()  # (T−1, d_v)
+    records = history.records
+    return RunResult(
+        seed=int(seed),
+        schedule=sched.name,
+        kind=kind,
+        steps=int(steps),
+        losses=history.losses,
+        initial=initial,
+        final=final,
+        snapshot_steps=np.array([r["step"] for r in records], dtype=int),
+        value_prototypes=np.stack([r["prototypes"] for r in records]) if records else np.empty((0,)),
+        final_specialization=between_symbol_share(values, data.previous_symbols),
+        heldout=heldout,
+    )
+
+
+#: Held-out sequences of a run with seed s use seeds s + 10 000, s + 10 001, … (the reference
+#: script's deep variant tests on seed s + 10 000).
+HELDOUT_SEED_OFFSET = 10_000
+
+
+def heldout_metrics(
+    params, seed: int, *, kind: str = "reference", length: int = sticky_chain.SEQUENCE_LENGTH, n_sequences: int = 10
+) -> dict[str, float] | None:
+    """Return the head's loss and entropy (nats) and accuracy averaged over ``n_sequences`` fresh sequences.
+
+    Also ``filtered_floor``: the mean cross-entropy of the exact Bayes filter on the same sequences
+    (:func:`sticky_chain.filtered_cross_entropy_nats`). ``None`` when ``n_sequences`` is 0.
+    """
+    if not n_sequences:
+        return None
+    rows = []
+    for k in range(n_sequences):
+        data = sticky_chain.make_sticky_chain_data(seed + HELDOUT_SEED_OFFSET + k, kind=kind, length=length)
+        m = head_metrics(data.x, params, data.y)
+        m["filtered_floor"] = sticky_chain.filtered_cross_entropy_nats(data)
+        rows.append(m)
+    out = {key: float(np.mean([r[key] for r in rows])) for key in rows[0]}
+    out["n_sequences"] = n_sequences
+    return out
+
+
+def run_grid(
+    seeds: Iterable[int],
+    schedules: Iterable[str],
+    *,
+    processes: int | None = None,
+    **options: Any,
+) -> dict[tuple[str, int], RunResult]:
+    """Return ``{(schedule, seed): RunResult}`` for every seed × schedule, run in parallel on all cores.
+
+    ``options`` (kind, steps, length, snapshot_every, rho, …) go to :func:`train_sticky_head`.
+    """
+    jobs = [dict(seed=int(s), schedule=name, **options) for name in schedules for s in seeds]
+    results = map_parallel(train_sticky_head, jobs, processes=processes)
+    return {(job["schedule"], job["seed"]): res for job, res in zip(jobs, results)}
+
+
+def steps_to_threshold(losses: Sequence[float] | np.ndarray, threshold: float) -> int:
+    """Return the first step whose loss is below ``threshold``, or ``len(losses)`` if none is (the script's rule)."""
+    below = np.flatnonzero(np.asarray(losses) < threshold)
+    return int(below[0]) if below.size else len(losses)
+
+
+def paper_speedup(baseline_final_losses: Sequence[float], fast_curves: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """Return the paper's speed-up of a schedule over a baseline and its ingredients.
+
+    Threshold = mean of the baseline's final losses; per seed, the first step at which the fast
+    schedule's loss is below it; speed-up = number of steps / mean first step. Keys: ``threshold``
+    (nats), ``first_steps`` (list), ``mean_first_step``, ``speedup`` (× , ``inf`` if reached at step 0).
+    """
+    curves = np.asarray(fast_curves, dtype=np.float64)
+    threshold = float(np.mean(baseline_final_losses))
+    first = [steps_to_threshold(c, threshold) for c in curves]
+    mean_first = float(np.mean(first))
+    return {
+        "threshold": threshold,
+        "first_steps": first,
+        "mean_first_step": mean_first,
+        "speedup": curves.shape[1] / mean_first if mean_first > 0 else math.inf,
+    }
+
+
+def _first_crossings(running_min: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    # running_min (n_seeds, steps) is non-increasing along steps, so the first step below t is the
+    # count of entries >= t. Returns (n_thresholds, n_seeds).
+    neg = -running_min  # non-decreasing
+    return np.stack([np.array([np.searchsorted(row, -t, side="right") for row in neg]) for t in thresholds])
+
+
+def bootstrap_speedup_ci(
+    baseline_final_losses: Sequence[float],
+    fast_curves: Sequence[Sequence[float]],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Return a percentile bootstrap confidence interval of the paper's speed-up, resampling seeds in pairs.
+
+    Each resample draws seeds with replacement (the baseline's final loss and the fast schedule's
+    curve of a seed stay together) and recomputes threshold, first steps and speed-up
+    (``scipy.stats.bootstrap``). Keys: ``low``, ``high``, ``point``, ``confidence``.
+    """
+    finals = np.asarray(baseline_final_losses, dtype=np.float64)
+    curves = np.asarray(fast_curves, dtype=np.float64)
+    running_min = np.minimum.accumulate(curves, axis=1)
+    n_steps = curves.shape[1]
+
+    def statistic(index: np.ndarray, axis: int = -1) -> np.ndarray:
+        idx = np.atleast_2d(index).astype(int)  # (batch, n)
+        thresholds = finals[idx].mean(axis=1)  # (batch,)
+        first = _first_crossings(running_min, thresholds)  # (batch, n_seeds)
+        mean_first = np.take_along_axis(first, idx, axis=1).mean(axis=1)
+        return n_steps / np.maximum(mean_first, 1e-12)
+
+    res = scipy.stats.bootstrap(
+        (np.arange(len(finals)),), statistic, vectorized=True, n_resamples=n_resamples,
+        confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed),
+    )
+    point = paper_speedup(finals, curves)["speedup"]
+    return {"low": float(res.confidence_interval.low), "high": float(res.confidence_interval.high),
+            "point": float(point), "confidence": confidence}
+
+
+def paired_tests(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """Return a paired t-test and a Wilcoxon signed-rank test of a vs b across seeds (two-sided p-values).
+
+    Keys: ``mean_difference`` (a − b), ``t``, ``t_pvalue``, ``wilcoxon_pvalue``, ``n``.
+    """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    t = scipy.stats.ttest_rel(a, b)
+    w = scipy.stats.wilcoxon(a, b)
+    return {"mean_difference": float(np.mean(a - b)), "t": float(t.statistic), "t_pvalue": float(t.pvalue),
+            "wilcoxon_pvalue": float(w.pvalue), "n": int(len(a))}
+
+
+def summarise_runs(runs: Mapping[tuple[str, int], RunResult], schedule: str, metric: str) -> dict[str, float]:
+    """Return mean and sample standard deviation (ddof = 1) of a final metric over a schedule's seeds."""
+    vals = np.array([r.final[metric] for (name, _), r in runs.items() if name == schedule])
+    return {"mean": float(vals.mean()), "sd": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0, "n": int(len(vals))}
+
+
+def trajectory_pca(trajectories: Mapping[str, np.ndarray], n_components: int = 2) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Return each trajectory projected on the top principal components of all of them, and the variance ratios.
+
+    ``trajectories`` maps a name to ``(R, n_symbols, d_v)`` snapshots; one PCA (scikit-learn) is fitted on
+    every snapshot of every trajectory, so the projections ``(R, n_symbols, n_components)`` share axes.
+    """
+    stacked = np.concatenate([t.reshape(-1, t.shape[-1]) for t in trajectories.values()])
+    pca = PCA(n_components=n_components, svd_solver="full").fit(stacked)
+    return {k: pca.transform(t.reshape(-1, t.shape[-1])).reshape(*t.shape[:2], n_components)
+            for k, t in trajectories.items()}, pca.explained_variance_ratio_
+
+
+def trajectory_length(trajectory: np.ndarray) -> float:
+    """Return the mean path length over symbols of a ``(R, n_symbols, d)`` trajectory (units of the value space)."""
+    steps = np.linalg.norm(np.diff(trajectory, axis=0), axis=-1)  # (R−1, n_symbols)
+    return float(steps.sum(axis=0).mean())
+
+
+def trajectory_coherence(trajectory: np.ndarray) -> float:
+    """Return the mean over symbols of net displacement / path length (1 = a straight line, 0 = back to start)."""
+    path = np.linalg.norm(np.diff(trajectory, axis=0), axis=-1).sum(axis=0)  # (n_symbols,)
+    net = np.linalg.norm(trajectory[-1] - trajectory[0], axis=-1)
+    return float(np.mean(net / np.maximum(path, 1e-300)))
+
+
+def train_deep_transformer(
+    seed: int,
+    *,
+    steps: int = 2000,
+    n_layers: int = 4,
+    n_heads: int = 4,
+    d_model: int = 64,
+    lr: float = 3e-4,
+    weight_decay: float = 0.01,
+    grad_clip: float = 1.0,
+    kind: str = "reference",
+    length: int = sticky_chain.SEQUENCE_LENGTH,
+    test_seed_offset: int = 10_000,
+) -> dict[str, Any]:
+    """Return the deep variant's held-out metrics: a causal transformer trained full-batch on one sequence.
+
+    The reference script's deep variant: ``n_layers`` × ``n_heads``, width ``d_model``, AdamW (lr,
+    weight decay 0.01), cosine schedule over ``steps``, gradient clipping at 1, a test sequence drawn
+    with seed ``seed + test_seed_offset``. No positional encoding (the script has none). Keys:
+    ``test`` and ``train`` (:func:`head_metrics`-like dicts: loss, entropy in nats, accuracy),
+    ``losses`` (train loss every 10 steps), ``n_parameters``.
+    """
+    from .models import CausalTransformer, count_parameters
+
+    train = sticky_chain.make_sticky_chain_data(seed, kind=kind, length=length)
+    test = sticky_chain.make_sticky_chain_data(seed + test_seed_offset, kind=kind, length=length)
+    torch.manual_seed(int(seed))
+    model = CausalTransformer(n_out=sticky_chain.N_SYMBOLS, input_dim=train.x.shape[-1], d_model=d_model,
+                              n_layers=n_layers, n_heads=n_heads, positional="none")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
+
+    def loss_fn(m: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return torch.nn.functional.cross_entropy(m(x[None])[0], y)
+
+    for attn in model.attention_modules():
+        attn.fused = True  # PyTorch's fused kernel: same function, several times faster on CPU
+    history = fit(model, lambda step: (train.x, train.y), steps=steps, optimizer=optimizer, loss_fn=loss_fn,
+                  scheduler=scheduler, grad_clip=grad_clip)
+    model.eval()
+    return {
+        "seed": int(seed),
+        "train": _classifier_metrics(model, train),
+        "test": _classifier_metrics(model, test),
+        "losses": np.round(history.losses[::10], 7).tolist(),
+        "n_parameters": count_parameters(model),
+    }
+
+
+def _classifier_metrics(model: torch.nn.Module, data: sticky_chain.StickyChainData) -> dict[str, float]:
+    with torch.no_grad():
+        logits = model(data.x[None])[0]
+        log_p = torch.log_softmax(logits, dim=-1)
+        return {
+            "loss": float(torch.nn.functional.cross_entropy(logits, data.y)),
+            "entropy": float(-(log_p.exp() * log_p).sum(-1).mean()),
+            "accuracy": float((logits.argmax(-1) == data.y).double().mean()),
+        }
+
+
+def save_results(results: Mapping[str, Any], path: str | Path) -> Path:
+    """Write ``results`` as JSON with the package version and environment, atomically; return the path."""
+    from .claims import atomic_write_text
+
+    payload = dict(results)
+    payload["provenance"] = {
+        "package_version": __version__,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+    path = Path(path)
+    atomic_write_text(path, json.dumps(payload, indent=1, allow_nan=False) + "\n")
+    return path
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Return the JSON results stored at ``path``."""
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+#: The committed file with the results too heavy for the book's budget (``--scale paper``).
+PAPER_SCALE_FILE = "sticky_chain_paper_scale.json"
+
+#: What ``--scale paper`` computes: 20 seeds of the paper's two schedules (bootstrap CIs), the controls
+#: on the paper's seeds on both chains, an M-step rho sweep, long runs with held-out evaluation and the
+#: deep variant. ``ci_runs`` maps chain → schedule → seeds.
+_PAPER = list(sticky_chain.PAPER_SEEDS)
+_TWENTY = _PAPER + list(range(1, 16))
+PAPER_SCALE_CONFIG: dict[str, Any] = {
+    "steps": 1000,
+    "length": sticky_chain.SEQUENCE_LENGTH,
+    "ci_runs": {
+        "reference": {"sgd": _TWENTY, "em_like": _TWENTY, "sgd_matched": _PAPER, "m_step": _PAPER},
+        "nominal": {"sgd": _PAPER, "em_like": _PAPER, "sgd_matched": _PAPER},
+    },
+    "bootstrap_resamples": 10_000,
+    "rho_values": [0.1, 0.3, 1.0, 3.0],
+    "long_steps": 20_000,
+    "long_seeds": [42],
+    "long_schedules": ["sgd", "em_like", "sgd_matched", "m_step"],
+    "long_loss_stride": 20,
+    "heldout_sequences": 10,
+    "deep_seeds": [42],
+    "deep_steps": 2000,
+    "deep": {"n_layers": 4, "n_heads": 4, "d_model": 64, "lr": 3e-4, "weight_decay": 0.01, "grad_clip": 1.0},
+}
+
+
+def run_heavy_job(task: str, group: str = "", cache_dir: str | None = None, **options: Any) -> dict[str, Any]:
+    """Return the JSON-ready result of one paper-scale job (``task`` = ``"head"`` or ``"deep"``).
+
+    ``"head"`` runs :func:`train_sticky_head` (``loss_stride`` sets how many losses are kept); ``"deep"``
+    runs :func:`train_deep_transformer`. ``group`` only labels the job. With ``cache_dir``, a finished
+    job's result is stored there and read back on a second call, so an interrupted paper-scale run
+    resumes where it stopped.
+    """
+    key = f"{group}-{task}-" + "-".join(f"{k}={options[k]}" for k in sorted(options))
+    cache = Path(cache_dir) / (key.replace("/", "_") + ".json") if cache_dir else None
+    if cache is not None and cache.exists():
+        return json.loads(cache.read_text(encoding="utf-8"))
+    opts = dict(options)
+    if task == "head":
+        stride = opts.pop("loss_stride", 1)
+        result = train_sticky_head(**opts).to_json(loss_stride=stride)
+    elif task == "deep":
+        result = train_deep_transformer(**opts)
+    else:
+        raise ValueError(f"unknown job task {task!r}; choose 'head' or 'deep'")
+    if cache is not None:
+        from .claims import atomic_write_text
+
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(cache, json.dumps(result))
+    return result
+
+
+def compute_paper_scale_results(
+    config: Mapping[str, Any] = PAPER_SCALE_CONFIG, *, processes: int | None = None, cache_dir: str | None = None
+) -> dict[str, Any]:
+    """Return the paper-scale results (CIs over many seeds, controls, rho sweep, long runs, deep variant).
+
+    All jobs go through :func:`run_heavy_job` in one :func:`map_parallel` call (a JSON-ready dict comes
+    back). The M-step rho sweep runs on the seeds of the reference chain's ``m_step`` entry; its
+    default rho reuses those runs.
+    """
+    cfg = dict(config)
+    steps, length = cfg["steps"], cfg["length"]
+    default_rho = SCHEDULES["m_step"].value_lr
+    rho_seeds = cfg["ci_runs"]["reference"]["m_step"]
+    jobs: list[dict[str, Any]] = []
+    for kind, schedules in cfg["ci_runs"].items():
+        for name, seeds in schedules.items():
+            for seed in seeds:
+                jobs.append(dict(task="head", group=f"ci-{kind}", seed=seed, schedule=name, kind=kind, steps=steps,
+                                 length=length))
+    for rho in cfg["rho_values"]:
+        if rho != default_rho:  # the default M-step runs are part of the CI runs
+            for seed in rho_seeds:
+                jobs.append(dict(task="head", group=f"rho-{rho}", seed=seed, schedule="m_step", rho=rho, steps=steps,
+                                 length=length))
+    for name in cfg["long_schedules"]:
+        for seed in cfg["long_seeds"]:
+            jobs.append(dict(task="head", group="long", seed=seed, schedule=name, steps=cfg["long_steps"], length=length,
+                             heldout_sequences=cfg["heldout_sequences"], loss_stride=cfg["long_loss_stride"]))
+    for seed in cfg["deep_seeds"]:
+        jobs.append(dict(task="deep", group="deep", seed=seed, steps=cfg["deep_steps"], length=length, **cfg["deep"]))
+    if cache_dir is not None:
+        for job in jobs:
+            job["cache_dir"] = str(cache_dir)
+    outputs = map_parallel(run_heavy_job, jobs, processes=processes)
+    by_job = list(zip(jobs, outputs))
+
+    def select(group: str, **match: Any) -> list[dict[str, Any]]:
+        return [out for job, out in by_job if job["group"] == group and all(job.get(k) == v for k, v in match.items())]
+
+    results: dict[str, Any] = {"config": cfg, "ci": {}, "rho_sweep": {}, "long_run": {}, "deep": {}}
+    for kind, schedules in cfg["ci_runs"].items():
+        runs = {name: select(f"ci-{kind}", schedule=name) for name in schedules}
+        sgd_final = {r["seed"]: r["final"]["loss"] for r in runs["sgd"]}
+        block: dict[str, Any] = {
+            "hmin_nats": sticky_chain.bayes_floor_nats(sticky_chain.transition_matrix(kind)),
+            "seeds": {name: list(seeds) for name, seeds in schedules.items()},
+            "final": {}, "curves": {}, "speedup": {}, "speedup_ci": {}, "paired_test_vs_sgd": {},
+        }
+        for name in schedules:
+            curves = [r["losses"] for r in runs[name]]
+            block["final"][name] = [r["final"] for r in runs[name]]
+            block["curves"][name] = {"steps": runs[name][0]["loss_steps"][::10], "losses": [c[::10] for c in curves]}
+            if name != "sgd":
+                baseline = [sgd_final[r["seed"]] for r in runs[name]]  # SGD on the same seeds
+                block["speedup"][name] = paper_speedup(baseline, curves)
+                block["speedup_ci"][name] = bootstrap_speedup_ci(baseline, curves, n_resamples=cfg["bootstrap_resamples"])
+                block["paired_test_vs_sgd"][name] = paired_tests([r["final"]["loss"] for r in runs[name]], baseline)
+        results["ci"][kind] = block
+    ref_sgd = {r["seed"]: r["final"]["loss"] for r in select("ci-reference", schedule="sgd")}
+    for rho in cfg["rho_values"]:
+        runs = select("ci-reference", schedule="m_step") if rho == default_rho else select(f"rho-{rho}")
+        results["rho_sweep"][str(rho)] = {
+            "rho": rho, "seeds": [r["seed"] for r in runs], "final_loss": [r["final"]["loss"] for r in runs],
+            "speedup": paper_speedup([ref_sgd[r["seed"]] for r in runs], [r["losses"] for r in runs]),
+        }
+    hmin = sticky_chain.bayes_floor_nats(sticky_chain.transition_matrix("reference"))
+    results["long_run"] = {
+        "hmin_nats": hmin, "steps": cfg["long_steps"], "seeds": cfg["long_seeds"],
+        "runs": {name: select("long", schedule=name) for name in cfg["long_schedules"]},
+    }
+    results["deep"] = {"hmin_nats": hmin, "steps": cfg["deep_steps"], "settings": cfg["deep"], "runs": select("deep")}
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Compute the paper-scale results and write them (``python -m attention_dynamics.sticky_experiment``)."""
+    import argparse
+
+    from .paths import data_path
+
+    parser = argparse.ArgumentParser(description="Compute the sticky-chain results too heavy for the book's budget.")
+    parser.add_argument("--output", type=Path, default=data_path(PAPER_SCALE_FILE), help="JSON file to write")
+    parser.add_argument("--cache-dir", default=None, help="folder for finished jobs (resumes an interrupted run)")
+    parser.add_argument("--processes", type=int, default=None, help="worker processes (default: all cores)")
+    args = parser.parse_args(argv)
+    results = compute_paper_scale_results(PAPER_SCALE_CONFIG, processes=args.processes, cache_dir=args.cache_dir)
+    print(f"wrote {save_results(results, args.output)}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

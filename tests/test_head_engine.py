@@ -1,0 +1,123 @@
+"""The closed-form, block-wise engine against autograd, the dense laws and a dense forward pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attention_dynamics.attention import init_single_head, single_head_forward
+from attention_dynamics.gradients import single_head_parameter_gradients
+from attention_dynamics.head_engine import (
+    SingleHeadModule,
+    autograd_head_loss,
+    closed_form_backward,
+    closed_form_head_pass,
+    head_metrics,
+)
+from attention_dynamics.tasks import sticky_chain
+from attention_dynamics.training import fit
+
+CASES = [  # (T, d_in, d_k, d_v, C, block_size)
+    (1, 3, 2, 2, 2, 4),
+    (7, 5, 3, 4, 3, 1),
+    (50, 20, 10, 15, 8, 7),
+    (64, 6, 4, 5, 3, 64),
+    (130, 20, 10, 15, 8, 128),
+    (33, 4, 2, 3, 5, 1000),
+]
+
+
+def _example(T, d_in, d_k, d_v, C, seed=0, std=0.8):
+    g = torch.Generator().manual_seed(seed)
+    params = init_single_head(d_in, d_k, d_v, C, std=std, generator=g, dtype=torch.float64)
+    x = torch.randn(T, d_in, generator=g, dtype=torch.float64)
+    y = torch.randint(0, C, (T,), generator=g)
+    return params, x, y
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_engine_gradients_equal_autograd(case):
+    *shape, block = case
+    params, x, y = _example(*shape)
+    model = SingleHeadModule(params)
+    loss = autograd_head_loss(model, (x, y))
+    loss.backward()
+    result = closed_form_head_pass(x, params, y, block_size=block)
+    torch.testing.assert_close(result.loss, loss.detach(), rtol=0, atol=1e-13)
+    for name, grad in result.grads.items():
+        torch.testing.assert_close(grad, getattr(model, name).grad, rtol=1e-10, atol=1e-14, msg=name)
+
+
+@pytest.mark.parametrize("case", CASES[1:4])
+def test_engine_equals_the_dense_laws(case):
+    """The block-wise engine and the whole-matrix laws of attention_dynamics.gradients agree."""
+    *shape, block = case
+    params, x, y = _example(*shape, seed=1)
+    loss, grads = single_head_parameter_gradients(x, params, y)
+    result = closed_form_head_pass(x, params, y, block_size=block)
+    torch.testing.assert_close(result.loss, loss, rtol=0, atol=1e-13)
+    for name in grads:
+        torch.testing.assert_close(result.grads[name], grads[name], rtol=1e-10, atol=1e-14)
+
+
+def test_soft_counts_and_value_gradient_against_the_dense_attention():
+    params, x, y = _example(40, 6, 3, 4, 3, seed=2)
+    fwd = single_head_forward(x, params, y)
+    result = closed_form_head_pass(x, params, y, block_size=9)
+    torch.testing.assert_close(result.soft_counts, fwd.alpha.sum(0), rtol=0, atol=1e-12)
+    assert float(result.soft_counts.sum()) == pytest.approx(40.0, abs=1e-10)
+    torch.testing.assert_close(result.grad_values, fwd.alpha.T @ fwd.u, rtol=0, atol=1e-14)
+
+
+def test_engine_is_stable_for_large_scores():
+    """Scores in the hundreds: the row-wise softmax must not overflow."""
+    params, x, y = _example(30, 5, 3, 3, 4, seed=3, std=6.0)
+    model = SingleHeadModule(params)
+    autograd_head_loss(model, (x, y)).backward()
+    result = closed_form_head_pass(x, params, y, block_size=8)
+    assert torch.isfinite(result.loss)
+    for name, grad in result.grads.items():
+        torch.testing.assert_close(grad, getattr(model, name).grad, rtol=1e-9, atol=1e-12)
+
+
+def test_invalid_inputs_raise():
+    params, x, y = _example(5, 3, 2, 2, 2)
+    with pytest.raises(ValueError, match="one sequence"):
+        closed_form_head_pass(x[None], params, y)
+    with pytest.raises(ValueError, match="targets"):
+        closed_form_head_pass(x, params, y[:-1])
+    with pytest.raises(ValueError, match="block_size"):
+        closed_form_head_pass(x, params, y, block_size=0)
+
+
+@pytest.mark.slow
+def test_training_losses_equal_autograd_over_100_steps():
+    """float32, the paper's head and data (T = 2000), EM-like learning rates: losses agree within 1e-5."""
+    data = sticky_chain.make_sticky_chain_data(42)
+    init = init_single_head(generator=torch.Generator().manual_seed(42))
+
+    def train(**how):
+        model = SingleHeadModule(init)
+        groups = [{"params": [model.W_Q, model.W_K, model.W_O], "lr": 0.01}, {"params": [model.W_V], "lr": 0.1}]
+        return fit(model, lambda step: (data.x, data.y), steps=100, optimizer=torch.optim.SGD(groups), **how).losses
+
+    engine = train(backward=closed_form_backward())
+    autograd = train(loss_fn=autograd_head_loss)
+    assert np.max(np.abs(engine - autograd)) < 1e-5
+    assert autograd[-1] < autograd[0] - 1e-3  # the run moved: the comparison is not between two constants
+
+
+def test_head_metrics_against_direct_computation():
+    params, x, y = _example(25, 4, 3, 3, 4, seed=4)
+    symbols = torch.randint(0, 3, (25,), generator=torch.Generator().manual_seed(9))
+    m = head_metrics(x, params, y, symbols)
+    fwd = single_head_forward(x, params, y)
+    p = fwd.p
+    assert m["loss"] == pytest.approx(float(-torch.log(p[torch.arange(25), y]).mean()), rel=1e-12)
+    assert m["entropy"] == pytest.approx(float(-(p * p.log()).sum(-1).mean()), rel=1e-12)
+    assert m["accuracy"] == pytest.approx(float((p.argmax(-1) == y).double().mean()), abs=0)
+    same = [sum(float(fwd.alpha[i, j]) for j in range(i + 1) if symbols[j] == symbols[i]) for i in range(25)]
+    assert m["same_symbol_attention"] == pytest.approx(np.mean(same), rel=1e-12)
+    chance = [np.mean([symbols[j] == symbols[i] for j in range(i + 1)]) for i in range(25)]
+    assert m["same_symbol_chance"] == pytest.approx(np.mean(chance), rel=1e-12)

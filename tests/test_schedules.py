@@ -1,0 +1,114 @@
+"""The training schedules: learning rates per matrix, and the closed-form M-step against numerical minimisers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+import torch
+
+from attention_dynamics.attention import init_single_head, single_head_forward
+from attention_dynamics.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
+from attention_dynamics.schedules import (
+    SCHEDULES,
+    get_schedule,
+    m_step_objective,
+    make_backward,
+    make_optimizer,
+    responsibility_weighted_input_moment,
+    value_m_step,
+)
+from attention_dynamics.training import fit
+
+
+def _example(T=12, d_in=5, d_k=3, d_v=4, C=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    params = init_single_head(d_in, d_k, d_v, C, std=0.7, generator=g, dtype=torch.float64)
+    x = torch.randn(T, d_in, generator=g, dtype=torch.float64)
+    y = torch.randint(0, C, (T,), generator=g)
+    return params, x, y
+
+
+@pytest.mark.parametrize("name,lrs", [
+    ("sgd", {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.01, "W_O": 0.01}),
+    ("em_like", {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.1, "W_O": 0.01}),
+    ("sgd_matched", {"W_Q": 0.1, "W_K": 0.1, "W_V": 0.1, "W_O": 0.1}),
+])
+def test_gradient_schedules_take_the_papers_steps(name, lrs):
+    """One fit step of each gradient schedule is W ← W − lr ∇L with the paper's lr per matrix (∇ by autograd)."""
+    params, x, y = _example()
+    reference = SingleHeadModule(params)
+    autograd_head_loss(reference, (x, y)).backward()
+    model = SingleHeadModule(params)
+    fit(model, lambda s: (x, y), steps=1, optimizer=make_optimizer(model, name), backward=make_backward(name))
+    for matrix, lr in lrs.items():
+        expected = getattr(params, matrix) - lr * getattr(reference, matrix).grad
+        torch.testing.assert_close(getattr(model, matrix).detach(), expected, rtol=0, atol=1e-14)
+
+
+def test_unknown_schedule_raises():
+    with pytest.raises(ValueError, match="unknown schedule"):
+        get_schedule("adam")
+    with pytest.raises(ValueError, match="no M-step"):
+        SCHEDULES["sgd"].with_rho(1.0)
+
+
+def _m_step_ingredients(seed=0, T=12):
+    params, x, y = _example(T=T, seed=seed)
+    fwd = single_head_forward(x, params, y)
+    u_per_position = fwd.u * T  # ū_i = W_O(p_i − e_{y_i}), the error of position i
+    grad_W_V = x.T @ (fwd.alpha.T @ fwd.u)  # ∇_{W_V} of the mean loss
+    return params, x, y, fwd, u_per_position, grad_W_V
+
+
+@pytest.mark.parametrize("rho", [0.1, 1.0, 4.0])
+def test_m_step_is_the_minimiser_of_its_objective(rho):
+    """Closed form vs L-BFGS on J(W) = Σ_ij alpha_ij ‖Wᵀx_j − (v_j − rho ū_i)‖²."""
+    params, x, y, fwd, u_bar, grad_W_V = _m_step_ingredients(seed=int(rho * 10))
+    closed = value_m_step(x, params.W_V, grad_W_V, fwd.alpha.sum(0), rho)
+    shape = params.W_V.shape
+
+    def objective(w):
+        W = torch.tensor(w.reshape(shape), requires_grad=True)
+        J = m_step_objective(W, x, fwd.alpha, fwd.v, u_bar, rho)
+        (grad,) = torch.autograd.grad(J, W)
+        return float(J.detach()), grad.numpy().ravel()
+
+    numeric = scipy.optimize.minimize(objective, np.zeros(shape).ravel(), jac=True, method="L-BFGS-B",
+                                      options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000})
+    np.testing.assert_allclose(closed.numpy(), numeric.x.reshape(shape), rtol=0, atol=1e-6)
+    assert float(m_step_objective(closed, x, fwd.alpha, fwd.v, u_bar, rho)) <= numeric.fun + 1e-9
+
+
+def test_m_step_with_free_values_is_the_mixture_m_step():
+    """One-hot inputs make every value free: v_j ← v_j − rho Σ_i alpha_ij ū_i / N_j (Xu & Jordan's form)."""
+    T, rho = 9, 0.7
+    params, _, y = _example(T=T, d_in=T, seed=5)
+    x = torch.eye(T, dtype=torch.float64)  # v_j = W_V[j]
+    fwd = single_head_forward(x, params, y)
+    soft_counts = fwd.alpha.sum(0)  # N_j
+    grad_W_V = x.T @ (fwd.alpha.T @ fwd.u)
+    new_values = x @ value_m_step(x, params.W_V, grad_W_V, soft_counts, rho)
+    expected = fwd.v - rho * (fwd.alpha.T @ (fwd.u * T)) / soft_counts[:, None]
+    torch.testing.assert_close(new_values, expected, rtol=0, atol=1e-12)
+
+
+def test_m_step_schedule_performs_the_closed_form_m_step():
+    """One fit step of the M-step schedule: W_V becomes value_m_step, the other matrices take an SGD step of 0.01."""
+    params, x, y = _example(T=15, seed=7)
+    rho = SCHEDULES["m_step"].value_lr
+    result = closed_form_head_pass(x, params, y)
+    expected_W_V = value_m_step(x, params.W_V, result.grads["W_V"], result.soft_counts, rho)
+    model = SingleHeadModule(params)
+    fit(model, lambda s: (x, y), steps=1, optimizer=make_optimizer(model, "m_step"), backward=make_backward("m_step"))
+    torch.testing.assert_close(model.W_V.detach(), expected_W_V, rtol=0, atol=1e-13)
+    for matrix in ("W_Q", "W_K", "W_O"):
+        expected = getattr(params, matrix) - 0.01 * result.grads[matrix]
+        torch.testing.assert_close(getattr(model, matrix).detach(), expected, rtol=0, atol=1e-14)
+
+
+def test_responsibility_weighted_moment_against_a_loop():
+    params, x, y, fwd, *_ = _m_step_ingredients(seed=3)
+    counts = fwd.alpha.sum(0)
+    S = sum(counts[j] * torch.outer(x[j], x[j]) for j in range(x.shape[0])) / counts.sum()
+    torch.testing.assert_close(responsibility_weighted_input_moment(x, counts), S, rtol=1e-13, atol=1e-14)

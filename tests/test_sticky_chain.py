@@ -1,0 +1,191 @@
+"""The sticky Markov chain: transition matrices, stationary law, Bayes floors and data, checked independently."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attention_dynamics.tasks import sticky_chain as sc
+
+
+def _script_reference_matrix(n: int = 8, self_prob: float = 0.3) -> torch.Tensor:
+    """The reference script's construction, transcribed loop by loop (float32, as the script runs)."""
+    P = torch.zeros(n, n)
+    for i in range(n):
+        for j in range(n):
+            P[i, j] = self_prob if i == j else 1.0 / min(abs(i - j), n - abs(i - j))
+        P[i, :] = P[i, :] / P[i, :].sum() * (1 - self_prob) + (torch.arange(n) == i).float() * self_prob
+        P[i, :] = P[i, :] / P[i, :].sum()
+    return P
+
+
+@pytest.mark.parametrize("kind", sc.CHAIN_KINDS)
+@pytest.mark.parametrize("n", [3, 8, 11])
+def test_rows_sum_to_one_and_entries_are_probabilities(kind, n):
+    P = sc.transition_matrix(kind, n_symbols=n)
+    assert P.shape == (n, n)
+    assert (P > 0).all()
+    torch.testing.assert_close(P.sum(1), torch.ones(n, dtype=torch.float64), rtol=0, atol=1e-15)
+
+
+def test_nominal_chain_has_the_papers_words():
+    """Diagonal exactly 0.3; the off-diagonal entries share 0.7 in proportion to 1/d."""
+    P = sc.transition_matrix("nominal").numpy()
+    d = sc.circular_distance(8)
+    np.testing.assert_allclose(np.diag(P), 0.3, rtol=0, atol=1e-15)
+    for i in range(8):
+        off = [j for j in range(8) if j != i]
+        weights = 1.0 / d[i, off]
+        np.testing.assert_allclose(P[i, off], 0.7 * weights / weights.sum(), rtol=1e-14)
+
+
+def test_reference_chain_is_the_scripts_matrix_bit_for_bit():
+    torch.testing.assert_close(sc.transition_matrix("reference", dtype=torch.float32), _script_reference_matrix(),
+                               rtol=0, atol=0)
+
+
+def test_reference_effective_self_probability_closed_form():
+    """Row weights 0.3 and 1/d are normalised, scaled by 0.7 and 0.3 is added: P_ii = 0.3 + 0.7·0.3/(0.3 + Σ 1/d)."""
+    inverse_distance_sum = 2 * (1 + 1 / 2 + 1 / 3) + 1 / 4
+    expected = 0.3 + 0.7 * 0.3 / (0.3 + inverse_distance_sum)
+    assert sc.effective_self_prob(sc.transition_matrix("reference")) == pytest.approx(expected, abs=1e-14)
+    assert sc.effective_self_prob(sc.transition_matrix("nominal")) == pytest.approx(0.3, abs=1e-14)
+
+
+def test_circular_distance():
+    d = sc.circular_distance(8)
+    assert d[0].tolist() == [0, 1, 2, 3, 4, 3, 2, 1]
+    assert (d == d.T).all()
+    with pytest.raises(ValueError):
+        sc.circular_distance(1)
+
+
+@pytest.mark.parametrize("kind", sc.CHAIN_KINDS)
+def test_stationary_distribution_against_power_iteration(kind):
+    P = sc.transition_matrix(kind).numpy()
+    pi = sc.stationary_distribution(P)
+    power = np.full(8, 1 / 8) @ np.linalg.matrix_power(P, 200)
+    np.testing.assert_allclose(pi, power, atol=1e-12)
+    np.testing.assert_allclose(pi @ P, pi, atol=1e-14)
+    np.testing.assert_allclose(pi, 1 / 8, atol=1e-12)  # circulant: doubly stochastic, uniform law
+
+
+def test_stationary_distribution_of_an_asymmetric_chain():
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.ones(5), size=5)
+    pi = sc.stationary_distribution(P)
+    np.testing.assert_allclose(pi, np.full(5, 0.2) @ np.linalg.matrix_power(P, 500), atol=1e-12)
+
+
+def _numpy_chain(P: np.ndarray, length: int, seed: int) -> np.ndarray:
+    """An independent sampler (NumPy inverse-CDF draws) for Monte Carlo checks."""
+    rng = np.random.default_rng(seed)
+    cdf = np.cumsum(P, axis=1)
+    u = rng.random(length)
+    s = np.empty(length, dtype=np.int64)
+    s[0] = rng.integers(P.shape[0])
+    for t in range(1, length):
+        s[t] = min(np.searchsorted(cdf[s[t - 1]], u[t], side="right"), P.shape[0] - 1)
+    return s
+
+
+@pytest.mark.parametrize("kind", sc.CHAIN_KINDS)
+def test_bayes_floor_against_monte_carlo_conditional_entropy(kind):
+    """H_min (closed form, mean row entropy) vs the plug-in conditional entropy of a 300 000-step chain."""
+    P = sc.transition_matrix(kind).numpy()
+    symbols = _numpy_chain(P, 300_000, seed=11)
+    mc = sc.empirical_conditional_entropy_nats(symbols)
+    assert mc == pytest.approx(sc.bayes_floor_nats(P), abs=0.006)  # MC s.e. ≈ 0.0015 nats
+    assert sc.entropy_rate_nats(P) == pytest.approx(sc.bayes_floor_nats(P), abs=1e-14)  # circulant: rows alike
+
+
+def test_entropy_rate_is_stationary_weighted_where_rows_differ():
+    """For an asymmetric chain the entropy rate (not the unweighted row mean) is what a long chain shows."""
+    P = np.array([[0.98, 0.01, 0.01], [0.3, 0.4, 0.3], [0.45, 0.1, 0.45]])
+    symbols = _numpy_chain(P, 300_000, seed=5)
+    mc = sc.empirical_conditional_entropy_nats(symbols)
+    assert mc == pytest.approx(sc.entropy_rate_nats(P), abs=0.01)
+    assert abs(sc.entropy_rate_nats(P) - sc.bayes_floor_nats(P)) > 0.2
+
+
+def test_bits_are_nats_over_ln2():
+    P = sc.transition_matrix("reference")
+    assert sc.bayes_floor_bits(P) == pytest.approx(sc.bayes_floor_nats(P) / math.log(2), rel=1e-15)
+    uniform = np.full((8, 8), 1 / 8)
+    assert sc.bayes_floor_nats(uniform) == pytest.approx(math.log(8), rel=1e-15)
+    assert sc.bayes_floor_bits(uniform) == pytest.approx(3.0, rel=1e-15)
+
+
+def test_data_follow_the_reference_scripts_random_draws():
+    """The script seeds the global generator and draws start, one multinomial per step, then noise."""
+    seed = 2024
+    P = _script_reference_matrix()
+    torch.manual_seed(0)
+    mu = torch.randn(8, 20)
+    torch.manual_seed(seed)
+    seq = [torch.randint(8, (1,)).item()]
+    for _ in range(299):
+        seq.append(torch.multinomial(P[seq[-1]], 1).item())
+    seq = torch.tensor(seq)
+    x = mu[seq[:-1]] + torch.randn(299, 20)
+    data = sc.make_sticky_chain_data(seed, length=300)
+    torch.testing.assert_close(data.x, x, rtol=0, atol=0)
+    torch.testing.assert_close(data.y, seq[1:], rtol=0, atol=0)
+    torch.testing.assert_close(data.previous_symbols, seq[:-1], rtol=0, atol=0)
+    torch.testing.assert_close(data.mu, mu, rtol=0, atol=0)
+
+
+def test_inputs_are_the_previous_symbols_mean_plus_unit_noise():
+    data = sc.make_sticky_chain_data(7, kind="nominal")
+    assert data.x.shape == (1999, 20) and data.y.shape == (1999,)
+    noise = data.x - data.mu[data.previous_symbols]
+    assert abs(float(noise.mean())) < 0.01
+    assert float(noise.std()) == pytest.approx(1.0, abs=0.01)
+    torch.testing.assert_close(data.y[:-1], data.previous_symbols[1:], rtol=0, atol=0)
+
+
+def test_invalid_arguments_raise():
+    with pytest.raises(ValueError, match="chain kind"):
+        sc.transition_matrix("sticky")
+    with pytest.raises(ValueError, match="length"):
+        sc.make_sticky_chain_data(0, length=1)
+
+
+def _brute_force_predictive(x, mu, P, noise_std):
+    """p(y_t | x_≤t) by summing over every hidden path y_0..y_{t−1} (tiny problems only)."""
+    n = P.shape[0]
+    out = []
+    for t in range(x.shape[0]):
+        pred = np.zeros(n)
+        for path in itertools.product(range(n), repeat=t + 1):  # y_0 .. y_t−1... states emitting x_0..x_t
+            w = 1.0 / n
+            for s, state in enumerate(path):
+                if s > 0:
+                    w *= P[path[s - 1], state]
+                w *= math.exp(-0.5 * float(((x[s] - mu[state]) ** 2).sum()) / noise_std**2)
+            pred += w * P[path[-1]]
+        out.append(pred / pred.sum())
+    return np.array(out)
+
+
+def test_filtered_floor_against_brute_force_enumeration():
+    P = sc.transition_matrix("reference", n_symbols=3).numpy()
+    mu = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.2]])
+    g = torch.Generator().manual_seed(0)
+    symbols = sc.sample_chain(torch.as_tensor(P), 6, g)
+    x = mu[symbols[:-1]] + 0.8 * torch.randn(5, 2, generator=g)
+    data = sc.StickyChainData(x=x, y=symbols[1:], symbols=symbols, P=torch.as_tensor(P), mu=mu, kind="reference", seed=0)
+    pred = _brute_force_predictive(x.double().numpy(), mu.double().numpy(), P, 0.8)
+    expected = -np.mean(np.log(pred[np.arange(5), data.y.numpy()]))
+    assert sc.filtered_cross_entropy_nats(data, noise_std=0.8) == pytest.approx(expected, rel=1e-12)
+
+
+def test_filtered_floor_with_vanishing_noise_is_the_chains_log_loss():
+    data = sc.make_sticky_chain_data(3, length=400, noise_std=1e-3)
+    P = data.P.numpy()
+    expected = -np.mean(np.log(P[data.previous_symbols.numpy(), data.y.numpy()]))
+    assert sc.filtered_cross_entropy_nats(data, noise_std=1e-3) == pytest.approx(expected, abs=1e-9)
