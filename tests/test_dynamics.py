@@ -1,0 +1,251 @@
+"""The paper's first-order predictions, the E/M-step measures and the settling times (PAPER.md §3, items 4–5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attention_dynamics import dynamics
+from attention_dynamics.attention import init_single_head
+from attention_dynamics.tasks import specialization as sp
+
+SIZES = dict(n_sources=3, n_queries=4, n_tags=5, n_labels=6)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: extra threads only add overhead (conftest restores the thread count)."""
+    torch.set_num_threads(1)
+
+
+def _setup(seed=0, std=0.6, n=12, smoothing=0.0):
+    g = torch.Generator().manual_seed(seed)
+    batch = sp.sample_specialization_batch(n, generator=g, dtype=torch.float64, target_smoothing=smoothing, **SIZES)
+    params = init_single_head(batch.x.shape[-1], 4, 5, batch.n_labels, std=std, generator=g, dtype=torch.float64)
+    return params, batch
+
+
+def _loss_gradient_wrt_values(params, batch):
+    """∂L/∂v for every value vector of the batch, by autograd (independent of the value law)."""
+    fwd = sp.query_forward(params, batch)
+    v = fwd.v.detach().requires_grad_(True)
+    loss = sp.query_cross_entropy(((fwd.alpha.detach() @ v) @ params.W_O)[:, batch.n_sources:], batch)
+    (grad,) = torch.autograd.grad(loss, v)
+    return grad
+
+
+# --- First-order prediction 1: the loss change of a value-only step ----------------------------
+
+
+@pytest.mark.parametrize("seed,smoothing", [(0, 0.0), (1, 0.0), (2, 0.25)])
+def test_value_step_loss_change_tends_to_the_first_order_prediction(seed, smoothing):
+    params, batch = _setup(seed, smoothing=smoothing)
+    etas = np.logspace(-3, 1, 9)
+    actual, predicted = dynamics.value_step_loss_change(params, batch, etas)
+    # The prediction is −eta ||∂L/∂v||², with the gradient from autograd.
+    grad = _loss_gradient_wrt_values(params, batch)
+    np.testing.assert_allclose(predicted, -etas * float((grad ** 2).sum()), rtol=1e-12)
+    ratio = actual / predicted
+    # Convexity in the values and the Hessian bound: 0 ≤ 1 − ratio ≤ eta λ / 2.
+    lam = dynamics.value_step_curvature_bound(params, batch)
+    deviation = 1 - ratio
+    assert np.all(deviation >= -1e-7)
+    assert np.all(deviation <= etas * lam / 2 + 1e-7)
+    # And the deviation is first order in eta: halving eta halves it (within 5%) at small eta.
+    small = dynamics.value_step_ratio_curve(params, batch, [1e-2, 5e-3])
+    assert (1 - small[1]) / (1 - small[0]) == pytest.approx(0.5, rel=0.05)
+
+
+def test_a_wrong_value_law_would_fail_the_check():
+    """Stepping along twice the law's direction gives a ratio near 2, not 1: the check can fail."""
+    params, batch = _setup(3)
+    fwd = sp.query_forward(params, batch)
+    law = fwd.alpha.transpose(-1, -2) @ fwd.u  # Σ_i alpha_ij u_i, (B, T, d_v)
+    eta = 1e-3
+    stepped = sp.query_cross_entropy(((fwd.alpha @ (fwd.v - eta * 2.0 * law)) @ params.W_O)[:, batch.n_sources:], batch)
+    ratio = (float(stepped) - float(fwd.loss)) / (-eta * float((law ** 2).sum()))
+    assert ratio == pytest.approx(2.0, rel=1e-2)
+
+
+# --- First-order prediction 2: the change of the compatibilities -------------------------------
+
+
+def test_compatibility_change_decomposes_exactly():
+    params, batch = _setup(4)
+    change = dynamics.compatibility_change_after_value_step(params, batch, eta=0.5)
+    # With the error signal held fixed the prediction is exact: b changes by u_i·Δv_j.
+    assert change.frozen_error_signal_residual < 1e-10
+    # And the full change is recomputed from scratch independently here.
+    fwd = sp.query_forward(params, batch)
+    grad = _loss_gradient_wrt_values(params, batch)
+    v_new = fwd.v - 0.5 * grad
+    g_new = (fwd.alpha @ v_new).requires_grad_(True)
+    loss = sp.query_cross_entropy((g_new @ params.W_O)[:, batch.n_sources:], batch)
+    (u_new,) = torch.autograd.grad(loss, g_new)
+    b_new = u_new @ v_new.transpose(-1, -2)
+    K = batch.n_sources
+    torch.testing.assert_close(change.actual, (b_new - fwd.b)[:, K:], rtol=0, atol=1e-14)
+    assert change.mask.shape == (batch.n_queries, K + batch.n_queries)
+    assert change.mask[0, K] and not change.mask[0, K + 1]
+
+
+def test_compatibility_prediction_error_is_the_linear_response_of_the_error_signal():
+    """As eta → 0 the relative error tends to that of the linearised u-response (a first-order term)."""
+    params, batch = _setup(5, std=1.0)
+    fwd = sp.query_forward(params, batch)
+    K = batch.n_sources
+    grad = _loss_gradient_wrt_values(params, batch)
+
+    def u_of_values(v):
+        p = torch.softmax(((fwd.alpha @ v) @ params.W_O)[:, K:], -1)  # (B, Q, C)
+        return F.pad(sp.query_output_error(p, batch) @ params.W_O.transpose(0, 1), (0, 0, K, 0))  # (B, T, d_v)
+
+    # Directional derivative of u along −∂L/∂v, by forward-mode autodiff.
+    _, du = torch.autograd.functional.jvp(u_of_values, fwd.v, -grad)
+    predicted_per_eta = -(fwd.u @ fwd.u.transpose(-1, -2) @ fwd.alpha)
+    linear_actual = predicted_per_eta + du @ fwd.v.transpose(-1, -2)
+    mask = torch.ones(K + batch.n_queries, K + batch.n_queries, dtype=torch.bool).tril()[K:].expand(len(batch), -1, -1)
+    linear_rel = float((linear_actual - predicted_per_eta)[:, K:][mask].norm() / linear_actual[:, K:][mask].norm())
+    errs = [dynamics.compatibility_change_after_value_step(params, batch, eta).relative_error for eta in (1e-2, 1e-4)]
+    assert errs[1] == pytest.approx(linear_rel, rel=1e-3)
+    assert abs(errs[0] - linear_rel) > abs(errs[1] - linear_rel)  # converges as eta shrinks
+    assert linear_rel > 1e-3  # the neglected term is genuinely first order here, not a rounding error
+
+
+# --- E-step / M-step quality -------------------------------------------------------------------
+
+
+def _perfect_and_uniform_alpha(batch):
+    T = batch.x.shape[1]
+    K = batch.n_sources
+    perfect = torch.zeros(len(batch), T, T, dtype=batch.x.dtype)
+    perfect[:, :K] = torch.eye(T, dtype=batch.x.dtype)[:K]
+    perfect[:, K:] = batch.responsibility
+    uniform = torch.ones(T, T, dtype=batch.x.dtype).tril()
+    uniform = (uniform / uniform.sum(-1, keepdim=True)).expand(len(batch), T, T)
+    return perfect, uniform
+
+
+def test_e_step_measures_on_perfect_and_uniform_routing():
+    _, batch = _setup(6, n=40)
+    perfect, uniform = _perfect_and_uniform_alpha(batch)
+    K, Q = batch.n_sources, batch.n_queries
+    assert dynamics.attention_on_correct_source(perfect, batch) == pytest.approx(1.0)
+    expected_uniform = float(np.mean([1.0 / (K + m + 1) for m in range(Q)]))
+    assert dynamics.attention_on_correct_source(uniform, batch) == pytest.approx(expected_uniform)
+    assert dynamics.attention_on_sources(uniform, batch) == pytest.approx(float(np.mean([K / (K + m + 1) for m in range(Q)])))
+    assert dynamics.responsibility_purity(perfect, batch) == pytest.approx(1.0)
+    S = dynamics.specialization_matrix(perfect, batch)
+    seen = ~np.isnan(S)
+    np.testing.assert_allclose(S[seen], np.eye(batch.n_tags)[seen])
+    # Uniform routing: every visible source gets the same share, so purity is the share of asked queries.
+    S_u = dynamics.specialization_matrix(uniform, batch)
+    assert np.nanstd(np.where(np.eye(batch.n_tags, dtype=bool), np.nan, S_u)) < np.nanmean(S_u)
+    assert dynamics.responsibility_purity(uniform, batch) < 0.8
+
+
+def test_ideal_prototype_is_the_steepest_ascent_direction_of_the_label_log_likelihood():
+    g = torch.Generator().manual_seed(7)
+    W_O = torch.randn(5, 6, generator=g, dtype=torch.float64)
+    protos = dynamics.ideal_prototypes(W_O)
+    for y in range(6):
+        v = torch.zeros(5, dtype=torch.float64, requires_grad=True)  # uniform prediction
+        (grad,) = torch.autograd.grad(torch.log_softmax(v @ W_O, -1)[y], v)
+        torch.testing.assert_close(protos[y], grad)
+
+
+def test_m_step_measures():
+    params, batch = _setup(8)
+    fwd = sp.query_forward(params, batch)
+    K = batch.n_sources
+    logits = fwd.v[:, :K] @ params.W_O
+    expected = float(F.cross_entropy(logits.reshape(-1, batch.n_labels), batch.source_labels.reshape(-1)))
+    assert dynamics.value_precision_nats(fwd.v, params.W_O, batch) == pytest.approx(expected)
+    # Values equal to their ideal prototypes are perfectly aligned.
+    ideal = fwd.v.clone()
+    ideal[:, :K] = 3.0 * dynamics.ideal_prototypes(params.W_O)[batch.source_labels]
+    assert dynamics.value_prototype_alignment(ideal, params.W_O, batch) == pytest.approx(1.0)
+    assert dynamics.value_prototype_alignment(-ideal, params.W_O, batch) == pytest.approx(-1.0)
+
+
+# --- Settling times -----------------------------------------------------------------------------
+
+
+def test_quiescence_step_on_a_known_decay():
+    steps = np.arange(0, 1000, 10)
+    change = np.exp(-steps / 100.0)  # below 0.01 from step 100 ln 100 ≈ 460.5 on
+    step, settled = dynamics.quiescence_step(steps, change, 0.01)
+    assert settled and step == 470
+    # A late bump above the threshold resets the clock.
+    bumped = change.copy()
+    bumped[70] = 0.02
+    assert dynamics.quiescence_step(steps, bumped, 0.01) == (710, True)
+    # Never settled: censored at the end.
+    assert dynamics.quiescence_step(steps, np.ones_like(change), 0.01) == (1000, False)
+    assert dynamics.quiescence_step(steps, np.zeros_like(change), 0.01) == (0, True)
+    with pytest.raises(ValueError):
+        dynamics.quiescence_step(steps, change[:-1], 0.01)
+
+
+def test_settling_step_by_distance_to_final():
+    steps = np.arange(0, 101)
+    distance = np.linspace(1.0, 0.0, 101)  # within 10% of the start from step 90 on
+    assert dynamics.settling_step(steps, distance, 0.1) == 90
+    with pytest.raises(ValueError):
+        dynamics.settling_step(steps, distance, 1.5)
+
+
+def test_frame_precision_summary_counts_orders_and_ratios():
+    def fake(frame_at, value_at):
+        steps = np.arange(0, 1000, 20)
+        return dynamics.SpecializationRun(
+            settings={}, steps=steps, train_loss=np.zeros(3), probe_loss=np.zeros(len(steps)),
+            correct_mass=np.zeros(len(steps)), source_mass=np.zeros(len(steps)), alignment=np.zeros(len(steps)),
+            precision_nats=np.zeros(len(steps)), purity=np.zeros(len(steps)),
+            frame_change=np.where(steps < frame_at, 1.0, 0.0), value_change=np.where(steps < value_at, 1.0, 0.0),
+            frame_distance=np.zeros(len(steps)), value_distance=np.zeros(len(steps)),
+            attention_snapshots=np.zeros(1), label_prototypes=np.zeros(1), specialization=np.zeros(1))
+
+    summary = dynamics.frame_precision_summary([fake(200, 400), fake(300, 300), fake(500, 250)], threshold=0.5)
+    np.testing.assert_array_equal(summary["frame_steps"], [200, 300, 500])
+    np.testing.assert_array_equal(summary["value_steps"], [400, 300, 260])
+    assert summary["frame_first_fraction"] == pytest.approx(1 / 3)
+    assert summary["median_time_ratio"] == pytest.approx(1.0)
+    assert summary["unsettled"] == 0
+
+
+# --- Training -----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_training_learns_to_route_and_is_reproducible():
+    kw = dict(steps=400, lr=1.0, n_train=128, n_probe=64, record_every=20, settle_window=100)
+    run = dynamics.train_specialization_head(0, **kw)
+    again = dynamics.train_specialization_head(0, **kw)
+    np.testing.assert_array_equal(run.train_loss, again.train_loss)
+    assert run.steps[0] == 0 and run.steps[-1] == 400 and len(run.steps) == 21
+    assert run.probe_loss[-1] < 0.5 * run.probe_loss[0]
+    assert run.correct_mass[-1] > 2 * run.correct_mass[0]
+    assert run.purity[-1] > run.purity[0]
+    assert len(run.frame_change) == len(run.steps) - 5
+    assert run.attention_snapshots.shape[1:] == (2, 8, 8)
+    head = run.head_at(-1)
+    assert head.W_V.shape == (24, 8)
+    assert math.isfinite(dynamics.value_step_curvature_bound(head, sp.sample_specialization_batch(4)
+                                                             .to(torch.float64)))
+
+
+def test_frozen_matrices_do_not_move():
+    run = dynamics.train_specialization_head(1, steps=40, lr=1.0, n_train=32, n_probe=16, record_every=20,
+                                             settle_window=20, frozen=("W_Q", "W_K"))
+    for name in ("W_Q", "W_K"):
+        np.testing.assert_array_equal(run.param_history[name][0], run.param_history[name][-1])
+    assert not np.array_equal(run.param_history["W_V"][0], run.param_history["W_V"][-1])
+    with pytest.raises(ValueError, match="unknown matrices"):
+        dynamics.train_specialization_head(1, steps=40, record_every=20, settle_window=20, frozen=("W_X",))
+    with pytest.raises(ValueError, match="multiples"):
+        dynamics.train_specialization_head(1, steps=45, record_every=20)
