@@ -147,14 +147,29 @@ def test_mean_and_sum_reductions_differ_by_the_number_of_positions():
 # 2. central finite differences
 # --------------------------------------------------------------------------------------------
 
-FD_TOL = 1e-7  # relative; truncation O(h²) ≈ 1e-12 and rounding O(ε/h) ≈ 1e-10 at h = 1e-6
+FD_TOL = 1e-7  # relative; fourth-order stencil at h = 1e-3: truncation O(h⁴), rounding O(ε|L|/h) ≈ 1e-13·|L|
 
 
-def test_central_difference_gradient_of_a_known_function():
+@pytest.mark.parametrize("order, step, atol", [(2, 1e-6, 1e-9), (4, 1e-3, 1e-11)])
+def test_central_difference_gradient_of_a_known_function(order, step, atol):
     point = torch.tensor([[0.3, -1.2], [2.0, 0.7]], dtype=torch.float64)
-    numeric = G.central_difference_gradient(lambda t: (torch.sin(t) * t**2).sum(), point)
+    numeric = G.central_difference_gradient(lambda t: (torch.sin(t) * t**2).sum(), point, step=step, order=order)
     exact = torch.cos(point) * point**2 + 2 * point * torch.sin(point)
-    torch.testing.assert_close(numeric, exact, rtol=0, atol=1e-9)
+    torch.testing.assert_close(numeric, exact, rtol=0, atol=atol)
+
+
+def test_fourth_order_stencil_is_exact_for_quartics():
+    """The five-point stencil has no truncation error up to degree 4 (a check of its weights)."""
+    point = torch.tensor([0.7, -1.3], dtype=torch.float64)
+    numeric = G.central_difference_gradient(lambda t: (t**4 - 2 * t**3 + t).sum(), point, step=0.1, order=4)
+    torch.testing.assert_close(numeric, 4 * point**3 - 6 * point**2 + 1, rtol=0, atol=1e-12)
+
+
+def test_central_difference_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="order"):
+        G.central_difference_gradient(lambda t: t.sum(), torch.zeros(2), order=3)
+    with pytest.raises(ValueError, match="step"):
+        G.central_difference_gradient(lambda t: t.sum(), torch.zeros(2), step=0.0)
 
 
 @pytest.mark.parametrize("shape", [((), 5, 4, 3, 3, 3), ((2,), 4, 3, 2, 4, 5), ((), 6, 5, 4, 2, 2)])
