@@ -14,6 +14,7 @@ citation file, the publishing workflows, the bibliography file and the book's Sp
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
@@ -181,7 +182,8 @@ def test_mathjax_is_served_by_the_book(built_book):
     assert (served.parent / "input" / "tex" / "extensions").is_dir()
     chapter = built_book.html / "book" / f"{_chapter_notebooks()[0].stem}.html"
     html = chapter.read_text(encoding="utf-8")
-    assert re.search(r"<script[^>]*src=\"\.\./_static/" + re.escape(mathjax_path), html), "chapter 1 does not load the local MathJax"
+    local_script = r"<script[^>]*src=\"\.\./_static/" + re.escape(mathjax_path)
+    assert re.search(local_script, html), "chapter 1 does not load the local MathJax"
     assert "window.MathJax" in html and "macros" in html, "the MathJax configuration (TeX macros) is not on the page"
 
 
@@ -237,15 +239,15 @@ def _chromium() -> str:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-def local_server(built_book):
-    """Serve the built site on 127.0.0.1 (a free port) for the session; yield its base URL."""
+@contextlib.contextmanager
+def _serve(directory: Path):
+    """Serve ``directory`` over HTTP on 127.0.0.1 (a free port); yield the base URL."""
 
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):  # keep the test output clean
             pass
 
-    handler = functools.partial(QuietHandler, directory=str(built_book.html))
+    handler = functools.partial(QuietHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer((LOCAL_HOST, 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -254,6 +256,30 @@ def local_server(built_book):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def _chromium_context(profile: Path):
+    """Yield a Playwright browser context of headless Chromium with a fresh profile in ``profile``."""
+    executable = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=executable, headless=True, args=CHROMIUM_FLAGS, viewport=VIEWPORT,
+            service_workers="block",
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture(scope="session")
+def local_server(built_book):
+    """Serve the built site on 127.0.0.1 for the session; yield its base URL."""
+    with _serve(built_book.html) as url:
+        yield url
 
 
 @dataclass
@@ -274,7 +300,8 @@ async () => {
   if (!window.MathJax) return {loaded: false, formulas: formulas.length};
   await MathJax.startup.promise;
   const unrendered = formulas.filter(n => !n.querySelector('mjx-container')).map(n => n.textContent.slice(0, 80));
-  const errors = [...document.querySelectorAll('mjx-merror')].map(n => n.getAttribute('data-mjx-error') || n.textContent);
+  const errors = [...document.querySelectorAll('mjx-merror')]
+    .map(n => n.getAttribute('data-mjx-error') || n.textContent);
   const red = [...document.querySelectorAll('mjx-mtext[style*="color: red"]')].map(n => n.textContent);
   return {loaded: true, formulas: formulas.length, unrendered, errors: errors.concat(red),
           rendered: document.querySelectorAll('mjx-container').length};
@@ -285,7 +312,8 @@ async () => {
 _RAW_TEX_JS = r"""
 () => {
   const body = document.body.cloneNode(true);
-  body.querySelectorAll('pre, code, script, style, textarea, mjx-container, .highlight, .MathJax_Preview').forEach(n => n.remove());
+  body.querySelectorAll('pre, code, script, style, textarea, mjx-container, .highlight, .MathJax_Preview')
+    .forEach(n => n.remove());
   const text = body.textContent;
   const found = [];
   for (const marker of ['$$', '\\(', '\\)', '\\[', '\\begin{', '\\frac{']) {
@@ -370,28 +398,14 @@ def _check_page(context, base_url: str, path: str, source: str, screenshot: Path
 @pytest.mark.slow
 def test_every_page_in_headless_chromium(built_book, local_server, tmp_path):
     """Open every page: math rendered, no raw TeX, images loaded, no console error, no remote request."""
-    executable = _chromium()
-    from playwright.sync_api import sync_playwright
-
     pages = [p.relative_to(built_book.html).as_posix() for p in built_book.pages()]
     assert pages, "the build produced no pages"
     reports = []
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),  # a fresh profile
-            executable_path=executable,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport=VIEWPORT,
-            service_workers="block",
-        )
-        try:
-            for path in pages:
-                shot = built_book.screenshots / (path.removesuffix(".html").replace("/", "__") + ".png")
-                source = (built_book.html / path).read_text(encoding="utf-8")
-                reports.append(_check_page(context, local_server, path, source, shot))
-        finally:
-            context.close()
+    with _chromium_context(tmp_path / "chromium-profile") as context:
+        for path in pages:
+            shot = built_book.screenshots / (path.removesuffix(".html").replace("/", "__") + ".png")
+            source = (built_book.html / path).read_text(encoding="utf-8")
+            reports.append(_check_page(context, local_server, path, source, shot))
 
     failures = {r.path: r.problems for r in reports if r.problems}
     summary = "\n".join(f"  {r.path}: {r.formulas} formulas, {r.images} images" for r in reports)
@@ -402,6 +416,45 @@ def test_every_page_in_headless_chromium(built_book, local_server, tmp_path):
     chapters = [r for r in reports if re.match(r"book/\d\d-", r.path)]
     assert chapters and all(r.formulas > 0 for r in chapters), "a chapter page shows no typeset formula"
     assert len(list(built_book.screenshots.glob("*.png"))) == len(pages)
+
+
+BROKEN_PAGE = r"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<script>window.MathJax = {tex: {packages: {"[-]": ["noundefined"]}},
+  options: {processHtmlClass: "math", ignoreHtmlClass: "document"}};</script>
+<script defer src="mathjax/tex-chtml.js"></script>
+<script src="https://cdn.example.org/library.js"></script>
+</head><body><div class="document">
+<p>Rendered: <span class="math">\(x^2\)</span>. Undefined macro: <span class="math">\(\nosuchmacro\)</span>.</p>
+<p>Left raw: $$ y = x^2 $$</p>
+<img src="missing.png" alt="a figure that does not exist">
+<script>console.error("a script failed");</script>
+</div></body></html>
+"""
+
+
+@pytest.mark.slow
+def test_page_checks_catch_a_broken_page(tmp_path):
+    """The browser checks find each defect of a deliberately broken page (they can fail)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mathjax").symlink_to(_ext_module("offline_assets").packaged_mathjax_dir(), target_is_directory=True)
+    (site / "broken.html").write_text(BROKEN_PAGE, encoding="utf-8")
+    no_mathjax = ('<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head>'
+                  '<body><span class="math">\\(x\\)</span></body></html>')
+    (site / "no-mathjax.html").write_text(no_mathjax, encoding="utf-8")
+    with _serve(site) as url, _chromium_context(tmp_path / "profile") as context:
+        report = _check_page(context, url, "broken.html", BROKEN_PAGE, tmp_path / "broken.png")
+        unserved = _check_page(context, url, "no-mathjax.html", no_mathjax, tmp_path / "no-mathjax.png")
+    assert any("MathJax did not load" in p for p in unserved.problems), unserved.problems
+    assert any("raw TeX" in p for p in unserved.problems), unserved.problems
+    found = "\n".join(report.problems)
+    assert report.formulas == 2
+    for expected in ("request left the machine: https://cdn.example.org/library.js",
+                     "TeX errors: ['Undefined control sequence",
+                     "raw TeX in the text", "images that did not load", "HTTP 404", "console error: a script failed"):
+        assert expected in found, f"not reported: {expected!r}; the report was:\n{found}"
+    assert (tmp_path / "broken.png").exists()
 
 
 # --------------------------------------------------------------------------------------------
@@ -430,7 +483,8 @@ def test_binder_environment_is_cpu_only_and_matches_the_pins():
     for needed in ("numpy", "scipy", "matplotlib", "seaborn", "myst-nb", "papermill", "pyyaml"):
         assert needed in binder, f"binder/requirements.txt lacks {needed}"
     post_build = (REPO_ROOT / "binder" / "postBuild").read_text(encoding="utf-8")
-    assert re.search(r"pip install .*(-e )?\.\s*$", post_build, re.MULTILINE), "binder/postBuild must install the package"
+    installs_package = re.search(r"pip install .*(-e )?\.\s*$", post_build, re.MULTILINE)
+    assert installs_package, "binder/postBuild must install the package"
     assert os.access(REPO_ROOT / "binder" / "postBuild", os.X_OK), "binder/postBuild must be executable"
     requires_python = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     runtime = (REPO_ROOT / "binder" / "runtime.txt").read_text().strip()
@@ -446,7 +500,8 @@ def test_every_chapter_starts_with_the_colab_install_cell():
     for path in _chapter_notebooks():
         first = nbformat.read(path, as_version=4).cells[0]
         assert COLAB_TAG in first.metadata.get("tags", []), f"{path.name}: first cell is not the Colab install cell"
-        assert "google.colab" in first.source and f"git+{url}" in first.source, f"{path.name}: Colab cell installs from elsewhere"
+        assert "google.colab" in first.source, f"{path.name}: the Colab cell does not detect Colab"
+        assert f"git+{url}" in first.source, f"{path.name}: the Colab cell installs from elsewhere than {url}"
 
 
 def test_citation_file_is_complete():
@@ -455,7 +510,8 @@ def test_citation_file_is_complete():
                 "preferred-citation"):
         assert cff.get(key), f"CITATION.cff lacks {key}"
     assert cff["version"] == tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert cff["repository-code"].rstrip("/") == CONFIG["repository"]["url"].rstrip("/")
+    # The original repository (a fork changes _config.yml's url, and keeps citing the original).
+    assert urlsplit(cff["repository-code"]).netloc == "github.com"
     paper = cff["preferred-citation"]
     assert paper["title"].startswith("Gradient Dynamics of Attention")
     assert [a["family-names"] for a in paper["authors"]] == ["Agarwal", "Dalal", "Misra"]

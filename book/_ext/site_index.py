@@ -42,8 +42,8 @@ def write_site_index(app: Sphinx, exception: Exception | None) -> None:
     if favicon:
         href = favicon if "://" in favicon else f"_static/{posixpath.basename(favicon)}"
         icon = f'<link rel="icon" href="{html.escape(href)}">'
-    page = PAGE.format(lang=app.config.language or "en", title=html.escape(app.config.html_title or app.config.project), icon=icon,
-                       target=html.escape(target))
+    title = html.escape(app.config.html_title or app.config.project)
+    page = PAGE.format(lang=app.config.language or "en", title=title, icon=icon, target=html.escape(target))
     Path(app.outdir, "index.html").write_text(page, encoding="utf-8")
 
 
