@@ -522,7 +522,10 @@ def test_summary_labels_and_plots():
     assert len(fig.axes) == 6  # three panels and their colour bars
     fig2 = D.plot_overview([diag, diag], labels=["a", "b"])
     assert len(fig2.axes) == 4
-    D.plot_routing_matrix(diag.specializations[0])
+    for kind in ("attention", "excess", "advantage"):
+        D.plot_routing_matrix(diag.specializations[0], kind=kind)
+    with pytest.raises(ValueError, match="kind"):
+        D.plot_routing_matrix(diag.specializations[0], kind="nope")
     with pytest.raises(KeyError, match="L5H0"):
         diag.head(5, 0)
     matplotlib.pyplot.close("all")

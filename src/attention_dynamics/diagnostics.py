@@ -1469,7 +1469,7 @@ def plot_overview(diagnostics: AttentionDiagnostics | Sequence[AttentionDiagnost
         for r, (d, lab) in enumerate(zip(diags, labels)):
             vals = [m[key] for m in d.metrics()]
             ax.bar(x + (r - (len(diags) - 1) / 2) * width, vals, width, label=lab, color=plotting.PALETTE[r % len(plotting.PALETTE)])
-        ax.set_xticks(x, names, rotation=90 if len(names) > 8 else 0)
+        ax.set_xticks(x, names, rotation=90 if len(names) > 4 else 0)
         ax.set_title(title)
         ax.set_ylabel(ylabel)
         ax.set_xlabel("head")
@@ -1481,22 +1481,28 @@ def plot_overview(diagnostics: AttentionDiagnostics | Sequence[AttentionDiagnost
 
 
 def plot_routing_matrix(summary: SpecializationSummary, *, ax=None, query_name: str = "query label",
-                        key_name: str = "key label", title: str | None = None, advantage: bool = False,
+                        key_name: str = "key label", title: str | None = None, kind: str = "attention",
                         vmax: float | None = None):
-    """Draw a :class:`SpecializationSummary`'s routing matrix (mean attention mass per label pair); return the image.
+    """Draw a :class:`SpecializationSummary` as a label-by-label heat map on ``ax``; return the image.
 
-    With ``advantage=True`` draw :attr:`SpecializationSummary.advantage_by_label` instead (diverging
-    colours; red = gradient descent moves attention toward that key label).
+    ``kind``: ``"attention"`` the routing matrix (mean attention mass per label pair);
+    ``"excess"`` the routing matrix minus its chance level (uniform attention), diverging colours;
+    ``"advantage"`` :attr:`SpecializationSummary.advantage_by_label` (red = gradient descent moves
+    attention toward that key label). ``vmax`` fixes the colour limit (to compare panels).
     """
     if ax is None:
         _, ax = plotting.new_figure(1, width=3.8, height=3.3)
-    if advantage:
-        im = plotting.plot_matrix(ax, summary.advantage_by_label, title=title or f"{summary.head}: advantage by label",
-                                  xlabel=key_name, ylabel=query_name, cbar_label="−∂L/∂s summed (nats)",
-                                  diverging=True, vmax=vmax)
-    else:
-        im = plotting.plot_matrix(ax, summary.routing_matrix, title=title or f"{summary.head}: who reads whom",
-                                  xlabel=key_name, ylabel=query_name, cbar_label="attention mass", vmax=vmax)
+    choices = {
+        "attention": (summary.routing_matrix, "who reads whom", "attention mass", False),
+        "excess": (summary.routing_matrix - summary.chance_routing_matrix, "attention in excess of chance",
+                   "attention mass − chance", True),
+        "advantage": (summary.advantage_by_label, "advantage by label", "−∂L/∂s summed (nats)", True),
+    }
+    if kind not in choices:
+        raise ValueError(f"kind must be one of {', '.join(choices)}, got {kind!r}")
+    matrix, default_title, cbar_label, diverging = choices[kind]
+    im = plotting.plot_matrix(ax, matrix, title=title or f"{summary.head}: {default_title}", xlabel=key_name,
+                              ylabel=query_name, cbar_label=cbar_label, diverging=diverging, vmax=vmax)
     ax.set_xticks(range(len(summary.key_groups)), [str(g) for g in summary.key_groups])
     ax.set_yticks(range(len(summary.query_groups)), [str(g) for g in summary.query_groups])
     return im
