@@ -115,7 +115,8 @@ def built_book(tmp_path_factory) -> BuiltBook:
     A build with warnings still writes every page, so the page checks run on it either way;
     :func:`test_book_builds_with_warnings_as_errors` reports the warnings.
     """
-    root = Path(os.environ["BOOK_TEST_DIR"]) if os.environ.get("BOOK_TEST_DIR") else tmp_path_factory.mktemp("book")
+    chosen = os.environ.get("BOOK_TEST_DIR")
+    root = Path(chosen).resolve() if chosen else tmp_path_factory.mktemp("book")
     if (root / "_build").exists():
         shutil.rmtree(root / "_build")
     jb = Path(sys.executable).with_name("jupyter-book")
