@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-requirements
 # What the installed environment was made from; a change to either file triggers a reinstall.
 REQ_HASH := $(shell cat requirements.txt pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: book test check nbval build-html browser fast clean venv help
+.PHONY: book test check nbval fast clean venv help
 
 help:
 	@echo "make book   - re-execute changed chapters, write book/claims.json, build the HTML book"
