@@ -610,3 +610,8 @@ def test_bijection_training_targets():
     tokens = torch.tensor([[1, 5, 0, 6, 2]])  # V = 4: keys 1, 0, 2; revealed values 1, 2
     full = D.bijection_training_targets(tokens, torch.tensor([[1, 2, 3]]))
     assert full.tolist() == [[1, -100, 2, -100, 3]]
+
+
+def test_run_experiment_rejects_unknown_names():
+    with pytest.raises(ValueError, match="unknown experiment"):
+        D.run_experiment("nope")

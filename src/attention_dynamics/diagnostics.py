@@ -51,6 +51,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from threadpoolctl import threadpool_limits
 
 from . import plotting
 from .attention import SingleHeadParams, causal_mask, single_head_forward
@@ -90,6 +91,9 @@ __all__ = [
     "DiagnosticsTrace",
     "traced_fit",
     "sticky_chain_trace",
+    "wind_tunnel_trace",
+    "EXPERIMENTS",
+    "run_experiment",
     "collapse_alarm",
     "loss_falls_behind",
     "TorchCausalEncoder",
@@ -351,7 +355,8 @@ def value_spectrum(values: torch.Tensor, *, max_rows: int | None = DEFAULT_MAX_R
     rows = _rows(values, max_rows)
     if rows.shape[0] < 2:
         return np.full(values.shape[-1], np.nan)
-    return pca_spectrum(rows)
+    with threadpool_limits(1):  # a small SVD: extra BLAS threads only contend with the training runs
+        return pca_spectrum(rows)
 
 
 def _label_routing(alpha: torch.Tensor, ql: torch.Tensor, kl: torch.Tensor, q_groups, k_groups):
@@ -1292,6 +1297,55 @@ def sticky_chain_trace(
         track_steps=track_steps, keep_steps=keep_steps, label=label or sched.label,
         query_labels=symbols, key_labels=symbols, orthogonality_labels=symbols,
     )
+
+
+def wind_tunnel_trace(scale: str = "book", *, seed: int = 0, keep_steps: Sequence[int] | None = None) -> DiagnosticsTrace:
+    """Return the :class:`DiagnosticsTrace` of chapter 6's bijection transformer, diagnosed at its checkpoints.
+
+    The model, settings and training are chapter 6's (:func:`attention_dynamics.wind_tunnel.train_bijection`
+    at ``scale`` with ``seed``); every checkpoint is diagnosed on chapter 6's probe batch with the
+    soft-target cross-entropy at the key positions. Queries and keys are labelled by token type
+    (0 key token, 1 value token) and key orthogonality is measured between the mean keys of the
+    tokens. ``keep_steps`` defaults to the first, middle and last checkpoints.
+    """
+    from . import calibration, wind_tunnel
+
+    settings = wind_tunnel.SETTINGS[scale]
+    run = wind_tunnel.train_bijection(settings, seed=seed, checkpoints=True)
+    probe = wind_tunnel.bijection_probe_batch(settings, seed=seed)
+    token_type = (probe.tokens >= settings["V"]).long()  # (B, T): 0 key token, 1 value token
+
+    def loss_fn(logits: torch.Tensor, posterior: torch.Tensor) -> torch.Tensor:
+        return calibration.soft_cross_entropy_nats(logits[:, 0::2], posterior.to(logits.dtype))  # key positions
+
+    steps = sorted(run.checkpoints)
+    keep = set(keep_steps) if keep_steps is not None else {steps[0], steps[len(steps) // 2], steps[-1]}
+    metrics, kept = [], {}
+    for step in steps:
+        diag = diagnose(run.model(step), probe.tokens, probe.posterior, loss_fn=loss_fn, query_labels=token_type,
+                        key_labels=token_type, orthogonality_labels=probe.tokens)
+        metrics.append([{**row, "loss": diag.loss} for row in diag.metrics()])
+        if step in keep:
+            kept[step] = diag
+    return DiagnosticsTrace(label="chapter 6's bijection transformer", losses=run.losses,
+                            steps=np.array(steps, dtype=int), metrics=metrics, kept=kept)
+
+
+#: The runs :func:`run_experiment` knows by name.
+EXPERIMENTS = ("sticky_chain", "wind_tunnel", "torch_encoder")
+
+
+def run_experiment(kind: str, **kwargs: Any) -> Any:
+    """Return the result of one of chapter 8's runs by name (so one ``map_parallel`` call can mix them).
+
+    ``"sticky_chain"`` → :func:`sticky_chain_trace`, ``"wind_tunnel"`` → :func:`wind_tunnel_trace`,
+    ``"torch_encoder"`` → :func:`train_torch_encoder_on_bijection`; ``kwargs`` go to that function.
+    """
+    runners = {"sticky_chain": sticky_chain_trace, "wind_tunnel": wind_tunnel_trace,
+               "torch_encoder": train_torch_encoder_on_bijection}
+    if kind not in runners:
+        raise ValueError(f"unknown experiment {kind!r}; choose one of {', '.join(EXPERIMENTS)}")
+    return runners[kind](**kwargs)
 
 
 def collapse_alarm(
