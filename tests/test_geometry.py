@@ -25,6 +25,14 @@ def test_mean_abs_cosine_matches_pairwise_loop():
     assert geometry.mean_abs_cosine(np.eye(4)) == 0.0
 
 
+def test_mean_abs_cosine_per_set_matches_the_single_set_version():
+    X = torch.as_tensor(_rng(6).normal(size=(3, 2, 6, 4)))
+    batched = geometry.mean_abs_cosine_per_set(X)
+    assert batched.shape == (3, 2)
+    for i, j in itertools.product(range(3), range(2)):
+        assert float(batched[i, j]) == pytest.approx(geometry.mean_abs_cosine(X[i, j]), abs=1e-12)
+
+
 @pytest.mark.parametrize("d", [2, 3, 16, 32])
 def test_isotropic_baseline_matches_monte_carlo(d):
     X = _rng(d).normal(size=(200_000, 2, d))

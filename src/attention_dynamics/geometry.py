@@ -18,6 +18,7 @@ from sklearn.decomposition import PCA
 
 __all__ = [
     "mean_abs_cosine",
+    "mean_abs_cosine_per_set",
     "isotropic_abs_cosine_baseline",
     "pca_spectrum",
     "pca_projection",
@@ -45,6 +46,23 @@ def mean_abs_cosine(vectors: torch.Tensor | np.ndarray) -> float:
     cos = u @ u.T  # (n, n)
     iu = torch.triu_indices(len(u), len(u), offset=1)
     return float(cos[iu[0], iu[1]].abs().mean())
+
+
+def mean_abs_cosine_per_set(vectors: torch.Tensor) -> torch.Tensor:
+    """Return the mean |cos| over distinct pairs within each set: ``vectors`` ``(..., n, d)`` → ``(...)``.
+
+    The batched form of :func:`mean_abs_cosine` (e.g. the keys of every sequence and head at once).
+    """
+    v = torch.as_tensor(vectors).to(torch.float64)
+    if v.ndim < 2 or v.shape[-2] < 2:
+        raise ValueError(f"vectors must be (..., n >= 2, d), got {tuple(v.shape)}")
+    if (v.norm(dim=-1) == 0).any():
+        raise ValueError("a zero vector has no direction; remove it before measuring orthogonality")
+    u = torch.nn.functional.normalize(v, dim=-1)
+    cos = u @ u.transpose(-1, -2)  # (..., n, n)
+    n = v.shape[-2]
+    iu = torch.triu_indices(n, n, offset=1)
+    return cos[..., iu[0], iu[1]].abs().mean(-1)
 
 
 def isotropic_abs_cosine_baseline(d: int) -> float:
