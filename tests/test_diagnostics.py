@@ -615,3 +615,22 @@ def test_bijection_training_targets():
 def test_run_experiment_rejects_unknown_names():
     with pytest.raises(ValueError, match="unknown experiment"):
         D.run_experiment("nope")
+
+
+def test_large_negative_float_mask_hides_keys():
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    bias = torch.zeros(5, 5)
+    bias[:, 4] = torch.finfo(torch.float32).min  # a "mask" written as the most negative float, not −inf
+
+    class Wrap(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha, self.readout = mha, nn.Linear(8, 3)
+
+        def forward(self, x):
+            return self.readout(self.mha(x, x, x, attn_mask=bias)[0])
+
+    head = D.diagnose(Wrap(), torch.randn(2, 5, 8), torch.randint(0, 3, (2, 5))).heads[0]
+    assert not head.capture.visible[:, :, 4].any() and head.capture.visible[:, :, :4].all()
+    assert not head.starved.any()

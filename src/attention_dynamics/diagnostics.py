@@ -652,18 +652,28 @@ def _mha_modules(model: nn.Module) -> list[tuple[str, nn.MultiheadAttention]]:
 _MHA_SIGNATURE = inspect.signature(nn.MultiheadAttention.forward)
 
 
+#: An additive float mask entry at or below this value hides the key (exp(−10⁴) underflows to 0):
+#: it covers −inf and the large negative constants (``torch.finfo(dtype).min``) some code uses.
+MASKED_SCORE = -1e4
+
+
 def _mha_visibility(bound: dict[str, Any], B: int, H: int, Tq: int, Tk: int) -> torch.Tensor:
-    """Return ``(B, H, Tq, Tk)`` True where the masks passed to a MultiheadAttention call allow attention."""
+    """Return ``(B, H, Tq, Tk)`` True where the masks passed to a MultiheadAttention call allow attention.
+
+    Boolean masks are True where attention is *not* allowed (PyTorch's convention); additive float
+    masks hide a key where they are at or below :data:`MASKED_SCORE`. A finite bias above it
+    (a soft penalty) leaves the key visible, so a key it suppresses counts as starved, not masked.
+    """
     visible = torch.ones(B, H, Tq, Tk, dtype=torch.bool)
     attn_mask, kpm = bound.get("attn_mask"), bound.get("key_padding_mask")
     if attn_mask is not None:
         m = attn_mask.detach().cpu()
-        allowed = ~m if m.dtype == torch.bool else torch.isfinite(m) | (m > 0)
+        allowed = ~m if m.dtype == torch.bool else m > MASKED_SCORE
         allowed = allowed.reshape(-1, H, Tq, Tk) if allowed.dim() == 3 else allowed.reshape(1, 1, Tq, Tk)
         visible &= allowed
     if kpm is not None:
         m = kpm.detach().cpu().reshape(B, Tk)
-        allowed = ~m if m.dtype == torch.bool else torch.isfinite(m)
+        allowed = ~m if m.dtype == torch.bool else m > MASKED_SCORE
         visible &= allowed[:, None, None, :]
     return visible
 
