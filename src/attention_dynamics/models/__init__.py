@@ -2,8 +2,15 @@
 
 - :mod:`.transformer` — the causal transformer whose attention exposes q, k, v, alpha and the
   per-head context through probes (for the diagnostics of chapter 8).
+- :mod:`.mamba` — Mamba from ``mambapy``, and its selective scan written as routing weights (chapter 7).
+- :mod:`.recurrent` — an LSTM sequence model (chapter 7).
+- :mod:`.mlp` — the context-blind per-position MLP and the whole-window MLP (chapter 7).
 """
 
 from .transformer import CausalSelfAttention, CausalTransformer, Probe, TransformerBlock, count_parameters
+from .mamba import MambaSequenceModel
+from .mlp import ContextBlindMLP, WindowMLP
+from .recurrent import LSTMSequenceModel
 
-__all__ = ["Probe", "CausalSelfAttention", "TransformerBlock", "CausalTransformer", "count_parameters"]
+__all__ = ["Probe", "CausalSelfAttention", "TransformerBlock", "CausalTransformer", "count_parameters",
+           "MambaSequenceModel", "LSTMSequenceModel", "ContextBlindMLP", "WindowMLP"]
