@@ -121,3 +121,14 @@ def test_head_metrics_against_direct_computation():
     assert m["same_symbol_attention"] == pytest.approx(np.mean(same), rel=1e-12)
     chance = [np.mean([symbols[j] == symbols[i] for j in range(i + 1)]) for i in range(25)]
     assert m["same_symbol_chance"] == pytest.approx(np.mean(chance), rel=1e-12)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_engine_threads_share_the_blocks_without_changing_the_result(workers):
+    params, x, y = _example(200, 20, 10, 15, 8, seed=5)
+    one = closed_form_head_pass(x, params, y, block_size=16, workers=1)
+    many = closed_form_head_pass(x, params, y, block_size=16, workers=workers)
+    torch.testing.assert_close(many.loss, one.loss, rtol=0, atol=1e-14)
+    for name in one.grads:
+        torch.testing.assert_close(many.grads[name], one.grads[name], rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(many.soft_counts, one.soft_counts, rtol=0, atol=1e-12)

@@ -93,6 +93,7 @@ def _numpy_chain(P: np.ndarray, length: int, seed: int) -> np.ndarray:
     return s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sc.CHAIN_KINDS)
 def test_bayes_floor_against_monte_carlo_conditional_entropy(kind):
     """H_min (closed form, mean row entropy) vs the plug-in conditional entropy of a 300 000-step chain."""
@@ -103,6 +104,7 @@ def test_bayes_floor_against_monte_carlo_conditional_entropy(kind):
     assert sc.entropy_rate_nats(P) == pytest.approx(sc.bayes_floor_nats(P), abs=1e-14)  # circulant: rows alike
 
 
+@pytest.mark.slow
 def test_entropy_rate_is_stationary_weighted_where_rows_differ():
     """For an asymmetric chain the entropy rate (not the unweighted row mean) is what a long chain shows."""
     P = np.array([[0.98, 0.01, 0.01], [0.3, 0.4, 0.3], [0.45, 0.1, 0.45]])
@@ -189,3 +191,10 @@ def test_filtered_floor_with_vanishing_noise_is_the_chains_log_loss():
     P = data.P.numpy()
     expected = -np.mean(np.log(P[data.previous_symbols.numpy(), data.y.numpy()]))
     assert sc.filtered_cross_entropy_nats(data, noise_std=1e-3) == pytest.approx(expected, abs=1e-9)
+
+
+def test_monte_carlo_entropy_rate_brackets_the_closed_form():
+    P = sc.transition_matrix("nominal")
+    mc = sc.monte_carlo_entropy_rate(P, 100_000, seed=4)
+    assert 0 < mc["standard_error"] < 0.01
+    assert abs(mc["estimate"] - sc.entropy_rate_nats(P)) < 5 * mc["standard_error"]

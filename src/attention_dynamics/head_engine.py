@@ -27,6 +27,7 @@ engine.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -72,13 +73,16 @@ def closed_form_head_pass(
     targets: torch.Tensor,
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    workers: int | None = None,
 ) -> HeadPass:
     """Return the mean cross-entropy (nats) and its weight gradients for one causal head, without autograd.
 
     ``x`` is one sequence ``(T, d_in)``, ``targets`` ``(T,)`` class indices; the loss is the mean over
     the T positions, exactly as :func:`attention_dynamics.attention.single_head_forward` with
     ``reduction="mean"``. Query rows are processed in blocks of ``block_size``; block r sees keys
-    ``0 … end of block`` only (see the module docstring).
+    ``0 … end of block`` only (see the module docstring). ``workers`` (default: PyTorch's thread
+    count) threads share the blocks, each running its products single-threaded: the products are
+    too small for PyTorch's own threads, whose synchronisation costs more than it saves.
     """
     if x.ndim != 2 or x.shape[-1] != params.W_Q.shape[0]:
         raise ValueError(f"x must be one sequence (T, {params.W_Q.shape[0]}), got {tuple(x.shape)}")
@@ -86,51 +90,39 @@ def closed_form_head_pass(
         raise ValueError(f"targets must have shape ({x.shape[0]},), got {tuple(targets.shape)}")
     if not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    workers = torch.get_num_threads() if workers is None else workers
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
     with torch.no_grad():
         W_Q, W_K, W_V, W_O = (t.detach() for t in (params.W_Q, params.W_K, params.W_V, params.W_O))
         T = x.shape[0]
-        n_classes = W_O.shape[1]
         scale = 1.0 / math.sqrt(W_Q.shape[1])
-        q = (x @ W_Q) * scale  # (T, d_k), the score scale folded into the queries
         # Transposed copies: BLAS is several times faster on (small × rows) @ (rows × keys) products
         # than on (rows × keys) @ (keys × small) ones, so every product below keeps the long axis last.
-        q_t = q.T.contiguous()  # (d_k, T)
-        k_t = (x @ W_K).T.contiguous()  # (d_k, T)
-        v_t = (x @ W_V).T.contiguous()  # (d_v, T)
-        W_O_t = W_O.T.contiguous()  # (C, d_v)
-        grad_q_t = torch.empty_like(q_t)  # ∂L/∂(scaled q)ᵀ  (d_k, T)
-        grad_k_t = torch.zeros_like(k_t)  # (d_k, T)
-        grad_v_t = torch.zeros_like(v_t)  # (d_v, T)
-        grad_W_O = torch.zeros_like(W_O)  # (d_v, C)
-        soft_counts = torch.zeros(T, dtype=x.dtype, device=x.device)
-        loss = torch.zeros((), dtype=torch.float64, device=x.device)
-        future = torch.ones(block_size, block_size, dtype=torch.bool, device=x.device).triu(1)  # key after query
-        row_index = torch.arange(block_size, device=x.device)
-        for start in range(0, T, block_size):
-            end = min(start + block_size, T)
-            rows = end - start
-            q_block = q_t[:, start:end].T  # (rows, d_k)
-            scores = q_block @ k_t[:, :end]  # (rows, end): only keys j < end
-            scores[:, start:end].masked_fill_(future[:rows, :rows], float("-inf"))
-            alpha = torch.softmax(scores, dim=1)  # attention over the visible keys  (rows, end)
-            g = (v_t[:, :end] @ alpha.T).T  # context g_i = Σ_j alpha_ij v_j  (rows, d_v)
-            log_p = torch.log_softmax(g @ W_O, dim=1)  # (rows, C)
-            y = targets[start:end]
-            loss -= log_p.gather(1, y[:, None]).sum().double()
-            delta = log_p.exp_()  # p, in place
-            delta[row_index[:rows], y] -= 1.0
-            delta /= T  # ∂L/∂logits of the mean loss  (rows, C)
-            grad_W_O.addmm_(g.T, delta)
-            u = delta @ W_O_t  # error signal u_i = ∂L/∂g_i  (rows, d_v)
-            b = u @ v_t[:, :end]  # compatibility b_ij = u_i·v_j  (rows, end)
-            expected_b = (u * g).sum(dim=1, keepdim=True)  # E_alpha_i[b] = u_i·g_i  (rows, 1)
-            grad_scores = b.sub_(expected_b).mul_(alpha)  # advantage routing law, in place  (rows, end)
-            grad_q_t[:, start:end] = k_t[:, :end] @ grad_scores.T  # Σ_j ∂L/∂s_ij k_j
-            grad_k_t[:, :end].addmm_(q_block.T, grad_scores)  # += Σ_i ∂L/∂s_ij q_i
-            grad_v_t[:, :end].addmm_(u.T, alpha)  # += Σ_i alpha_ij u_i, the responsibility-weighted value law
-            soft_counts[:end] += alpha.sum(dim=0)
+        shared = _SharedInputs(
+            q_t=((x @ W_Q) * scale).T.contiguous(),  # (d_k, T), the score scale folded into the queries
+            k_t=(x @ W_K).T.contiguous(),  # (d_k, T)
+            v_t=(x @ W_V).T.contiguous(),  # (d_v, T)
+            W_O=W_O,
+            W_O_t=W_O.T.contiguous(),  # (C, d_v)
+            targets=targets,
+            grad_q_t=torch.empty(W_Q.shape[1], T, dtype=x.dtype, device=x.device),  # ∂L/∂(scaled q)ᵀ, written per block
+            block_size=block_size,
+        )
+        starts = list(range(0, T, block_size))
+        groups = _balanced_groups(starts, block_size, T, min(workers, len(starts)))
+        if len(groups) == 1:
+            partials = [_block_group(shared, groups[0])]
+        else:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                partials = list(_thread_pool(len(groups)).map(lambda g: _block_group(shared, g), groups))
+            finally:
+                torch.set_num_threads(threads)
+        loss, grad_k_t, grad_v_t, grad_W_O, soft_counts = (sum(parts) for parts in zip(*partials))
         grads = {
-            "W_Q": (grad_q_t @ x).T * scale,  # q_scaled = scale · x W_Q
+            "W_Q": (shared.grad_q_t @ x).T * scale,  # q_scaled = scale · x W_Q
             "W_K": (grad_k_t @ x).T,
             "W_V": (grad_v_t @ x).T,
             "W_O": grad_W_O,
@@ -138,8 +130,81 @@ def closed_form_head_pass(
     return HeadPass(loss=(loss / T).to(x.dtype), grads=grads, soft_counts=soft_counts, grad_values=grad_v_t.T)
 
 
+@dataclass
+class _SharedInputs:
+    q_t: torch.Tensor
+    k_t: torch.Tensor
+    v_t: torch.Tensor
+    W_O: torch.Tensor
+    W_O_t: torch.Tensor
+    targets: torch.Tensor
+    grad_q_t: torch.Tensor
+    block_size: int
+
+
+def _block_group(sh: _SharedInputs, starts: list[int]) -> tuple[torch.Tensor, ...]:
+    """Run the fused forward/backward of the query blocks beginning at ``starts``; return their sums.
+
+    Returns (summed −log p, ∂L/∂kᵀ, ∂L/∂vᵀ, ∂L/∂W_O, soft counts); ∂L/∂qᵀ is written into ``sh.grad_q_t``
+    (each block owns its columns).
+    """
+    q_t, k_t, v_t = sh.q_t, sh.k_t, sh.v_t
+    T = q_t.shape[1]
+    grad_k_t = torch.zeros_like(k_t)  # (d_k, T)
+    grad_v_t = torch.zeros_like(v_t)  # (d_v, T)
+    grad_W_O = torch.zeros_like(sh.W_O)  # (d_v, C)
+    soft_counts = torch.zeros(T, dtype=q_t.dtype, device=q_t.device)
+    loss = torch.zeros((), dtype=torch.float64, device=q_t.device)
+    future = torch.ones(sh.block_size, sh.block_size, dtype=torch.bool, device=q_t.device).triu(1)  # key after query
+    row_index = torch.arange(sh.block_size, device=q_t.device)
+    for start in starts:
+        end = min(start + sh.block_size, T)
+        rows = end - start
+        q_block = q_t[:, start:end].T  # (rows, d_k)
+        scores = q_block @ k_t[:, :end]  # (rows, end): only keys j < end
+        scores[:, start:end].masked_fill_(future[:rows, :rows], float("-inf"))
+        alpha = torch.softmax(scores, dim=1)  # attention over the visible keys  (rows, end)
+        g = (v_t[:, :end] @ alpha.T).T  # context g_i = Σ_j alpha_ij v_j  (rows, d_v)
+        log_p = torch.log_softmax(g @ sh.W_O, dim=1)  # (rows, C)
+        y = sh.targets[start:end]
+        loss -= log_p.gather(1, y[:, None]).sum().double()
+        delta = log_p.exp_()  # p, in place
+        delta[row_index[:rows], y] -= 1.0
+        delta /= T  # ∂L/∂logits of the mean loss  (rows, C)
+        grad_W_O.addmm_(g.T, delta)
+        u = delta @ sh.W_O_t  # error signal u_i = ∂L/∂g_i  (rows, d_v)
+        b = u @ v_t[:, :end]  # compatibility b_ij = u_i·v_j  (rows, end)
+        expected_b = (u * g).sum(dim=1, keepdim=True)  # E_alpha_i[b] = u_i·g_i  (rows, 1)
+        grad_scores = b.sub_(expected_b).mul_(alpha)  # advantage routing law, in place  (rows, end)
+        sh.grad_q_t[:, start:end] = k_t[:, :end] @ grad_scores.T  # Σ_j ∂L/∂s_ij k_j
+        grad_k_t[:, :end].addmm_(q_block.T, grad_scores)  # += Σ_i ∂L/∂s_ij q_i
+        grad_v_t[:, :end].addmm_(u.T, alpha)  # += Σ_i alpha_ij u_i, the responsibility-weighted value law
+        soft_counts[:end] += alpha.sum(dim=0)
+    return loss, grad_k_t, grad_v_t, grad_W_O, soft_counts
+
+
+def _balanced_groups(starts: list[int], block_size: int, T: int, n_groups: int) -> list[list[int]]:
+    # Block r visits end(r) keys; hand blocks, largest first, to the group with the least work so far.
+    groups: list[list[int]] = [[] for _ in range(max(n_groups, 1))]
+    load = [0] * len(groups)
+    for start in sorted(starts, key=lambda s: -min(s + block_size, T)):
+        k = load.index(min(load))
+        groups[k].append(start)
+        load[k] += min(start + block_size, T)
+    return [sorted(g) for g in groups if g]
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _thread_pool(n: int) -> ThreadPoolExecutor:
+    if n not in _POOLS:
+        _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="head-engine")
+    return _POOLS[n]
+
+
 class SingleHeadModule(nn.Module):
-    """The single head as an ``nn.Module`` with parameters ``W_Q, W_K, W_V, W_O`` (for :func:`training.fit`).
+    """The single head as an ``nn.Module`` with parameters ``W_Q, W_K, W_V, W_O`` (for :func:`attention_dynamics.training.fit`).
 
     ``forward(x)`` returns the logits ``(T, C)`` of the dense reference implementation (autograd
     works through it); training with :func:`closed_form_backward` never calls it.
@@ -151,7 +216,7 @@ class SingleHeadModule(nn.Module):
             self.register_parameter(name, nn.Parameter(getattr(params, name).detach().clone()))
 
     def head_params(self) -> SingleHeadParams:
-        """Return the current weights as a :class:`SingleHeadParams` (sharing storage, no grad)."""
+        """Return the current weights as a :class:`~attention_dynamics.attention.SingleHeadParams` (sharing storage, no grad)."""
         return SingleHeadParams(**{n: getattr(self, n).detach() for n in PARAM_NAMES})
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -161,7 +226,7 @@ class SingleHeadModule(nn.Module):
 
 
 def closed_form_backward(*, block_size: int = DEFAULT_BLOCK_SIZE) -> Callable[[SingleHeadModule, tuple], torch.Tensor]:
-    """Return a ``backward(model, (x, y))`` routine for :func:`training.fit` that fills ``.grad`` from the engine."""
+    """Return a ``backward(model, (x, y))`` routine for :func:`attention_dynamics.training.fit` that fills ``.grad`` from the engine."""
 
     def backward(model: SingleHeadModule, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = batch

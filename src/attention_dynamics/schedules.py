@@ -1,6 +1,6 @@
 """Training schedules for the single head: SGD, the paper's "EM-like" step, a matched control, a true M-step.
 
-Every schedule is one :class:`torch.optim.SGD` with a parameter group per weight matrix plus a rule
+Every schedule is one ``torch.optim.SGD`` with a parameter group per weight matrix plus a rule
 for what goes into ``W_V.grad``; :func:`attention_dynamics.training.fit` does the rest. With ``N``
 positions, ``u_i`` the error signal of the mean loss and ``ū_i = N u_i`` the per-position one
 (PAPER.md §2), the schedules are:
@@ -158,7 +158,7 @@ def m_step_objective(
 def make_backward(
     schedule: str | Schedule, *, block_size: int = DEFAULT_BLOCK_SIZE
 ) -> Callable[[SingleHeadModule, tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
-    """Return the ``backward(model, (x, y))`` routine of ``schedule`` for :func:`training.fit`.
+    """Return the ``backward(model, (x, y))`` routine of ``schedule`` for :func:`attention_dynamics.training.fit`.
 
     It fills every ``.grad`` from the closed-form engine. For the M-step it puts ``S⁻¹ ∇_{W_V}L`` in
     ``W_V.grad``, so the optimiser's step of size rho on W_V *is* the closed-form M-step.

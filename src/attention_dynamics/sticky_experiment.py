@@ -44,10 +44,16 @@ __all__ = [
     "run_grid",
     "steps_to_threshold",
     "paper_speedup",
+    "em_like_speedup_over",
     "bootstrap_speedup_ci",
     "paired_tests",
     "summarise_runs",
     "value_prototypes",
+    "paper_protocol_summary",
+    "controls_table",
+    "rho_sweep_table",
+    "long_run_table",
+    "trajectory_statistics",
     "trajectory_pca",
     "trajectory_length",
     "trajectory_coherence",
@@ -70,7 +76,7 @@ INIT_STD = 0.1
 class RunResult:
     """One training run: the losses before every update (nats), metrics at the start and end, snapshots.
 
-    ``losses`` ``(steps,)`` float64; ``initial``/``final`` are :func:`head_metrics` dicts (loss and
+    ``losses`` ``(steps,)`` float64; ``initial``/``final`` are :func:`~attention_dynamics.head_engine.head_metrics` dicts (loss and
     entropy in nats); ``snapshot_steps`` ``(R,)`` and ``value_prototypes`` ``(R, n_symbols, d_v)`` hold
     the value of each symbol's mean input, mu_s W_V, at the recorded steps (empty when not recorded).
     """
@@ -86,6 +92,7 @@ class RunResult:
     value_prototypes: np.ndarray
     final_specialization: float
     heldout: dict[str, float] | None = None
+    initial_specialization: float = math.nan
 
     def to_json(self, *, loss_stride: int = 1) -> dict[str, Any]:
         """Return a JSON-ready dict; losses are kept every ``loss_stride`` steps (plus the last)."""
@@ -150,6 +157,7 @@ def train_sticky_head(
     data = sticky_chain.make_sticky_chain_data(seed, kind=kind, length=length)
     model = SingleHeadModule(initial_head(seed))
     initial = head_metrics(data.x, model.head_params(), data.y, data.previous_symbols)
+    initial_specialization = between_symbol_share(data.x @ model.W_V.detach(), data.previous_symbols)
     snapshot_steps = list(range(0, steps, snapshot_every)) if snapshot_every else []
 
     def snapshot(step: int, m: SingleHeadModule, loss: float) -> dict[str, Any]:
@@ -180,6 +188,7 @@ def train_sticky_head(
         value_prototypes=np.stack([r["prototypes"] for r in records]) if records else np.empty((0,)),
         final_specialization=between_symbol_share(values, data.previous_symbols),
         heldout=heldout,
+        initial_specialization=initial_specialization,
     )
 
 
@@ -194,7 +203,7 @@ def heldout_metrics(
     """Return the head's loss and entropy (nats) and accuracy averaged over ``n_sequences`` fresh sequences.
 
     Also ``filtered_floor``: the mean cross-entropy of the exact Bayes filter on the same sequences
-    (:func:`sticky_chain.filtered_cross_entropy_nats`). ``None`` when ``n_sequences`` is 0.
+    (:func:`~attention_dynamics.tasks.sticky_chain.filtered_cross_entropy_nats`). ``None`` when ``n_sequences`` is 0.
     """
     if not n_sequences:
         return None
@@ -248,6 +257,21 @@ def paper_speedup(baseline_final_losses: Sequence[float], fast_curves: Sequence[
         "mean_first_step": mean_first,
         "speedup": curves.shape[1] / mean_first if mean_first > 0 else math.inf,
     }
+
+
+def em_like_speedup_over(
+    baseline_final_losses: Sequence[float], em_like_curves: Sequence[Sequence[float]], control_curves: Sequence[Sequence[float]]
+) -> dict[str, Any]:
+    """Return how much sooner EM-like reaches the paper's threshold than a control, on the same seeds.
+
+    Both use the paper's threshold (the baseline's mean final loss); ``ratio`` = control's mean first
+    step / EM-like's mean first step (above 1: EM-like is faster; below 1: the control is faster).
+    """
+    em = paper_speedup(baseline_final_losses, em_like_curves)
+    control = paper_speedup(baseline_final_losses, control_curves)
+    return {"threshold": em["threshold"], "em_like_first_steps": em["first_steps"],
+            "control_first_steps": control["first_steps"],
+            "ratio": control["mean_first_step"] / em["mean_first_step"] if em["mean_first_step"] > 0 else math.inf}
 
 
 def _first_crossings(running_min: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
@@ -310,16 +334,129 @@ def summarise_runs(runs: Mapping[tuple[str, int], RunResult], schedule: str, met
     return {"mean": float(vals.mean()), "sd": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0, "n": int(len(vals))}
 
 
-def trajectory_pca(trajectories: Mapping[str, np.ndarray], n_components: int = 2) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def paper_protocol_summary(
+    runs: Mapping[tuple[str, int], RunResult], *, baseline: str = "sgd", method: str = "em_like", digits: int = 4
+) -> dict[str, Any]:
+    """Return the paper's analysis of ``method`` vs ``baseline``: speed-up, per-seed table, mean ± sd, paired tests.
+
+    Keys: ``seeds``; ``speedup`` (:func:`paper_speedup`); ``per_seed`` (a pandas DataFrame, one row per
+    seed: final loss, entropy (nats) and accuracy of both schedules, and the first step at which
+    ``method`` is below the threshold); ``summary`` (DataFrame of mean and sd, ddof = 1, per metric and
+    schedule); ``paired_test`` (:func:`paired_tests` of the final losses, method − baseline).
+    """
+    import pandas as pd
+
+    seeds = [seed for (name, seed) in runs if name == baseline and (method, seed) in runs]
+    base = [runs[(baseline, s)] for s in seeds]
+    other = [runs[(method, s)] for s in seeds]
+    speed = paper_speedup([r.final["loss"] for r in base], [r.losses for r in other])
+    metrics = ("loss", "entropy", "accuracy")
+    per_seed = pd.DataFrame({"seed": seeds, **{f"{baseline} {m}": [r.final[m] for r in base] for m in metrics},
+                             **{f"{method} {m}": [r.final[m] for r in other] for m in metrics},
+                             f"{method} first step below threshold": speed["first_steps"]}).set_index("seed")
+    rows = []
+    for name, rs in ((baseline, base), (method, other)):
+        for m in metrics:
+            vals = np.array([r.final[m] for r in rs])
+            rows.append({"schedule": name, "metric": m, "mean": vals.mean(), "sd": vals.std(ddof=1) if len(vals) > 1 else 0.0})
+    summary = pd.DataFrame(rows).set_index(["schedule", "metric"])
+    return {"seeds": seeds, "speedup": speed, "per_seed": per_seed.round(digits), "summary": summary.round(digits),
+            "paired_test": paired_tests([r.final["loss"] for r in other], [r.final["loss"] for r in base])}
+
+
+def trajectory_statistics(runs: Mapping[tuple[str, int], RunResult], schedule: str) -> dict[str, dict[str, float]]:
+    """Return mean and sd over a schedule's seeds of value-trajectory length, coherence and final specialization.
+
+    Length is in units of the value space (mean over the eight symbol prototypes), coherence is net
+    displacement / path length, specialization the between-symbol share of the values' variance.
+    """
+    rs = [r for (name, _), r in runs.items() if name == schedule and len(r.snapshot_steps)]
+    stats = {
+        "length": [trajectory_length(r.value_prototypes) for r in rs],
+        "coherence": [trajectory_coherence(r.value_prototypes) for r in rs],
+        "specialization": [r.final_specialization for r in rs],
+        "initial_specialization": [r.initial_specialization for r in rs],
+    }
+    return {k: {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0} for k, v in stats.items()}
+
+
+def controls_table(heavy: Mapping[str, Any], kind: str = "reference", digits: int = 4):
+    """Return a pandas DataFrame comparing every schedule of the paper-scale file on one chain.
+
+    One row per schedule: number of seeds, mean ± sd final loss (nats), the paper's speed-up over SGD
+    on the same seeds with its 95% bootstrap interval, and EM-like's speed-up over the schedule
+    (:func:`em_like_speedup_over`; 1 for EM-like itself).
+    """
+    import pandas as pd
+
+    block = heavy["ci"][kind]
+    rows = []
+    for name, finals in block["final"].items():
+        losses = np.array([f["loss"] for f in finals])
+        ci = block["speedup_ci"].get(name)
+        rows.append({
+            "schedule": SCHEDULES[name].label if name in SCHEDULES else name,
+            "seeds": len(losses),
+            "final loss mean": losses.mean(),
+            "final loss sd": losses.std(ddof=1) if len(losses) > 1 else 0.0,
+            "speed-up over SGD": block["speedup"][name]["speedup"] if name in block["speedup"] else np.nan,
+            "95% CI low": ci["low"] if ci else np.nan,
+            "95% CI high": ci["high"] if ci else np.nan,
+            "EM-like speed-up over it": (1.0 if name == "em_like"
+                                         else block["em_like_speedup_over"].get(name, {}).get("ratio", np.nan)),
+        })
+    return pd.DataFrame(rows).set_index("schedule").round(digits)
+
+
+def rho_sweep_table(heavy: Mapping[str, Any], digits: int = 4):
+    """Return a pandas DataFrame of the M-step's rho sweep: mean final loss and the paper's speed-up per rho."""
+    import pandas as pd
+
+    rows = [{"rho": v["rho"], "seeds": len(v["seeds"]), "final loss mean": float(np.mean(v["final_loss"])),
+             "speed-up over SGD": v["speedup"]["speedup"], "mean first step": v["speedup"]["mean_first_step"]}
+            for v in heavy["rho_sweep"].values()]
+    return pd.DataFrame(rows).set_index("rho").sort_index().round(digits)
+
+
+def long_run_table(heavy: Mapping[str, Any], digits: int = 4):
+    """Return a pandas DataFrame of the long runs: final training loss, held-out loss and entropy, gaps (nats).
+
+    ``gap to H_min`` is the held-out loss minus H_min; ``gap to filter`` the held-out loss minus the exact
+    Bayes filter's cross-entropy on the same held-out sequences (the floor for noisy inputs).
+    """
+    import pandas as pd
+
+    long = heavy["long_run"]
+    rows = []
+    for name, rs in long["runs"].items():
+        held = [r["heldout"] for r in rs]
+        rows.append({
+            "schedule": SCHEDULES[name].label if name in SCHEDULES else name,
+            "steps": long["steps"],
+            "final training loss": float(np.mean([r["final"]["loss"] for r in rs])),
+            "held-out loss": float(np.mean([h["loss"] for h in held])),
+            "held-out entropy": float(np.mean([h["entropy"] for h in held])),
+            "gap to H_min": float(np.mean([h["loss"] for h in held])) - long["hmin_nats"],
+            "gap to filter": float(np.mean([h["loss"] - h["filtered_floor"] for h in held])),
+        })
+    return pd.DataFrame(rows).set_index("schedule").round(digits)
+
+
+def trajectory_pca(
+    trajectories: Mapping[str, np.ndarray], n_components: int = 2, *, relative_to_start: bool = True
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Return each trajectory projected on the top principal components of all of them, and the variance ratios.
 
-    ``trajectories`` maps a name to ``(R, n_symbols, d_v)`` snapshots; one PCA (scikit-learn) is fitted on
-    every snapshot of every trajectory, so the projections ``(R, n_symbols, n_components)`` share axes.
+    ``trajectories`` maps a name to ``(R, n_symbols, d_v)`` snapshots. With ``relative_to_start``, every
+    prototype's trajectory is first shifted to start at the origin (the picture then shows how far and
+    in which direction each one moved, not where it started). One PCA (scikit-learn) is fitted on every
+    snapshot of every trajectory, so the projections ``(R, n_symbols, n_components)`` share axes.
     """
-    stacked = np.concatenate([t.reshape(-1, t.shape[-1]) for t in trajectories.values()])
+    prepared = {k: (t - t[:1]) if relative_to_start else t for k, t in trajectories.items()}
+    stacked = np.concatenate([t.reshape(-1, t.shape[-1]) for t in prepared.values()])
     pca = PCA(n_components=n_components, svd_solver="full").fit(stacked)
     return {k: pca.transform(t.reshape(-1, t.shape[-1])).reshape(*t.shape[:2], n_components)
-            for k, t in trajectories.items()}, pca.explained_variance_ratio_
+            for k, t in prepared.items()}, pca.explained_variance_ratio_
 
 
 def trajectory_length(trajectory: np.ndarray) -> float:
@@ -354,7 +491,7 @@ def train_deep_transformer(
     The reference script's deep variant: ``n_layers`` × ``n_heads``, width ``d_model``, AdamW (lr,
     weight decay 0.01), cosine schedule over ``steps``, gradient clipping at 1, a test sequence drawn
     with seed ``seed + test_seed_offset``. No positional encoding (the script has none). Keys:
-    ``test`` and ``train`` (:func:`head_metrics`-like dicts: loss, entropy in nats, accuracy),
+    ``test`` and ``train`` (:func:`~attention_dynamics.head_engine.head_metrics`-like dicts: loss, entropy in nats, accuracy),
     ``losses`` (train loss every 10 steps), ``n_parameters``.
     """
     from .models import CausalTransformer, count_parameters
@@ -480,8 +617,8 @@ def compute_paper_scale_results(
 ) -> dict[str, Any]:
     """Return the paper-scale results (CIs over many seeds, controls, rho sweep, long runs, deep variant).
 
-    All jobs go through :func:`run_heavy_job` in one :func:`map_parallel` call (a JSON-ready dict comes
-    back). The M-step rho sweep runs on the seeds of the reference chain's ``m_step`` entry; its
+    All jobs go through :func:`run_heavy_job` in one :func:`~attention_dynamics.training.map_parallel` call, longest
+    first (a JSON-ready dict comes back). The M-step rho sweep runs on the seeds of the reference chain's ``m_step`` entry; its
     default rho reuses those runs.
     """
     cfg = dict(config)
@@ -505,6 +642,8 @@ def compute_paper_scale_results(
                              heldout_sequences=cfg["heldout_sequences"], loss_stride=cfg["long_loss_stride"]))
     for seed in cfg["deep_seeds"]:
         jobs.append(dict(task="deep", group="deep", seed=seed, steps=cfg["deep_steps"], length=length, **cfg["deep"]))
+    # Longest first (a deep step costs about twenty head steps), so the two cores finish together.
+    jobs.sort(key=lambda job: -job["steps"] * (20 if job["task"] == "deep" else 1))
     if cache_dir is not None:
         for job in jobs:
             job["cache_dir"] = str(cache_dir)
@@ -522,7 +661,9 @@ def compute_paper_scale_results(
             "hmin_nats": sticky_chain.bayes_floor_nats(sticky_chain.transition_matrix(kind)),
             "seeds": {name: list(seeds) for name, seeds in schedules.items()},
             "final": {}, "curves": {}, "speedup": {}, "speedup_ci": {}, "paired_test_vs_sgd": {},
+            "em_like_speedup_over": {},
         }
+        em_curves = {r["seed"]: r["losses"] for r in runs.get("em_like", [])}
         for name in schedules:
             curves = [r["losses"] for r in runs[name]]
             block["final"][name] = [r["final"] for r in runs[name]]
@@ -532,6 +673,9 @@ def compute_paper_scale_results(
                 block["speedup"][name] = paper_speedup(baseline, curves)
                 block["speedup_ci"][name] = bootstrap_speedup_ci(baseline, curves, n_resamples=cfg["bootstrap_resamples"])
                 block["paired_test_vs_sgd"][name] = paired_tests([r["final"]["loss"] for r in runs[name]], baseline)
+            if name not in ("sgd", "em_like") and all(r["seed"] in em_curves for r in runs[name]):
+                block["em_like_speedup_over"][name] = em_like_speedup_over(
+                    [sgd_final[r["seed"]] for r in runs[name]], [em_curves[r["seed"]] for r in runs[name]], curves)
         results["ci"][kind] = block
     ref_sgd = {r["seed"]: r["final"]["loss"] for r in select("ci-reference", schedule="sgd")}
     for rho in cfg["rho_values"]:
