@@ -15,8 +15,8 @@ The paper proposes two matrices as practical diagnostics. For every head, with u
 
 How the tensors are captured (forward hooks only; the model is not modified):
 
-- models of this package (:class:`~attention_dynamics.models.CausalTransformer`, or any module whose
-  attention routes its tensors through :class:`~attention_dynamics.models.Probe` children named
+- models of this package (:class:`~attention_dynamics.models.transformer.CausalTransformer`, or any module whose
+  attention routes its tensors through :class:`~attention_dynamics.models.transformer.Probe` children named
   ``attn_weights``, ``values``, ``context`` and optionally ``queries``, ``keys``): a forward hook on
   each probe reads the tensor; u is the autograd gradient of the loss with respect to the
   ``context`` probe's output.
@@ -236,7 +236,7 @@ class SpecializationSummary:
 
     @property
     def chance_diagonal_mass(self) -> float:
-        """Return :attr:`diagonal_mass` under uniform attention over the visible keys (the chance level)."""
+        """Return :attr:`SpecializationSummary.diagonal_mass` under uniform attention over the visible keys (the chance level)."""
         return self._diagonal(self.chance_routing_matrix)
 
     def _diagonal(self, matrix: np.ndarray) -> float:
@@ -1097,7 +1097,8 @@ def diagnose(
     the book's single head (a :class:`~attention_dynamics.attention.SingleHeadParams`, or a module
     whose ``head_params()`` or ``params()`` returns one; then ``inputs`` is ``x`` ``(T, d_in)`` or
     ``(B, T, d_in)`` and the loss is the head's mean cross-entropy, see :func:`diagnose_single_head`).
-    ``inputs`` go to ``model`` unchanged; ``targets`` and ``loss_fn`` define the loss
+    ``inputs`` go to ``model`` unchanged (a tuple is unpacked as positional arguments); ``targets``
+    and ``loss_fn(outputs, targets)`` define the loss
     (default: mean cross-entropy, :func:`default_loss`). With integer ``query_labels`` ``(B, Tq)``
     and ``key_labels`` ``(B, Tk)`` (e.g. the symbol each position carries) a
     :class:`SpecializationSummary` is computed per head. With ``orthogonality_labels`` ``(B, Tk)``,
