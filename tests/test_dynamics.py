@@ -249,3 +249,44 @@ def test_frozen_matrices_do_not_move():
         dynamics.train_specialization_head(1, steps=40, record_every=20, settle_window=20, frozen=("W_X",))
     with pytest.raises(ValueError, match="multiples"):
         dynamics.train_specialization_head(1, steps=45, record_every=20)
+
+
+# --- Helpers the chapters use ------------------------------------------------------------------
+
+
+def test_correct_source_advantage_matches_autograd_routing_gradient():
+    """The advantage is −(∂L/∂s_ij)/alpha_ij (routing law); the scores' gradient comes from autograd here."""
+    params, batch = _setup(9)
+    fwd = sp.query_forward(params, batch)
+    scores = fwd.scores.detach().requires_grad_(True)
+    logits = (torch.softmax(scores, -1) @ fwd.v.detach()) @ params.W_O
+    (d_scores,) = torch.autograd.grad(sp.query_cross_entropy(logits[:, batch.n_sources:], batch), scores)
+    K = batch.n_sources
+    at_source = (-d_scores[:, K:] / fwd.alpha[:, K:]).gather(2, batch.correct_source.unsqueeze(-1))
+    expected = float(at_source.mean()) * batch.targets.numel()
+    assert dynamics.correct_source_advantage(params, batch) == pytest.approx(expected, rel=1e-10)
+
+
+def test_milestone_indices():
+    curve = np.array([0.0, 0.1, 0.3, 0.6, 0.9, 1.0])
+    assert dynamics.milestone_indices(curve, [0.25, 0.5, 0.75]) == [2, 3, 4]
+    assert dynamics.milestone_indices(-curve, [0.5]) == [3]  # a falling curve: progress toward its end
+    assert dynamics.milestone_indices(np.ones(4), [0.5]) == [0]
+
+
+def test_prototype_trajectories_preserve_the_final_geometry():
+    steps = np.arange(3)
+    g = np.random.default_rng(0)
+    protos = g.normal(size=(3, 4, 3))  # (n_ckpt, C, d_v)
+    run = dynamics.SpecializationRun(
+        settings={}, steps=steps, train_loss=np.zeros(3), probe_loss=np.zeros(3), correct_mass=np.zeros(3),
+        source_mass=np.zeros(3), alignment=np.zeros(3), precision_nats=np.zeros(3), purity=np.zeros(3),
+        frame_change=np.zeros(2), value_change=np.zeros(2), frame_distance=np.zeros(3), value_distance=np.zeros(3),
+        attention_snapshots=np.zeros(1), label_prototypes=protos, specialization=np.zeros(1))
+    coords, explained = dynamics.prototype_trajectories(run, n_components=3)
+    assert coords.shape == (3, 4, 3)
+    assert explained.sum() == pytest.approx(1.0)
+    # With as many axes as dimensions the projection is a rigid motion: distances are kept.
+    d_before = np.linalg.norm(protos[:, :, None] - protos[:, None], axis=-1)
+    d_after = np.linalg.norm(coords[:, :, None] - coords[:, None], axis=-1)
+    np.testing.assert_allclose(d_after, d_before, atol=1e-10)

@@ -33,10 +33,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import SingleHeadParams, init_single_head
-from .gradients import compatibility, responsibility_weighted_value_gradient
+from .gradients import advantage, compatibility, responsibility_weighted_value_gradient
 from .seeding import torch_generator
 from .settings import check_positive_int
 from .tasks import specialization as task
+from .tasks.specialization import SpecializationBatch
 from .training import fit
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "compatibility_change_after_value_step",
     "attention_on_correct_source",
     "attention_on_sources",
+    "correct_source_advantage",
     "ideal_prototypes",
     "value_prototype_alignment",
     "value_precision_nats",
@@ -60,6 +62,8 @@ __all__ = [
     "SpecializationRun",
     "train_specialization_head",
     "frame_precision_summary",
+    "milestone_indices",
+    "prototype_trajectories",
 ]
 
 
@@ -108,14 +112,14 @@ class TrainableSingleHead(nn.Module):
 
 
 def _query_loss_from_values(alpha: torch.Tensor, v: torch.Tensor, W_O: torch.Tensor,
-                            batch: task.SpecializationBatch) -> torch.Tensor:
+                            batch: SpecializationBatch) -> torch.Tensor:
     """Return the mean query cross-entropy (nats) when the values are ``v`` ``(B, T, d_v)`` and alpha is fixed."""
     K = batch.n_sources
     return task.query_cross_entropy((alpha[:, K:] @ v) @ W_O, batch)  # logits (B, Q, C)
 
 
 def value_step_loss_change(
-    params: SingleHeadParams, batch: task.SpecializationBatch, etas: Sequence[float] | np.ndarray
+    params: SingleHeadParams, batch: SpecializationBatch, etas: Sequence[float] | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(actual, predicted)`` loss changes in nats, ``(len(etas),)`` each, of a value-only step.
 
@@ -137,7 +141,7 @@ def value_step_loss_change(
     return actual, predicted
 
 
-def value_step_curvature_bound(params: SingleHeadParams, batch: task.SpecializationBatch) -> float:
+def value_step_curvature_bound(params: SingleHeadParams, batch: SpecializationBatch) -> float:
     """Return λ, an upper bound on the loss Hessian with respect to the values (nats per unit² of v).
 
     The query loss is a mean over ``N = B·Q`` cross-entropies of logits that are linear in the
@@ -157,7 +161,7 @@ def value_step_curvature_bound(params: SingleHeadParams, batch: task.Specializat
 
 
 def value_step_ratio_curve(
-    params: SingleHeadParams, batch: task.SpecializationBatch, etas: Sequence[float] | np.ndarray
+    params: SingleHeadParams, batch: SpecializationBatch, etas: Sequence[float] | np.ndarray
 ) -> np.ndarray:
     """Return ``actual / predicted`` loss change of the value-only step for each ``eta`` (→ 1 as eta → 0)."""
     actual, predicted = value_step_loss_change(params, batch, etas)
@@ -196,7 +200,7 @@ class CompatibilityChange:
 
 
 def compatibility_change_after_value_step(
-    params: SingleHeadParams, batch: task.SpecializationBatch, eta: float
+    params: SingleHeadParams, batch: SpecializationBatch, eta: float
 ) -> CompatibilityChange:
     """Return the :class:`CompatibilityChange` of the query rows after a value-only step of size ``eta``."""
     with torch.no_grad():
@@ -226,16 +230,31 @@ def compatibility_change_after_value_step(
 # ---------------------------------------------------------------------------------------------
 
 
-def attention_on_correct_source(alpha: torch.Tensor, batch: task.SpecializationBatch) -> float:
+def attention_on_correct_source(alpha: torch.Tensor, batch: SpecializationBatch) -> float:
     """Return the mean attention weight that queries put on the source holding their answer (E-step quality, 0..1)."""
     K = batch.n_sources
     return float(alpha[:, K:].gather(2, batch.correct_source.unsqueeze(-1)).mean())
 
 
-def attention_on_sources(alpha: torch.Tensor, batch: task.SpecializationBatch) -> float:
+def attention_on_sources(alpha: torch.Tensor, batch: SpecializationBatch) -> float:
     """Return the mean attention weight that queries put on source positions at all (0..1)."""
     K = batch.n_sources
     return float(alpha[:, K:, :K].sum(-1).mean())
+
+
+def correct_source_advantage(params: SingleHeadParams, batch: SpecializationBatch) -> float:
+    """Return the mean advantage ``E_alpha[b] − b_ij`` of the correct source j for its query, per query.
+
+    Multiplied by the number of queries ``N = B·Q`` so that it does not shrink with the batch
+    (``u`` carries the 1/N of the mean loss). Positive: gradient descent moves attention toward
+    the correct source (the sign convention of :func:`attention_dynamics.gradients.advantage`).
+    """
+    with torch.no_grad():
+        fwd = task.query_forward(params, batch)
+        K = batch.n_sources
+        adv = advantage(fwd.alpha, fwd.b)[:, K:]  # (B, Q, T)
+        at_source = adv.gather(2, batch.correct_source.unsqueeze(-1))  # (B, Q, 1)
+    return float(at_source.mean()) * batch.targets.numel()
 
 
 def ideal_prototypes(W_O: torch.Tensor) -> torch.Tensor:
@@ -250,14 +269,14 @@ def ideal_prototypes(W_O: torch.Tensor) -> torch.Tensor:
     return centred @ W_O.transpose(0, 1)  # (C, d_v)
 
 
-def value_prototype_alignment(v: torch.Tensor, W_O: torch.Tensor, batch: task.SpecializationBatch) -> float:
+def value_prototype_alignment(v: torch.Tensor, W_O: torch.Tensor, batch: SpecializationBatch) -> float:
     """Return the mean cosine between each source's value and its label's ideal prototype (M-step direction, −1..1)."""
     K = batch.n_sources
     protos = ideal_prototypes(W_O)[batch.source_labels]  # (B, K, d_v)
     return float(F.cosine_similarity(v[:, :K], protos, dim=-1).mean())
 
 
-def value_precision_nats(v: torch.Tensor, W_O: torch.Tensor, batch: task.SpecializationBatch) -> float:
+def value_precision_nats(v: torch.Tensor, W_O: torch.Tensor, batch: SpecializationBatch) -> float:
     """Return the mean cross-entropy (nats) of each source's value read out alone against its own label.
 
     This is the loss the head would have under perfect routing (the M-step objective at the
@@ -268,7 +287,7 @@ def value_precision_nats(v: torch.Tensor, W_O: torch.Tensor, batch: task.Special
     return float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.source_labels.reshape(-1)))
 
 
-def specialization_matrix(alpha: torch.Tensor, batch: task.SpecializationBatch) -> np.ndarray:
+def specialization_matrix(alpha: torch.Tensor, batch: SpecializationBatch) -> np.ndarray:
     """Return ``S`` ``(n_tags, n_tags)``: mean attention from queries requesting tag r to the source with tag c.
 
     Rows are requests, columns source tags; a specialised head has ``S`` close to the identity
@@ -283,7 +302,7 @@ def specialization_matrix(alpha: torch.Tensor, batch: task.SpecializationBatch) 
     return (mass / count).numpy()  # NaN where count = 0
 
 
-def responsibility_purity(alpha: torch.Tensor, batch: task.SpecializationBatch) -> float:
+def responsibility_purity(alpha: torch.Tensor, batch: SpecializationBatch) -> float:
     """Return the fraction of each source's soft count ``N_j = Σ_i alpha_ij`` that comes from its own queries.
 
     Averaged over sources that some query asks for; 1 = every value serves only the queries whose
@@ -355,7 +374,9 @@ class SpecializationRun:
     ``attention_snapshots`` ``(n_ckpt, n_show, T, T)`` for the first probe sequences,
     ``label_prototypes`` ``(n_ckpt, C, d_v)`` the rows of W_V on the label block (each label's
     contribution to a value), ``specialization`` ``(n_ckpt, n_tags, n_tags)``,
-    ``param_history`` name → ``(n_ckpt, *shape)`` the head at every checkpoint.
+    ``param_history`` name → ``(n_ckpt, *shape)`` the head at every checkpoint;
+    ``shown_sequences`` the inputs and ground truth of the probe sequences in the snapshots
+    (``x``, ``correct_source``, ``requests``, ``source_tags``, ``source_labels``, ``targets``).
     """
 
     settings: dict[str, Any]
@@ -375,6 +396,7 @@ class SpecializationRun:
     label_prototypes: np.ndarray
     specialization: np.ndarray
     param_history: dict[str, np.ndarray] = field(default_factory=dict)
+    shown_sequences: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def change_steps(self) -> np.ndarray:
@@ -524,6 +546,8 @@ def train_specialization_head(
         label_prototypes=np.stack([r["prototypes"] for r in recs]),
         specialization=np.stack([r["specialization"] for r in recs]),
         param_history={k: np.stack([s[k] for s in snapshots]) for k in snapshots[0]},
+        shown_sequences={name: getattr(probe, name)[:n_show].numpy().copy() for name in
+                         ("x", "correct_source", "requests", "source_tags", "source_labels", "targets")},
     )
 
 
@@ -550,3 +574,30 @@ def frame_precision_summary(runs: Sequence[SpecializationRun], threshold: float 
         "time_ratios": ratios,
         "median_time_ratio": float(np.median(ratios)),
     }
+
+
+def milestone_indices(curve: np.ndarray, fractions: Sequence[float]) -> list[int]:
+    """Return, for each fraction f, the first index at which ``curve`` has covered f of its rise from start to end."""
+    curve = np.asarray(curve, dtype=float)
+    start, end = curve[0], curve[-1]
+    if end == start:
+        return [0 for _ in fractions]
+    progress = (curve - start) / (end - start)
+    return [int(np.argmax(progress >= f)) for f in fractions]
+
+
+def prototype_trajectories(run: SpecializationRun, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(coords, explained)``: the label prototypes projected on their principal components.
+
+    ``coords`` ``(n_ckpt, C, n_components)`` are the rows of W_V on the label block at every
+    checkpoint, projected on the principal axes fitted to the final prototypes (so the end state
+    is shown in its own best 2-d view); ``explained`` ``(n_components,)`` the fraction of the
+    final prototypes' variance each axis carries.
+    """
+    from sklearn.decomposition import PCA
+
+    final = run.label_prototypes[-1]  # (C, d_v)
+    pca = PCA(n_components=n_components).fit(final)
+    n_ckpt, C, d_v = run.label_prototypes.shape
+    coords = pca.transform(run.label_prototypes.reshape(-1, d_v)).reshape(n_ckpt, C, n_components)
+    return coords, pca.explained_variance_ratio_
