@@ -174,10 +174,16 @@ def _check_structure(results, config):
             assert r["steps"] == config["long_steps"]
             assert r["heldout"]["n_sequences"] == config["heldout_sequences"]
             assert r["heldout"]["filtered_floor"] > 0.5 * long["hmin_nats"]
+            curve = r["heldout_curve"]
+            assert curve["steps"][0] == 0 and curve["steps"][-1] == config["long_steps"]
+            assert curve["loss"][-1] == pytest.approx(r["heldout"]["loss"], rel=1e-6)
             assert r["losses"][-1] < ln8 + 0.1
     deep = results["deep"]
     assert len(deep["runs"]) == len(config["deep_seeds"])
-    assert all(0.5 * deep["hmin_nats"] < r["test"]["loss"] < ln8 + 0.5 for r in deep["runs"])
+    for r in deep["runs"]:
+        assert r["test"]["loss"] > 0.5 * deep["hmin_nats"]  # a held-out loss cannot beat the floor by much
+        assert r["test_curve"]["steps"][-1] == config["deep_steps"]
+        assert r["test_curve"]["loss"][-1] == pytest.approx(r["test"]["loss"], rel=1e-6)
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ __all__ = [
     "RunResult",
     "initial_head",
     "train_sticky_head",
+    "heldout_datasets",
     "heldout_metrics",
     "run_grid",
     "steps_to_threshold",
@@ -93,6 +94,7 @@ class RunResult:
     final_specialization: float
     heldout: dict[str, float] | None = None
     initial_specialization: float = math.nan
+    heldout_curve: dict[str, list] | None = None
 
     def to_json(self, *, loss_stride: int = 1) -> dict[str, Any]:
         """Return a JSON-ready dict; losses are kept every ``loss_stride`` steps (plus the last)."""
@@ -101,7 +103,7 @@ class RunResult:
             "seed": self.seed, "schedule": self.schedule, "kind": self.kind, "steps": self.steps,
             "loss_steps": idx.tolist(), "losses": np.round(self.losses[idx], 7).tolist(),
             "initial": self.initial, "final": self.final, "final_specialization": self.final_specialization,
-            "heldout": self.heldout,
+            "heldout": self.heldout, "heldout_curve": self.heldout_curve,
         }
 
 
@@ -142,6 +144,7 @@ def train_sticky_head(
     block_size: int = DEFAULT_BLOCK_SIZE,
     rho: float | None = None,
     heldout_sequences: int = 0,
+    heldout_every: int | None = None,
 ) -> RunResult:
     """Train the paper's head on the sticky chain of ``seed`` with ``schedule``; return a :class:`RunResult`.
 
@@ -149,19 +152,29 @@ def train_sticky_head(
     schedules of one seed share both. ``rho`` overrides the M-step's target distance. With
     ``snapshot_every``, the value prototypes are recorded every that many steps and at the end.
     With ``heldout_sequences`` = n > 0, the trained head is also evaluated on n fresh sequences
-    (:func:`heldout_metrics`).
+    (:func:`heldout_metrics`), and with ``heldout_every`` its mean held-out loss and entropy are
+    recorded every that many steps and at the end (``RunResult.heldout_curve``).
     """
     sched = get_schedule(schedule)
     if rho is not None:
         sched = sched.with_rho(rho)
     data = sticky_chain.make_sticky_chain_data(seed, kind=kind, length=length)
+    heldout_data = heldout_datasets(seed, kind=kind, length=length, n_sequences=heldout_sequences)
     model = SingleHeadModule(initial_head(seed))
     initial = head_metrics(data.x, model.head_params(), data.y, data.previous_symbols)
     initial_specialization = between_symbol_share(data.x @ model.W_V.detach(), data.previous_symbols)
-    snapshot_steps = list(range(0, steps, snapshot_every)) if snapshot_every else []
+    snapshot_steps = set(range(0, steps, snapshot_every)) if snapshot_every else set()
+    heldout_steps = set(range(0, steps, heldout_every)) if heldout_every and heldout_data else set()
 
-    def snapshot(step: int, m: SingleHeadModule, loss: float) -> dict[str, Any]:
-        return {"prototypes": value_prototypes(data.mu, m.W_V)}
+    def measure(step: int, m: SingleHeadModule, loss: float) -> dict[str, Any] | None:
+        out: dict[str, Any] = {}
+        if step in snapshot_steps or (step == steps and snapshot_steps):
+            out["prototypes"] = value_prototypes(data.mu, m.W_V)
+        if step in heldout_steps or (step == steps and heldout_steps):
+            rows = [head_metrics(d.x, m.head_params(), d.y) for d in heldout_data]
+            out["heldout_loss"] = float(np.mean([r["loss"] for r in rows]))
+            out["heldout_entropy"] = float(np.mean([r["entropy"] for r in rows]))
+        return out or None
 
     history = fit(
         model,
@@ -169,13 +182,14 @@ def train_sticky_head(
         steps=steps,
         optimizer=make_optimizer(model, sched),
         backward=make_backward(sched, block_size=block_size),
-        callback=snapshot if snapshot_every else None,
-        callback_steps=snapshot_steps,
+        callback=measure if (snapshot_steps or heldout_steps) else None,
+        callback_steps=sorted(snapshot_steps | heldout_steps),
     )
     final = head_metrics(data.x, model.head_params(), data.y, data.previous_symbols)
-    heldout = heldout_metrics(model.head_params(), seed, kind=kind, length=length, n_sequences=heldout_sequences)
+    heldout = heldout_metrics(model.head_params(), heldout_data) if heldout_data else None
     values = data.x @ model.W_V.detach()  # (T−1, d_v)
-    records = history.records
+    snaps = [r for r in history.records if "prototypes" in r]
+    curve = [r for r in history.records if "heldout_loss" in r]
     return RunResult(
         seed=int(seed),
         schedule=sched.name,
@@ -184,11 +198,13 @@ def train_sticky_head(
         losses=history.losses,
         initial=initial,
         final=final,
-        snapshot_steps=np.array([r["step"] for r in records], dtype=int),
-        value_prototypes=np.stack([r["prototypes"] for r in records]) if records else np.empty((0,)),
+        snapshot_steps=np.array([r["step"] for r in snaps], dtype=int),
+        value_prototypes=np.stack([r["prototypes"] for r in snaps]) if snaps else np.empty((0,)),
         final_specialization=between_symbol_share(values, data.previous_symbols),
         heldout=heldout,
         initial_specialization=initial_specialization,
+        heldout_curve={"steps": [r["step"] for r in curve], "loss": [r["heldout_loss"] for r in curve],
+                       "entropy": [r["heldout_entropy"] for r in curve]} if curve else None,
     )
 
 
@@ -197,24 +213,27 @@ def train_sticky_head(
 HELDOUT_SEED_OFFSET = 10_000
 
 
-def heldout_metrics(
-    params, seed: int, *, kind: str = "reference", length: int = sticky_chain.SEQUENCE_LENGTH, n_sequences: int = 10
-) -> dict[str, float] | None:
-    """Return the head's loss and entropy (nats) and accuracy averaged over ``n_sequences`` fresh sequences.
+def heldout_datasets(
+    seed: int, *, kind: str = "reference", length: int = sticky_chain.SEQUENCE_LENGTH, n_sequences: int = 10
+) -> list[sticky_chain.StickyChainData]:
+    """Return ``n_sequences`` fresh sequences for a run with ``seed`` (seeds seed + 10 000, seed + 10 001, …)."""
+    return [sticky_chain.make_sticky_chain_data(seed + HELDOUT_SEED_OFFSET + k, kind=kind, length=length)
+            for k in range(n_sequences)]
+
+
+def heldout_metrics(params, datasets: Sequence[sticky_chain.StickyChainData]) -> dict[str, float]:
+    """Return the head's loss and entropy (nats) and accuracy averaged over held-out ``datasets``.
 
     Also ``filtered_floor``: the mean cross-entropy of the exact Bayes filter on the same sequences
-    (:func:`~attention_dynamics.tasks.sticky_chain.filtered_cross_entropy_nats`). ``None`` when ``n_sequences`` is 0.
+    (:func:`~attention_dynamics.tasks.sticky_chain.filtered_cross_entropy_nats`), and ``n_sequences``.
     """
-    if not n_sequences:
-        return None
     rows = []
-    for k in range(n_sequences):
-        data = sticky_chain.make_sticky_chain_data(seed + HELDOUT_SEED_OFFSET + k, kind=kind, length=length)
+    for data in datasets:
         m = head_metrics(data.x, params, data.y)
         m["filtered_floor"] = sticky_chain.filtered_cross_entropy_nats(data)
         rows.append(m)
     out = {key: float(np.mean([r[key] for r in rows])) for key in rows[0]}
-    out["n_sequences"] = n_sequences
+    out["n_sequences"] = len(rows)
     return out
 
 
@@ -419,25 +438,28 @@ def rho_sweep_table(heavy: Mapping[str, Any], digits: int = 4):
 
 
 def long_run_table(heavy: Mapping[str, Any], digits: int = 4):
-    """Return a pandas DataFrame of the long runs: final training loss, held-out loss and entropy, gaps (nats).
+    """Return a pandas DataFrame of the long runs (nats): training and held-out losses, and their gaps to the floors.
 
-    ``gap to H_min`` is the held-out loss minus H_min; ``gap to filter`` the held-out loss minus the exact
-    Bayes filter's cross-entropy on the same held-out sequences (the floor for noisy inputs).
+    Per schedule (mean over the long-run seeds): final training loss; final held-out loss; the lowest
+    held-out loss along the run and the step where it occurred; ``closest gap to H_min`` (lowest held-out
+    loss minus H_min); ``final gap to filter`` (final held-out loss minus the exact Bayes filter's
+    cross-entropy on the same held-out sequences, the floor for these noisy inputs).
     """
     import pandas as pd
 
     long = heavy["long_run"]
     rows = []
     for name, rs in long["runs"].items():
-        held = [r["heldout"] for r in rs]
+        best = [int(np.argmin(r["heldout_curve"]["loss"])) for r in rs]
+        best_loss = [r["heldout_curve"]["loss"][i] for r, i in zip(rs, best)]
         rows.append({
             "schedule": SCHEDULES[name].label if name in SCHEDULES else name,
-            "steps": long["steps"],
             "final training loss": float(np.mean([r["final"]["loss"] for r in rs])),
-            "held-out loss": float(np.mean([h["loss"] for h in held])),
-            "held-out entropy": float(np.mean([h["entropy"] for h in held])),
-            "gap to H_min": float(np.mean([h["loss"] for h in held])) - long["hmin_nats"],
-            "gap to filter": float(np.mean([h["loss"] - h["filtered_floor"] for h in held])),
+            "final held-out loss": float(np.mean([r["heldout"]["loss"] for r in rs])),
+            "lowest held-out loss": float(np.mean(best_loss)),
+            "at step": float(np.mean([r["heldout_curve"]["steps"][i] for r, i in zip(rs, best)])),
+            "closest gap to H_min": float(np.mean(best_loss)) - long["hmin_nats"],
+            "final gap to filter": float(np.mean([r["heldout"]["loss"] - r["heldout"]["filtered_floor"] for r in rs])),
         })
     return pd.DataFrame(rows).set_index("schedule").round(digits)
 
@@ -482,17 +504,23 @@ def train_deep_transformer(
     lr: float = 3e-4,
     weight_decay: float = 0.01,
     grad_clip: float = 1.0,
+    dropout: float = 0.1,
+    test_every: int | None = 100,
     kind: str = "reference",
     length: int = sticky_chain.SEQUENCE_LENGTH,
     test_seed_offset: int = 10_000,
 ) -> dict[str, Any]:
-    """Return the deep variant's held-out metrics: a causal transformer trained full-batch on one sequence.
+    """Return the deep variant's metrics: a causal transformer trained full-batch on one sequence.
 
     The reference script's deep variant: ``n_layers`` × ``n_heads``, width ``d_model``, AdamW (lr,
     weight decay 0.01), cosine schedule over ``steps``, gradient clipping at 1, a test sequence drawn
-    with seed ``seed + test_seed_offset``. No positional encoding (the script has none). Keys:
-    ``test`` and ``train`` (:func:`~attention_dynamics.head_engine.head_metrics`-like dicts: loss, entropy in nats, accuracy),
-    ``losses`` (train loss every 10 steps), ``n_parameters``.
+    with seed ``seed + test_seed_offset``, no positional encoding. The model is
+    :class:`attention_dynamics.models.CausalTransformer`, which has no dropout; ``dropout`` is added by
+    forward hooks where the script has it in the feed-forward layers (after the GELU and after the
+    second linear map) and, instead of on the attention weights, on each attention layer's output.
+    Keys: ``train`` and ``test`` (loss and entropy in nats, accuracy, with dropout off), ``test_curve``
+    (test loss and entropy every ``test_every`` steps and at the end), ``losses`` (training loss every 10
+    steps, with dropout on), ``n_parameters``.
     """
     from .models import CausalTransformer, count_parameters
 
@@ -501,6 +529,12 @@ def train_deep_transformer(
     torch.manual_seed(int(seed))
     model = CausalTransformer(n_out=sticky_chain.N_SYMBOLS, input_dim=train.x.shape[-1], d_model=d_model,
                               n_layers=n_layers, n_heads=n_heads, positional="none")
+    for block in model.blocks:
+        block.attn.fused = True  # PyTorch's fused kernel: the same function, several times faster on CPU
+        if dropout:
+            for module in (block.attn, block.mlp[1], block.mlp[2]):
+                module.register_forward_hook(
+                    lambda mod, inputs, out: torch.nn.functional.dropout(out, dropout, training=mod.training))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
 
@@ -508,15 +542,23 @@ def train_deep_transformer(
         x, y = batch
         return torch.nn.functional.cross_entropy(m(x[None])[0], y)
 
-    for attn in model.attention_modules():
-        attn.fused = True  # PyTorch's fused kernel: same function, several times faster on CPU
+    def evaluate(step: int, m: torch.nn.Module, loss: float) -> dict[str, Any]:
+        m.eval()
+        out = _classifier_metrics(m, test)
+        m.train()
+        return {"test_loss": out["loss"], "test_entropy": out["entropy"]}
+
     history = fit(model, lambda step: (train.x, train.y), steps=steps, optimizer=optimizer, loss_fn=loss_fn,
-                  scheduler=scheduler, grad_clip=grad_clip)
+                  scheduler=scheduler, grad_clip=grad_clip, callback=evaluate if test_every else None,
+                  callback_steps=range(0, steps, test_every) if test_every else None)
     model.eval()
+    records = history.records
     return {
         "seed": int(seed),
         "train": _classifier_metrics(model, train),
         "test": _classifier_metrics(model, test),
+        "test_curve": {"steps": [r["step"] for r in records], "loss": [r["test_loss"] for r in records],
+                       "entropy": [r["test_entropy"] for r in records]},
         "losses": np.round(history.losses[::10], 7).tolist(),
         "n_parameters": count_parameters(model),
     }
@@ -577,10 +619,12 @@ PAPER_SCALE_CONFIG: dict[str, Any] = {
     "long_seeds": [42],
     "long_schedules": ["sgd", "em_like", "sgd_matched", "m_step"],
     "long_loss_stride": 20,
+    "long_heldout_every": 250,
     "heldout_sequences": 10,
     "deep_seeds": [42],
     "deep_steps": 2000,
-    "deep": {"n_layers": 4, "n_heads": 4, "d_model": 64, "lr": 3e-4, "weight_decay": 0.01, "grad_clip": 1.0},
+    "deep": {"n_layers": 4, "n_heads": 4, "d_model": 64, "lr": 3e-4, "weight_decay": 0.01, "grad_clip": 1.0,
+             "dropout": 0.1, "test_every": 100},
 }
 
 
@@ -639,7 +683,8 @@ def compute_paper_scale_results(
     for name in cfg["long_schedules"]:
         for seed in cfg["long_seeds"]:
             jobs.append(dict(task="head", group="long", seed=seed, schedule=name, steps=cfg["long_steps"], length=length,
-                             heldout_sequences=cfg["heldout_sequences"], loss_stride=cfg["long_loss_stride"]))
+                             heldout_sequences=cfg["heldout_sequences"], heldout_every=cfg["long_heldout_every"],
+                             loss_stride=cfg["long_loss_stride"]))
     for seed in cfg["deep_seeds"]:
         jobs.append(dict(task="deep", group="deep", seed=seed, steps=cfg["deep_steps"], length=length, **cfg["deep"]))
     # Longest first (a deep step costs about twenty head steps), so the two cores finish together.
