@@ -125,3 +125,11 @@ def test_settle_step_on_constructed_trajectories():
     assert geometry.settle_step(steps, np.ones(6)) == 0  # never changed: settled from the start
     with pytest.raises(ValueError):
         geometry.settle_step([0, 0, 1], [1, 2, 3])
+
+
+def test_stays_above_step():
+    steps = [0, 10, 20, 30]
+    assert geometry.stays_above_step(steps, [0.5, 0.96, 0.94, 0.97], 0.95) == 30
+    assert geometry.stays_above_step(steps, [0.5, 0.96, 0.97, 0.99], 0.95) == 10
+    assert geometry.stays_above_step(steps, [0.96, 0.97, 0.98, 0.99], 0.95) == 0
+    assert geometry.stays_above_step(steps, [0.96, 0.97, 0.98, 0.90], 0.95) is None

@@ -111,6 +111,9 @@ def test_hmm_training_and_length_generalisation_evaluation():
     manifold = wind_tunnel.hmm_manifold(model, batch)
     assert manifold.scores.shape == (16 * 8, 2) and 0 <= manifold.spearman <= 1
     assert -1 <= manifold.within_position_spearman <= 1
+    last_output = [r for r in manifold.manifold_table if r["representation"] == "attention output g_i"][-1]
+    assert last_output["spearman"] == pytest.approx(manifold.spearman)
+    assert last_output["pc1_ratio"] == pytest.approx(manifold.ratios[0])
     for length in (8, 20):
         batch = wind_tunnel.hmm_batch_for_eval(TINY, length, seed=4, n=16)
         log_probs = wind_tunnel.hmm_log_probs(model, batch)

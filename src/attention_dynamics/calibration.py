@@ -2,7 +2,7 @@
 
 Two definitions of "entropy error" circulate and the book names which it reports:
 
-- the **per-sample entropy MAE**: mean over sequences and positions of |H(model) − H(Bayes)|,
+- the **per-sample entropy MAE**: mean over sequences and positions of ``|H(model) − H(Bayes)|``,
   the one the book reports as its headline number;
 - the **curve MAE**: the entropy curves are first averaged over sequences, then compared position
   by position. By the triangle inequality it is never larger than the per-sample one.
@@ -78,13 +78,13 @@ def _entropies(model_probs, bayes_probs) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def per_sample_entropy_mae_bits(model_probs, bayes_probs) -> float:
-    """Return the per-sample entropy MAE in bits: mean over (B, T) of |H(model) − H(Bayes)|."""
+    """Return the per-sample entropy MAE in bits: mean over (B, T) of ``|H(model) − H(Bayes)|``."""
     h_model, h_bayes = _entropies(model_probs, bayes_probs)
     return float((h_model - h_bayes).abs().mean())
 
 
 def curve_entropy_mae_bits(model_probs, bayes_probs) -> float:
-    """Return the curve entropy MAE in bits: mean over T of |mean_B H(model) − mean_B H(Bayes)|."""
+    """Return the curve entropy MAE in bits: mean over T of ``|mean_B H(model) − mean_B H(Bayes)|``."""
     h_model, h_bayes = _entropies(model_probs, bayes_probs)
     return float((h_model.mean(0) - h_bayes.mean(0)).abs().mean())
 

@@ -28,11 +28,12 @@ __all__ = [
     "query_key_alignment",
     "attention_pattern_similarity",
     "settle_step",
+    "stays_above_step",
 ]
 
 
 def mean_abs_cosine(vectors: torch.Tensor | np.ndarray) -> float:
-    """Return the mean |cos| over all distinct pairs of rows of ``vectors`` ``(n, d)`` (0 = orthogonal).
+    """Return the mean ``|cos|`` over all distinct pairs of rows of ``vectors`` ``(n, d)`` (0 = orthogonal).
 
     Rows with zero norm are rejected (their direction is undefined).
     """
@@ -49,7 +50,7 @@ def mean_abs_cosine(vectors: torch.Tensor | np.ndarray) -> float:
 
 
 def mean_abs_cosine_per_set(vectors: torch.Tensor) -> torch.Tensor:
-    """Return the mean |cos| over distinct pairs within each set: ``vectors`` ``(..., n, d)`` → ``(...)``.
+    """Return the mean ``|cos|`` over distinct pairs within each set: ``vectors`` ``(..., n, d)`` → ``(...)``.
 
     The batched form of :func:`mean_abs_cosine` (e.g. the keys of every sequence and head at once).
     """
@@ -159,7 +160,7 @@ def settle_step(steps, values, *, fraction: float = 0.1, log: bool = False) -> i
     """Return the first step after which a trajectory stays within ``fraction`` of its total change from its end.
 
     With values m(s) at increasing ``steps``, final value m_F and first value m_0, this is the
-    smallest s* such that |m(s) − m_F| ≤ fraction · |m_0 − m_F| for every s ≥ s* (90 % of the way
+    smallest s* such that ``|m(s) − m_F| ≤ fraction · |m_0 − m_F|`` for every s ≥ s* (90 % of the way
     and staying there, for the default 0.1). ``log=True`` measures the change in log10 m (for
     errors that fall by orders of magnitude; values must then be positive).
     """
@@ -176,3 +177,21 @@ def settle_step(steps, values, *, fraction: float = 0.1, log: bool = False) -> i
     band = fraction * abs(m[0] - m[-1])
     outside = np.nonzero(np.abs(m - m[-1]) > band)[0]
     return int(s[0] if outside.size == 0 else s[min(outside[-1] + 1, s.size - 1)])
+
+
+def stays_above_step(steps, values, threshold: float) -> int | None:
+    """Return the first step from which ``values`` stay ≥ ``threshold`` to the end (None if the last is below).
+
+    An absolute counterpart of :func:`settle_step`, for a quantity with a natural scale, such as the
+    similarity of attention patterns (0.95 = at most 5 % of the attention mass routed differently).
+    """
+    s = np.asarray(steps)
+    m = np.asarray(values, dtype=np.float64)
+    if s.ndim != 1 or m.shape != s.shape or s.size < 1 or np.any(np.diff(s) <= 0):
+        raise ValueError("steps must be increasing and values must have one entry per step")
+    below = np.nonzero(m < threshold)[0]
+    if below.size == 0:
+        return int(s[0])
+    if below[-1] == s.size - 1:
+        return None
+    return int(s[below[-1] + 1])

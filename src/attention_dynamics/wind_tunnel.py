@@ -83,10 +83,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "warmup_steps": 20, "n_checkpoints": 8, "n_eval": 200, "n_probe": 64,
     },
     "book": {
-        "V": 10, "L": 10, "bij_d_model": 64, "bij_n_layers": 2, "bij_n_heads": 2, "bij_steps": 2000,
+        "V": 10, "L": 10, "bij_d_model": 64, "bij_n_layers": 4, "bij_n_heads": 2, "bij_steps": 2000,
         "bij_batch": 64, "bij_lr": 1e-3, "bijection_target": "posterior",
         "hmm_states": 5, "hmm_symbols": 5, "hmm_length": 20, "hmm_test_lengths": (20, 30, 50), "hmm_grid": None,
-        "hmm_d_model": 64, "hmm_n_layers": 2, "hmm_n_heads": 4, "hmm_steps": 3000, "hmm_batch": 64, "hmm_lr": 1e-3,
+        "hmm_d_model": 64, "hmm_n_layers": 2, "hmm_n_heads": 4, "hmm_steps": 3000, "hmm_batch": 64, "hmm_lr": 2e-3,
         "warmup_steps": 100, "n_checkpoints": 30, "n_eval": 2000, "n_probe": 256,
     },
     "paper": {
@@ -363,14 +363,19 @@ class FramePrecision:
     """Routing ("frame") vs calibration ("precision") through training, at the checkpoint steps.
 
     ``attention_similarity`` ``(n_ckpt, n_layers)``: 1 − mean TV distance between the checkpoint's
-    attention rows and the final model's on the probe batch; ``entropy_mae_bits`` and ``kl_bits``
-    ``(n_ckpt,)``: calibration against the exact posterior; ``value_pcs`` ``(n_ckpt, n, 2)``: the
-    value manifold (last layer's attention output at key positions, as in :class:`GeometryReport`),
-    projected on the *final* model's first two PCs, and ``value_pc1_spearman`` ``(n_ckpt,)`` the
-    rank correlation of that PC1 coordinate with the Bayes entropy (how far the manifold is ordered);
-    ``frame_settle_step`` / ``calibration_settle_step``: :func:`~attention_dynamics.geometry.settle_step`
-    of the mean attention distance (linear) and of the entropy MAE (log10, ``calibration_settle_log``)
-    or linear (``calibration_settle_step_linear``).
+    attention rows at the key positions and the final model's, on the probe batch;
+    ``entropy_mae_bits`` and ``kl_bits`` ``(n_ckpt,)``: calibration against the exact posterior;
+    ``value_pcs`` ``(n_ckpt, n, 2)``: the value manifold (last layer's attention output at key
+    positions, as in :class:`GeometryReport`) projected on the *final* model's first two PCs, and
+    ``value_pc1_spearman`` ``(n_ckpt,)`` the rank correlation of that PC1 coordinate with the Bayes
+    entropy.
+
+    Settling (see :mod:`~attention_dynamics.geometry`): ``frame_settle_step`` is the first checkpoint
+    from which *every* layer's similarity stays ≥ ``frame_threshold`` (at most 5 % of the attention
+    mass routed differently from the end, by default); ``frame_settle_step_relative`` applies the
+    10 %-of-total-change rule of :func:`~attention_dynamics.geometry.settle_step` to the mean
+    attention distance instead; ``calibration_settle_step`` applies that rule to log10 of the entropy
+    error (which falls by orders of magnitude), ``calibration_settle_step_linear`` to the error itself.
     """
 
     steps: np.ndarray
@@ -381,8 +386,10 @@ class FramePrecision:
     value_entropy_bits: np.ndarray
     value_pc1_spearman: np.ndarray
     frame_settle_step: int
+    frame_settle_step_relative: int
     calibration_settle_step: int
     calibration_settle_step_linear: int
+    frame_threshold: float
     fraction: float
 
 
@@ -391,7 +398,8 @@ def _key_position_outputs(layers: Sequence[Mapping[str, torch.Tensor]]) -> torch
     return _heads_concatenated(layers[-1]["context"][:, :, 0::2])
 
 
-def frame_precision(run: TrainedRun, probe: bijection.BijectionBatch, *, fraction: float = 0.1) -> FramePrecision:
+def frame_precision(run: TrainedRun, probe: bijection.BijectionBatch, *, frame_threshold: float = 0.95,
+                    fraction: float = 0.1) -> FramePrecision:
     """Return the :class:`FramePrecision` of a bijection run with checkpoints, measured on ``probe``.
 
     Attention rows are compared at the key positions (the queries that make predictions).
@@ -426,10 +434,11 @@ def frame_precision(run: TrainedRun, probe: bijection.BijectionBatch, *, fractio
         steps=steps, attention_similarity=similarity, entropy_mae_bits=mae, kl_bits=np.array(kl),
         value_pcs=np.array(pcs), value_entropy_bits=entropy,
         value_pc1_spearman=np.array([geometry.spearman_correlation(z[:, 0], entropy) for z in pcs]),
-        frame_settle_step=geometry.settle_step(steps, distance, fraction=fraction),
+        frame_settle_step=geometry.stays_above_step(steps, similarity.min(1), frame_threshold),
+        frame_settle_step_relative=geometry.settle_step(steps, distance, fraction=fraction),
         calibration_settle_step=geometry.settle_step(steps, mae, fraction=fraction, log=True),
         calibration_settle_step_linear=geometry.settle_step(steps, mae, fraction=fraction),
-        fraction=fraction,
+        frame_threshold=frame_threshold, fraction=fraction,
     )
 
 
@@ -444,7 +453,7 @@ class GeometryReport:
 
     Per layer ``(n_layers,)``:
 
-    - ``key_abs_cos``: mean |cos| over pairs of key vectors of one sequence (every position),
+    - ``key_abs_cos``: mean ``|cos|`` over pairs of key vectors of one sequence (every position),
       averaged over sequences and heads; ``key_abs_cos_value_tokens`` / ``key_abs_cos_key_tokens``:
       the same over the positions holding value tokens / key tokens only;
     - ``attention_entropy_bits``: mean entropy of the attention rows of the key-position queries
@@ -452,7 +461,7 @@ class GeometryReport:
     - ``qk_alignment_attended`` / ``qk_alignment_visible``: mean cos(q_i, k_j) weighted by the
       attention vs uniformly over the visible keys (all queries).
 
-    ``key_abs_cos_baseline``: E|cos| of isotropic random vectors of the head dimension;
+    ``key_abs_cos_baseline``: ``E|cos|`` of isotropic random vectors of the head dimension;
     ``attention_entropy_uniform_bits``: the same rows' entropy under uniform attention.
     ``key_cosines`` ``(T, T)``: layer 0, head 0 cosines between the keys of the first probe sequence.
     The **value manifold** is the last layer's attention output g_i = Σ_j α_ij v_j (heads
@@ -542,18 +551,21 @@ def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch
 
 @dataclass
 class HMMManifold:
-    """The HMM transformer's last-layer attention output at every step, against the exact posterior entropy.
+    """The HMM transformer's representations at every step, against the exact posterior entropy.
 
-    ``scores`` ``(B·K, 2)``, ``ratios`` (PC1, PC2 explained variance), ``spearman`` (PC1 vs entropy,
-    PC1 oriented so that it is ≥ 0), ``within_position_spearman``: the mean over steps t of the
-    same correlation computed among sequences at one step — a test free of position, since here
-    the posterior entropy varies from sequence to sequence; ``entropy_bits`` ``(B·K,)``.
+    ``scores`` ``(B·K, 2)``, ``ratios`` and ``spearman``: PCA of the last layer's attention output
+    (heads concatenated, as for the bijection) and the Spearman ρ of its PC1 with the posterior
+    entropy (PC1 oriented so that ρ ≥ 0); ``within_position_spearman``: the mean over steps t of
+    the same correlation among sequences at one step — free of position, since here the entropy
+    varies from sequence to sequence; ``manifold_table``: the three numbers for every candidate
+    representation (values, attention outputs, residual stream, per layer); ``entropy_bits`` ``(B·K,)``.
     """
 
     scores: np.ndarray
     ratios: np.ndarray
     spearman: float
     within_position_spearman: float
+    manifold_table: list[dict[str, Any]]
     entropy_bits: np.ndarray
 
 
@@ -562,8 +574,23 @@ def hmm_manifold(model: CausalTransformer, batch: hmm.HMMBatch) -> HMMManifold:
     _, layers = probe_activations(model, batch.inputs)
     B, K = batch.observations.shape
     entropy = calibration.entropy_bits(batch.posterior).numpy()  # (B, K)
-    scores, ratios, rho = _pc1(_heads_concatenated(layers[-1]["context"]), entropy.reshape(-1))
-    pc1 = scores[:, 0].reshape(B, K)
-    within = float(np.mean([geometry.spearman_correlation(pc1[:, t], entropy[:, t]) for t in range(K)]))
+
+    def measure(rows: torch.Tensor) -> tuple[np.ndarray, np.ndarray, float, float]:
+        scores, ratios, rho = _pc1(rows, entropy.reshape(-1))
+        pc1 = scores[:, 0].reshape(B, K)
+        within = float(np.mean([geometry.spearman_correlation(pc1[:, t], entropy[:, t]) for t in range(K)]))
+        return scores, ratios, rho, within
+
+    table: list[dict[str, Any]] = []
+    candidates = [(l, label, _heads_concatenated(lay[name]) if name != "residual" else lay[name].reshape(B * K, -1))
+                  for l, lay in enumerate(layers)
+                  for name, label in (("values", "values v_j"), ("context", "attention output g_i"),
+                                      ("residual", "residual stream (in)"))]
+    candidates.append((len(layers) - 1, "residual stream (out)", layers[-1]["residual_out"].reshape(B * K, -1)))
+    for l, label, rows in candidates:
+        _, ratios, rho, within = measure(rows)
+        table.append({"layer": l, "representation": label, "pc1_ratio": float(ratios[0]), "spearman": rho,
+                      "within_step_spearman": within})
+    scores, ratios, rho, within = measure(_heads_concatenated(layers[-1]["context"]))
     return HMMManifold(scores=scores, ratios=ratios, spearman=rho, within_position_spearman=within,
-                       entropy_bits=entropy.reshape(-1))
+                       manifold_table=table, entropy_bits=entropy.reshape(-1))
