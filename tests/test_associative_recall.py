@@ -77,3 +77,21 @@ def test_pair_layout_carries_the_same_pairs_and_its_answer_matches():
     assert torch.equal(ar.exact_answer_from_pair_features(features, N, K), batch.targets)
     features[0, N, :K] = 0  # a query that matches nothing
     assert ar.exact_answer_from_pair_features(features, N, K)[0, 0] == -1
+
+
+@pytest.mark.parametrize("N,V", [(1, 3), (2, 2), (3, 4), (4, 3), (5, 5), (4, 16)])
+def test_bag_of_values_accuracy_matches_enumeration_of_every_value_sequence(N, V):
+    import itertools
+    from collections import Counter
+
+    best = [max(Counter(seq).values()) for seq in itertools.product(range(V), repeat=N)]
+    assert ar.bag_of_values_accuracy(N, V) == pytest.approx(np.mean(best) / N, abs=1e-12)
+
+
+def test_bag_of_values_accuracy_is_what_the_mode_guess_scores_on_samples():
+    N, M, K, V = 4, 4, 16, 16
+    batch = ar.sample_associative_recall_batch(20_000, N, M, K, V, generator=torch.Generator().manual_seed(5))
+    counts = torch.nn.functional.one_hot(batch.values, V).sum(1)  # (B, V): the bag of stored values
+    guess = counts.argmax(1, keepdim=True)  # a most frequent stored value (ties: the first)
+    accuracy = (batch.targets == guess).double().mean().item()
+    assert accuracy == pytest.approx(ar.bag_of_values_accuracy(N, V), abs=0.01)

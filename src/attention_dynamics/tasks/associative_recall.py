@@ -19,6 +19,7 @@ two-step "find the key, read its successor" of the token layout, and the sequenc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "exact_answer_from_pair_features",
     "bayes_accuracy",
     "context_blind_accuracy",
+    "bag_of_values_accuracy",
 ]
 
 
@@ -204,3 +206,34 @@ def context_blind_accuracy(n_values: int) -> float:
     """Return the best accuracy without the stored pairs: 1/V (values are uniform and independent of keys)."""
     _, _, _, V = check_sizes(1, 1, 1, n_values)
     return 1.0 / V
+
+
+def _partitions(n: int, largest: int):
+    """Yield the partitions of ``n`` into parts ≤ ``largest``, as non-increasing tuples."""
+    if n == 0:
+        yield ()
+        return
+    for first in range(min(n, largest), 0, -1):
+        for rest in _partitions(n - first, first):
+            yield (first,) + rest
+
+
+def bag_of_values_accuracy(n_pairs: int, n_values: int) -> float:
+    """Return the best accuracy of a predictor that knows the stored values but not which key holds which.
+
+    Such a predictor — accumulation without binding — sees the multiset of the N stored values; the
+    answer is a uniformly chosen element of it, so its best guess is a most frequent value and its
+    accuracy is E[max_v count(v)] / N. Computed exactly over the count profiles (partitions of N), each
+    with probability N! / Π λ_i! · V! / ((V − k)! Π m_j!) / V^N (k parts, m_j parts of equal size).
+    """
+    N, _, _, V = check_sizes(n_pairs, 1, n_pairs, n_values)
+    expected_max = 0.0
+    for parts in _partitions(N, N):
+        k = len(parts)
+        if k > V:
+            continue
+        arrangements = math.factorial(N) / math.prod(math.factorial(p) for p in parts)
+        multiplicities = [parts.count(size) for size in set(parts)]
+        value_choices = math.perm(V, k) / math.prod(math.factorial(m) for m in multiplicities)
+        expected_max += parts[0] * arrangements * value_choices / V**N
+    return expected_max / N
