@@ -50,6 +50,7 @@ from .seeding import torch_generator
 from .settings import check_positive_int
 from .tasks import associative_recall, bijection, hmm
 from .training import fit, map_parallel
+from .wind_tunnel import warmup_cosine  # the book's one warm-up + cosine schedule (chapter 6)
 
 __all__ = [
     "TASKS",
@@ -449,9 +450,7 @@ def train_and_evaluate(
     model = _seeded_model(family, task, width, seed).to(device)
     data = torch_generator(seed + 1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    warmup = max(1, int(warmup_fraction * steps))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    schedule = warmup_cosine(optimizer, steps, max(1, int(warmup_fraction * steps)))
     history = fit(model, lambda step: _to(task.sample(batch_size, generator=data), device), steps=steps, optimizer=optimizer,
                   loss_fn=task_loss, scheduler=schedule, grad_clip=1.0)
     metrics, report = evaluation_report(model, evaluation_batch(task, eval_sequences, eval_seed))
