@@ -346,4 +346,8 @@ def test_figures_draw_without_error():
     clustering = arch.state_clustering(torch.as_tensor(rng.normal(size=(60, 4))),
                                        torch.softmax(torch.as_tensor(rng.normal(size=(60, 5))), -1))
     fig, _ = arch.plot_state_clusters(clustering, title="random")
-    assert fig is not None
+    levels = arch.reference_levels(SMALL_TASKS, batches)
+    for (family, task), run in results.items():
+        run.kl_by_position = np.linspace(0.1, 0.2, len(batches[task].positions))
+    fig, ax = arch.plot_hmm_kl_by_position(results, levels)
+    assert len(ax.lines) == len(arch.FAMILIES) + 1

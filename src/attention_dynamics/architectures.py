@@ -1054,24 +1054,29 @@ def plot_advantage_fits(softmax: tuple[np.ndarray, np.ndarray], mamba: Advantage
                         layer_labels: Sequence[str]):
     """Return ``(fig, axes)``: (a) softmax routing, autograd vs the advantage form; (b) Mamba, true logit
     gradient vs its best advantage-form fit; (c) R² by layer for each Mamba model in ``r2_rows``."""
+    import matplotlib.scale
+
     from . import plotting
 
-    fig, axes = plotting.new_figure(3, width=3.4, height=3.1)
+    fig, axes = plotting.new_figure(3, width=3.7, height=3.3)
     truth, law = softmax
     ax = axes[0]
     ax.scatter(law, truth, s=4, alpha=0.5, color=family_color("transformer"))
     lim = float(np.abs(np.concatenate([truth, law])).max()) * 1.05
     ax.plot([-lim, lim], [-lim, lim], color="black", lw=0.8, ls="--")
-    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title="softmax routing, any content logits",
+    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title="softmax routing,\nlogits from a network on content",
            xlabel=r"$\alpha_{ij}(b_{ij} - \mathbb{E}_{\alpha_i}[b])$ (nats)", ylabel=r"autograd $\partial L/\partial s_{ij}$ (nats)")
     ax = axes[1]
     ax.scatter(mamba.fitted, mamba.true, s=4, alpha=0.4, color=family_color("mamba"))
     lim = float(np.abs(np.concatenate([mamba.true, mamba.fitted])).max()) * 1.5
     ax.plot([-lim, lim], [-lim, lim], color="black", lw=0.8, ls="--")
     linthresh = float(np.quantile(np.abs(mamba.true[mamba.true != 0]), 0.5)) if np.any(mamba.true != 0) else 1.0
-    ax.set_xscale("symlog", linthresh=linthresh)  # heavy-tailed: linear near 0, logarithmic beyond
-    ax.set_yscale("symlog", linthresh=linthresh)
-    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title=f"Mamba selective scan, $R^2$ = {mamba.r2:.2f}",
+    powers = np.arange(np.ceil(np.log10(linthresh)), np.floor(np.log10(lim)) + 1)[::-2][::-1]  # every other decade
+    ticks = [*(-(10.0 ** powers[::-1])), 0.0, *(10.0 ** powers)]
+    for axis in (ax.xaxis, ax.yaxis):  # heavy-tailed: linear near 0, logarithmic beyond
+        axis._set_axes_scale(matplotlib.scale.SymmetricalLogScale(axis, linthresh=linthresh))
+        axis.set_ticks(ticks)
+    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title=f"Mamba selective scan\n$R^2$ = {mamba.r2:.2f}",
            xlabel=r"best advantage-form fit $\lambda_i A_{ij}$ (nats, symlog)",
            ylabel=r"true $\partial L/\partial \ln|w_{ij}|$ (nats, symlog)")
     ax.tick_params(labelsize=7)
@@ -1083,9 +1088,10 @@ def plot_advantage_fits(softmax: tuple[np.ndarray, np.ndarray], mamba: Advantage
         colour = "0.6" if k == 0 else plotting.PALETTE[(5, 8, 9, 6)[(k - 1) % 4]]
         ax.bar(x + (k - (n - 1) / 2) * width, values, width=width, label=label, color=colour)
     ax.axhline(1.0, color=family_color("transformer"), lw=1.2, ls="--", label="softmax routing (exact)")
-    ax.set(xticks=x, xticklabels=list(layer_labels), ylim=(0, 1.08), ylabel=r"$R^2$ of the advantage form",
-           title="share of Mamba's routing gradient", xlabel="Mamba layer")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+    ax.set(xticks=x, xticklabels=list(layer_labels), ylim=(0, 1.5), yticks=np.linspace(0, 1, 6),
+           ylabel=r"$R^2$ of the advantage form", title="advantage share of\nMamba's routing gradient",
+           xlabel="Mamba layer")
+    ax.legend(loc="upper center", ncol=2, fontsize=6.5, columnspacing=0.8, handlelength=1.5)
     return fig, axes
 
 
@@ -1096,7 +1102,7 @@ def plot_state_clusters(result: StateClustering, *, title: str, max_points: int 
     from . import plotting
 
     colourings = {"most probable state": result.labels, **result.other_labels}
-    fig, axes = plotting.new_figure(len(colourings) + 1, width=3.3, height=3.2)
+    fig, axes = plotting.new_figure(len(colourings) + 1, width=3.6, height=3.3)
     n = min(max_points, len(result.labels))
     for ax, (name, labels) in zip(axes, colourings.items()):
         for k, value in enumerate(np.unique(labels)):
@@ -1105,16 +1111,17 @@ def plot_state_clusters(result: StateClustering, *, title: str, max_points: int 
                        label=str(int(value)))
         ax.set(title=f"{title}\ncoloured by {name}", xlabel=f"PC 1 ({100 * result.explained_variance[0]:.0f}% of variance)",
                ylabel=f"PC 2 ({100 * result.explained_variance[1]:.0f}% of variance)")
-        ax.legend(title=name, fontsize=6, title_fontsize=7, markerscale=3, loc="best", framealpha=0.6)
+        ax.legend(title=name, fontsize=7, title_fontsize=7, markerscale=3, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.3), ncol=len(np.unique(labels)), columnspacing=0.6, handletextpad=0.1)
     ax = axes[-1]
-    names = ["chance", "vs most\nprobable state", *[f"vs {k}" for k in result.other_purities], "exact\nposteriors"]
+    names = ["chance", "most\nprobable\nstate", *[k.replace(" ", "\n") for k in result.other_purities], "exact\nposteriors"]
     values = [result.chance, result.purity, *result.other_purities.values(), result.posterior_purity]
     colours = [plotting.PALETTE[7], family_color("mamba"), *[plotting.PALETTE[9]] * len(result.other_purities), "0.4"]
     ax.bar(range(len(values)), values, color=colours)
     for i, v in enumerate(values):
         ax.text(i, v + 0.02, f"{v:.2f}", ha="center", fontsize=8)
     ax.set_xticks(range(len(values)), names, fontsize=7)
-    ax.set(ylim=(0, 1.12), ylabel="k-means purity (5 clusters)", title="purity of the 5 clusters")
+    ax.set(ylim=(0, 1.12), ylabel="k-means purity (5 clusters)", title="purity of the clusters\nagainst each labelling")
     return fig, axes
 
 
