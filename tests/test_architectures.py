@@ -159,6 +159,7 @@ def test_verdict_bounds_follow_paper_i():
     assert arch.paper_verdict_bounds("mlp_blind", "bijection", levels) == {"lower": 0.1 * level, "upper": None}
     assert arch.paper_verdict_bounds("lstm", "binding", levels) == {"lower": None, "upper": 0.9}
     assert arch.paper_verdict_bounds("mlp_window", "binding", levels) == {"lower": None, "upper": None}
+    assert arch.paper_verdict_bounds("transformer", "binding", levels) == {"lower": 0.95, "upper": None}
     assert arch.realises_primitive("bijection", {"entropy_mae_bits": 0.05 * level}, levels)
     assert not arch.realises_primitive("binding", {"accuracy": 0.5}, levels)
 

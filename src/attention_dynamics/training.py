@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import torch
 import torch.nn as nn
-from tqdm.auto import tqdm
+from tqdm.std import tqdm  # plain text bar: no widget warning inside notebooks
 
 from .settings import check_positive_int
 
