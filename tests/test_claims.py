@@ -134,3 +134,11 @@ def test_committed_ledger_is_sound_and_matches_the_notebooks(repo_root):
 def test_foundation_claims_present(repo_root):
     ids = {c.id for c in load_ledger(repo_root / "book" / "claims.json")}
     assert {"setup.forward_vs_sdpa_max_abs_err", "setup.upstream_grad_vs_autograd_max_abs_err"} <= ids
+
+
+def test_committed_chapters_ran_with_the_book_defaults(repo_root):
+    """A committed chapter holds no papermill-injected parameters: its outputs are the book's default scale."""
+    for chapter in book_chapters(repo_root):
+        nb = nbformat.read(chapter.path, as_version=4)
+        injected = [i for i, c in enumerate(nb.cells) if "injected-parameters" in c.metadata.get("tags", [])]
+        assert injected == [], f"{chapter.name}: cells {injected} carry injected parameters; run `make book`"

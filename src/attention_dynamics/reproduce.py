@@ -186,11 +186,18 @@ def _execute(
     from papermill.exceptions import PapermillExecutionError
 
     raw = out_path.with_suffix(".raw.ipynb")
+    source = nbformat.read(chapter.path, as_version=4)
+    stale = [c for c in source.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    input_path = chapter.path
+    if stale:  # parameters left by an earlier run with other settings must not leak into this one
+        source.cells = [c for c in source.cells if c not in stale]
+        input_path = out_path.with_suffix(".input.ipynb")
+        nbformat.write(source, input_path)
     env_backup = os.environ.get("MPLBACKEND")
     os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     try:
         papermill.execute_notebook(
-            str(chapter.path),
+            str(input_path),
             str(raw),
             parameters=parameters,
             kernel_name="python3",
@@ -207,6 +214,8 @@ def _execute(
     except Exception as exc:  # kernel death, timeout, bad notebook
         raise BookError(f"{chapter} could not be executed: {type(exc).__name__}: {exc}") from None
     finally:
+        if input_path != chapter.path:
+            input_path.unlink(missing_ok=True)
         if env_backup is None:
             os.environ.pop("MPLBACKEND", None)
         else:
