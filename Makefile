@@ -37,9 +37,26 @@ fast: venv
 check: venv
 	$(PY) -m pytest -m "not slow" -q
 
+# nbval re-executes every chapter once and compares its outputs with the committed ones, numbers
+# by tolerance per kind (attention_dynamics.nbval_plugin); the claims of that same re-execution
+# are then checked against book/claims.json, each within its cross-machine tolerance.
+# `make nbval PERTURBED=1` runs it under the perturbed numerics; the default run uses this
+# machine's own (the perturbed run needs every trained-output cell tagged first: see README).
+NBVAL_DIR := build/nbval
+PERTURBED ?=
 nbval: venv
-	$(PY) -m pytest -q -p no:cacheprovider --nbval $$($(PY) -m attention_dynamics chapters --paths) \
-	    --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=1200
+	@perturbed="$$(if [ -n "$(PERTURBED)" ]; then $(PY) -m attention_dynamics perturbed-env; fi)"; \
+	 echo "nbval: re-executing every chapter $${perturbed:+with $$perturbed}"; \
+	 rm -rf $(NBVAL_DIR); \
+	 env $$perturbed $(PY) -m pytest -q -p no:cacheprovider -p attention_dynamics.nbval_plugin \
+	    --nbval $$($(PY) -m attention_dynamics chapters --paths) --nbval-current-env \
+	    --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=1200 \
+	    --book-executed-dir $(NBVAL_DIR); \
+	 status=$$?; \
+	 if [ -f $(NBVAL_DIR)/claims.json ]; then \
+	   $(PY) -m attention_dynamics ledger --compare $(NBVAL_DIR)/claims.json || status=1; \
+	 else echo "error: nbval wrote no re-executed ledger" >&2; status=1; fi; \
+	 exit $$status
 
 test: venv
 	$(PY) -m pytest -q

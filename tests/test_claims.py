@@ -127,6 +127,9 @@ def test_committed_ledger_is_sound_and_matches_the_notebooks(repo_root):
     from_notebooks = []
     for chapter in book_chapters(repo_root):
         from_notebooks += claims_from_notebook(nbformat.read(chapter.path, as_version=4), chapter.name)
+    from attention_dynamics.claims import attach_tolerances, load_tolerances
+
+    from_notebooks = attach_tolerances(from_notebooks, load_tolerances(repo_root / "book" / "claim_tolerances.json"))
     assert [c.to_json() for c in claims] == [c.to_json() for c in from_notebooks], "run `make book` to refresh book/claims.json"
     assert json.loads(ledger_path.read_text())["claims"][0].keys() >= {"id", "chapter", "value", "paper_value", "status"}
 
@@ -142,3 +145,59 @@ def test_committed_chapters_ran_with_the_book_defaults(repo_root):
         nb = nbformat.read(chapter.path, as_version=4)
         injected = [i for i, c in enumerate(nb.cells) if "injected-parameters" in c.metadata.get("tags", [])]
         assert injected == [], f"{chapter.name}: cells {injected} carry injected parameters; run `make book`"
+
+
+def _trained(**overrides):
+    return _claim(**{**dict(expected=None, tolerance=None, lower=0.0, value=0.5, cross_machine_rtol=0.1), **overrides})
+
+
+def test_compare_ledgers_accepts_values_within_their_tolerance_and_names_the_rest():
+    from attention_dynamics.claims import compare_ledgers
+
+    exact = _claim(id="a.exact", value=1.0, expected=1.0, tolerance=1e-9)
+    ref = [exact, _trained(id="a.trained")]
+    assert compare_ledgers(ref, [_claim(id="a.exact", value=1.0 + 1e-10, expected=1.0, tolerance=1e-9),
+                                 _trained(id="a.trained", value=0.54)]) == []
+    moved = compare_ledgers(ref, [exact, _trained(id="a.trained", value=0.6)])
+    assert len(moved) == 1 and moved[0].startswith("a.trained: value")
+    flipped = compare_ledgers(ref, [exact, _trained(id="a.trained", value=-0.1, status="fail", explanation="x")])
+    assert "status pass committed, fail re-executed" in flipped[0]
+    assert "missing from the re-executed" in compare_ledgers(ref, [exact])[0]
+    no_tol = compare_ledgers([_trained(id="a.t", cross_machine_rtol=None)], [_trained(id="a.t")])
+    assert "declares no cross-machine tolerance" in no_tol[0]
+
+
+def test_measure_tolerances_from_the_seed_spread():
+    from attention_dynamics.claims import measure_tolerances
+
+    ref = [_trained(id="a.t", value=1.0), _claim(id="a.exact")]
+    out = measure_tolerances(ref, [[_trained(id="a.t", value=1.2)], [_trained(id="a.t", value=0.8)]])
+    assert set(out) == {"a.t"}  # closed forms keep their own tolerance
+    assert out["a.t"]["rtol"] == pytest.approx(3 * 0.2, rel=1e-3)  # 3 × sample sd (0.2) / mean (1)
+
+
+def test_margin_problems_flag_a_claim_near_its_threshold():
+    from attention_dynamics.claims import margin_problems
+
+    assert margin_problems([_trained(id="a.far", value=0.5)]) == []
+    assert "straddles" in margin_problems([_trained(id="a.near", value=0.04, cross_machine_rtol=2.0)])[0]
+
+
+def test_ledger_compare_command_fails_on_one_moved_value(repo_root, tmp_path):
+    """`ledger --compare` passes on the committed ledger itself and fails on one value moved beyond its tolerance."""
+    from attention_dynamics.reproduce import main
+
+    committed = load_ledger(repo_root / "book" / "claims.json")
+    same = write_ledger(committed, tmp_path / "same.json")
+    assert main(["ledger", "--compare", str(same)]) == 0
+    trained = next(c for c in committed if c.cross_machine_rtol and c.value != 0 and c.status == "new")
+    moved = [Claim(**{**c.to_json(), "value": c.value * (1 + 3 * trained.cross_machine_rtol)}) if c.id == trained.id
+             else c for c in committed]
+    assert main(["ledger", "--compare", str(write_ledger(moved, tmp_path / "moved.json"))]) == 1
+
+
+def test_every_claim_declares_a_cross_machine_tolerance(repo_root):
+    from attention_dynamics.claims import claim_tolerance
+
+    missing = [c.id for c in load_ledger(repo_root / "book" / "claims.json") if claim_tolerance(c) is None]
+    assert missing == []

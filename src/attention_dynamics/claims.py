@@ -32,6 +32,13 @@ __all__ = [
     "load_ledger",
     "ledger_problems",
     "format_value",
+    "ClaimTolerance",
+    "claim_tolerance",
+    "attach_tolerances",
+    "load_tolerances",
+    "measure_tolerances",
+    "compare_ledgers",
+    "margin_problems",
 ]
 
 #: Prefix of the glue names under which a claim's full record is stored in a notebook.
@@ -59,6 +66,10 @@ class Claim:
     upper: float | None = None
     explanation: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    #: Relative tolerance within which a re-execution on another machine must reproduce the value
+    #: (measured from the seed-to-seed spread, see :func:`measure_tolerances`); ``None`` for a
+    #: claim with a closed form (``expected``), whose own ``tolerance`` applies.
+    cross_machine_rtol: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the claim as a JSON-ready dict (key order fixed)."""
@@ -304,3 +315,141 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, (str, int, float, bool)) or obj is None:
         return obj
     return str(obj)
+
+
+# --- Cross-machine tolerances and the ledger comparator ----------------------------------------
+#
+# A re-execution on another machine (another CPU, kernel dispatch level or thread count) must give
+# the same claims with the same statuses and values within each claim's cross-machine tolerance:
+#
+# - a claim with a closed form (``expected``) keeps its own ``tolerance``: an identity holds to
+#   round-off everywhere, and the tolerance already says how close "holds" is;
+# - every other claim (a trained result, an estimate) carries ``cross_machine_rtol``, measured from
+#   the seed-to-seed spread of its value (book/claim_tolerances.json, written by
+#   ``python -m attention_dynamics ledger --measure-spread RUN ...``): a training run on another
+#   machine follows the same seed through steps that differ in their last digits, so its result
+#   moves by at most the spread that a change of seed produces.
+
+#: Relative tolerance = SPREAD_FACTOR × (sample standard deviation over seeds) / |mean|.
+SPREAD_FACTOR = 3.0
+#: Smallest relative tolerance (values that do not move with the seed: data files, exact counts).
+RTOL_FLOOR = 1e-6
+#: Absolute slack below which two values are equal whatever their tolerance (round-off).
+ATOL_FLOOR = 1e-12
+
+
+@dataclass(frozen=True)
+class ClaimTolerance:
+    """How closely a re-executed claim value must match the committed one: |Δ| ≤ atol + rtol·|v|."""
+
+    rtol: float
+    atol: float
+    basis: str
+
+    def agree(self, reference: float, other: float) -> bool:
+        """Return whether ``other`` reproduces ``reference`` within this tolerance."""
+        return abs(other - reference) <= self.atol + self.rtol * abs(reference)
+
+
+def claim_tolerance(claim: Claim) -> ClaimTolerance | None:
+    """Return the cross-machine tolerance of a claim, or None if it declares none."""
+    if claim.expected is not None and claim.tolerance is not None:
+        return ClaimTolerance(rtol=0.0, atol=max(float(claim.tolerance), ATOL_FLOOR), basis="closed form")
+    if claim.cross_machine_rtol is not None:
+        return ClaimTolerance(rtol=float(claim.cross_machine_rtol), atol=ATOL_FLOOR, basis="seed spread")
+    return None
+
+
+def load_tolerances(path: str | os.PathLike) -> dict[str, float]:
+    """Return ``{claim id: cross-machine relative tolerance}`` from a tolerances file (empty if absent)."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    return {cid: float(entry["rtol"]) for cid, entry in payload.get("claims", {}).items()}
+
+
+def attach_tolerances(claims: Iterable[Claim], tolerances: Mapping[str, float]) -> list[Claim]:
+    """Return the claims with ``cross_machine_rtol`` set from ``tolerances`` (closed forms: None)."""
+    out = []
+    for c in claims:
+        rtol = None if c.expected is not None else tolerances.get(c.id)
+        out.append(Claim(**{**c.to_json(), "cross_machine_rtol": rtol}))
+    return out
+
+
+def measure_tolerances(
+    reference: Iterable[Claim], others: Iterable[Iterable[Claim]], *, factor: float = SPREAD_FACTOR
+) -> dict[str, dict[str, Any]]:
+    """Return each non-closed-form claim's measured spread over seeds and its relative tolerance.
+
+    ``reference`` is the committed ledger (the chapters' default seeds); ``others`` are ledgers of
+    the same chapters re-executed with other seeds. rtol = max(RTOL_FLOOR, factor · sd / |mean|)
+    with sd the sample standard deviation of the values over all the ledgers.
+    """
+    others = [{c.id: c for c in ledger} for ledger in others]
+    measured: dict[str, dict[str, Any]] = {}
+    for c in reference:
+        if c.expected is not None:
+            continue
+        values = [c.value] + [o[c.id].value for o in others if c.id in o]
+        if len(values) < 2:
+            continue
+        arr = np.asarray(values, dtype=float)
+        sd = float(arr.std(ddof=1))
+        scale = max(abs(float(arr.mean())), float(np.abs(arr).max()) * 1e-3, ATOL_FLOOR)
+        rtol = max(RTOL_FLOOR, factor * sd / scale)
+        measured[c.id] = {"rtol": float(f"{rtol:.3g}"), "values": values, "sd": sd}
+    return measured
+
+
+def compare_ledgers(reference: Iterable[Claim], other: Iterable[Claim]) -> list[str]:
+    """Return one line per claim of ``other`` that does not reproduce ``reference`` (empty: all do).
+
+    A claim reproduces when it exists in both, has the same status, and its value lies within the
+    reference claim's cross-machine tolerance (:func:`claim_tolerance`). A reference claim with no
+    tolerance is itself a problem: its value could never be checked.
+    """
+    ref = {c.id: c for c in reference}
+    oth = {c.id: c for c in other}
+    problems = [f"{cid}: in the committed ledger, missing from the re-executed one" for cid in ref if cid not in oth]
+    problems += [f"{cid}: in the re-executed ledger, not in the committed one" for cid in oth if cid not in ref]
+    for cid, r in ref.items():
+        o = oth.get(cid)
+        if o is None:
+            continue
+        tol = claim_tolerance(r)
+        if tol is None:
+            problems.append(f"{cid}: declares no cross-machine tolerance (no closed form, no measured spread)")
+            continue
+        if o.status != r.status:
+            problems.append(f"{cid}: status {r.status} committed, {o.status} re-executed "
+                            f"(value {format_value(r.value)} → {format_value(o.value)})")
+        elif not tol.agree(r.value, o.value):
+            problems.append(f"{cid}: value {format_value(r.value, 6)} committed, {format_value(o.value, 6)} "
+                            f"re-executed, beyond its tolerance ({tol.basis}: atol {tol.atol:.2g}, rtol {tol.rtol:.2g})")
+    return problems
+
+
+def margin_problems(claims: Iterable[Claim]) -> list[str]:
+    """Return the claims whose status could flip within their cross-machine tolerance.
+
+    Such a claim is stated too close to its threshold: a re-execution elsewhere may land on the
+    other side. Closed-form claims are checked with their own tolerance around the expected value.
+    """
+    problems = []
+    for c in claims:
+        tol = claim_tolerance(c)
+        # An identity's tolerance is its threshold: its status is checked as it stands.
+        if tol is None or c.status == "new" or c.expected is not None:
+            continue
+        slack = tol.atol + tol.rtol * abs(c.value)
+        statuses = {
+            claim_status(v, paper_value=c.paper_value, tolerance=c.tolerance, lower=c.lower, upper=c.upper)
+            for v in (c.value - slack, c.value, c.value + slack)
+        }
+        if len(statuses) > 1:
+            problems.append(f"{c.id}: value {format_value(c.value)} ± {format_value(slack)} "
+                            f"(rtol {tol.rtol:.2g}) straddles its threshold; state it as a mean over seeds "
+                            "with an interval, or against the paper's own threshold")
+    return problems

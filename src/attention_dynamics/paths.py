@@ -11,6 +11,7 @@ __all__ = [
     "BOOK_DIR",
     "CLAIMS_PATH",
     "STATUS_PATH",
+    "TOLERANCES_PATH",
     "TOC_PATH",
     "BUILD_DIR",
     "SCRATCH_DIR",
@@ -28,6 +29,8 @@ REPO_ROOT = PACKAGE_DIR.parent.parent
 BOOK_DIR = REPO_ROOT / "book"
 CLAIMS_PATH = BOOK_DIR / "claims.json"
 STATUS_PATH = BOOK_DIR / "status.json"
+#: Measured cross-machine tolerances of the claims (``ledger --measure-spread``), keyed by claim id.
+TOLERANCES_PATH = BOOK_DIR / "claim_tolerances.json"
 TOC_PATH = REPO_ROOT / "_toc.yml"
 #: Everything generated and not committed goes under build/ (scratch runs) or _build/ (HTML).
 BUILD_DIR = REPO_ROOT / "build"

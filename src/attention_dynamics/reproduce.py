@@ -25,7 +25,20 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import paths
-from .claims import atomic_write_text, claims_from_notebook, ledger_problems, write_ledger
+from .claims import (
+    RTOL_FLOOR,
+    SPREAD_FACTOR,
+    atomic_write_text,
+    attach_tolerances,
+    claims_from_notebook,
+    compare_ledgers,
+    ledger_problems,
+    load_ledger,
+    load_tolerances,
+    margin_problems,
+    measure_tolerances,
+    write_ledger,
+)
 from .notebooks import (
     METADATA_KEY,
     Chapter,
@@ -67,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--scale", choices=SCALES, default="book", help="settings scale (default: book; 'paper' is GPU-sized)")
     rep.add_argument("--device", choices=DEVICES, default="auto", help="torch device for the chapters (default: auto)")
     rep.add_argument("--steps", type=_positive_int, help="override the training steps of chapters that have a 'steps' parameter")
+    rep.add_argument("--seed", type=int, help="run every chapter with this seed instead of its own (a scratch run: seed-to-seed spread)")
     rep.add_argument("--force", action="store_true", help="re-execute chapters even if their inputs are unchanged")
     rep.add_argument("--no-build", action="store_true", help="skip the HTML build")
     rep.add_argument("--timeout", type=_positive_int, default=3600, help="per-cell timeout in seconds (default: 3600)")
@@ -76,6 +90,16 @@ def _parser() -> argparse.ArgumentParser:
 
     led = sub.add_parser("ledger", help="rebuild book/claims.json from the committed notebooks")
     led.add_argument("--check", action="store_true", help="only check that claims.json matches the notebooks")
+    led.add_argument("--compare", type=Path, metavar="OTHER.json",
+                     help="compare a re-executed ledger with the committed one (ids, statuses, values within "
+                          "each claim's cross-machine tolerance); exit 1 with one line per offending claim")
+    led.add_argument("--measure-spread", type=Path, nargs="+", metavar="RUN",
+                     help="ledgers (or run folders) of the chapters re-executed with other seeds: write the "
+                          "claims' measured cross-machine tolerances to book/claim_tolerances.json")
+    led.add_argument("--margins", action="store_true",
+                     help="list the claims whose status could flip within their cross-machine tolerance")
+
+    sub.add_parser("perturbed-env", help="print the numerical environment of another machine (for `env`)")
 
     sub.add_parser("build", help="build the HTML book from committed outputs (warnings are errors)")
     return parser
@@ -91,7 +115,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(c.path.relative_to(root) if args.paths else f"{c.number:2d}  {c.slug:40s} {c.path.relative_to(root)}")
             return 0
         if args.command == "ledger":
+            if args.compare is not None:
+                return ledger_compare_command(root, args.compare)
+            if args.measure_spread:
+                return measure_spread_command(root, args.measure_spread)
+            if args.margins:
+                return margins_command(root)
             return ledger_command(root, check=args.check)
+        if args.command == "perturbed-env":
+            print(" ".join(f"{k}={v}" for k, v in perturbed_environment(root).items()))
+            return 0
         if args.command == "build":
             return build_html(root)
         return reproduce(root, args)
@@ -121,6 +154,10 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
         parameters["device"] = args.device
     if args.steps is not None:
         parameters["steps"] = args.steps
+    if args.seed is not None:
+        if args.seed < 0:
+            raise BookError(f"--seed must be a non-negative integer, got {args.seed}")
+        parameters["seed"] = args.seed
     committed = not parameters  # only default runs write the committed notebooks and ledger
     run_name = "-".join(f"{k}-{v}" for k, v in parameters.items())
     out_dir = root / "book" if committed else root / "build" / "runs" / run_name
@@ -166,7 +203,7 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     if not committed:
         ledger_path = out_dir / "claims.json"
     notebooks = [out_dir / c.path.name for c in (chapters if committed else selected)]
-    claims = _collect_claims(notebooks)
+    claims = _collect_claims(notebooks, root)
     write_ledger(claims, ledger_path)
     print(f"Wrote {len(claims)} claims to {ledger_path.relative_to(root)}")
     for problem in ledger_problems(claims):
@@ -239,21 +276,97 @@ def _stored_hash(path: Path) -> str | None:
     return meta.get(METADATA_KEY, {}).get("input_hash")
 
 
-def _collect_claims(notebooks: list[Path]):
+def _collect_claims(notebooks: list[Path], root: Path):
+    """Return the claims of the executed notebooks, with the book's measured cross-machine tolerances."""
     import nbformat
 
     claims = []
     for nb_path in notebooks:
         if nb_path.exists():
             claims.extend(claims_from_notebook(nbformat.read(nb_path, as_version=4), nb_path.stem))
-    return claims
+    return attach_tolerances(claims, load_tolerances(root / "book" / "claim_tolerances.json"))
+
+
+def ledger_compare_command(root: Path, other_path: Path) -> int:
+    """Compare a re-executed ledger with the committed one; exit 1 listing every claim that differs."""
+    committed_path = root / "book" / "claims.json"
+    committed = load_ledger(committed_path)
+    other = load_ledger(other_path)
+    problems = compare_ledgers(committed, other)
+    if problems:
+        print(f"error: {len(problems)} of {len(committed)} claims do not reproduce the committed ledger:",
+              file=sys.stderr)
+        for line in problems:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    print(f"{other_path} reproduces {committed_path.relative_to(root)}: {len(committed)} claims, same statuses, "
+          "every value within its cross-machine tolerance")
+    return 0
+
+
+def measure_spread_command(root: Path, runs: Sequence[Path]) -> int:
+    """Write book/claim_tolerances.json from ledgers of the chapters re-executed with other seeds."""
+    committed = load_ledger(root / "book" / "claims.json")
+    others = []
+    for run in runs:
+        path = run / "claims.json" if run.is_dir() else run
+        others.append(load_ledger(path))
+    measured = measure_tolerances(committed, others)
+    payload = {
+        "about": "Cross-machine relative tolerance of each claim without a closed form: "
+                 f"rtol = max({RTOL_FLOOR:g}, {SPREAD_FACTOR:g} x sample sd / |mean|) of its values over the "
+                 "chapters' default seeds (first value) and the re-executions listed in 'runs'. Written by "
+                 "`python -m attention_dynamics ledger --measure-spread RUN ...`.",
+        "runs": [str(r) for r in runs],
+        "claims": dict(sorted(measured.items())),
+    }
+    path = root / "book" / "claim_tolerances.json"
+    atomic_write_text(path, json.dumps(payload, indent=1) + "\n")
+    print(f"Wrote the measured tolerances of {len(measured)} claims to {path.relative_to(root)}")
+    return 0
+
+
+def margins_command(root: Path) -> int:
+    """List the claims stated too close to their threshold; exit 1 if there are any."""
+    problems = margin_problems(load_ledger(root / "book" / "claims.json"))
+    for line in problems:
+        print(line)
+    print(f"{len(problems)} claim(s) could change status within their cross-machine tolerance")
+    return 1 if problems else 0
+
+
+#: ATen's CPU dispatch levels, best first (``torch.backends.cpu.get_cpu_capability()``).
+_CAPABILITIES = ("AVX512", "AVX2", "DEFAULT")
+
+
+def perturbed_environment(root: Path) -> dict[str, str]:
+    """Return environment variables that make this machine compute like another one.
+
+    A lower ATen kernel dispatch level than this CPU's own (AVX512 → avx2, otherwise default) and
+    a thread count other than the one the committed chapters were executed with (from
+    book/status.json): both change the kernels and reduction orders, as another CPU does.
+    """
+    import torch
+
+    own = torch.backends.cpu.get_cpu_capability().upper()
+    lower = "avx2" if own == "AVX512" else "default"
+    executed = {str(v.get("environment", {}).get("cpu_threads")) for v in _read_status(root).values()}
+    executed.discard("None")
+    threads = "1" if executed != {"1"} else "2"
+    return {"ATEN_CPU_CAPABILITY": lower, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
+def _read_status(root: Path) -> dict[str, Any]:
+    path = root / "book" / "status.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("chapters", {})
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def ledger_command(root: Path, *, check: bool) -> int:
     """Rebuild (or with ``check``, verify) ``book/claims.json`` from the committed notebooks."""
-    from .claims import load_ledger
-
-    claims = _collect_claims([c.path for c in book_chapters(root)])
+    claims = _collect_claims([c.path for c in book_chapters(root)], root)
     path = root / "book" / "claims.json"
     if check:
         stored = load_ledger(path) if path.exists() else []

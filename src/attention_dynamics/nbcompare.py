@@ -1,0 +1,205 @@
+"""Comparing a re-executed chapter's outputs with its committed ones, across machines.
+
+nbval compares a re-executed notebook with the committed one output by output. Another CPU, kernel
+dispatch level (``ATEN_CPU_CAPABILITY``) or thread count changes the last digits of every float,
+and the outcome of a training run in its third or fourth digit. Rounding to a fixed number of
+significant digits cannot absorb that: every rounding grid has boundaries that a last-digit change
+crosses (0.12349 and 0.12351 round to the same four digits, 0.12345 and 0.12355 do not). So the
+book compares numbers the way the claims ledger does, by tolerance:
+
+- the text around the numbers must be identical (runs of white space folded, since a table pads
+  its columns to the widest number);
+- every number is parsed and compared with the tolerance of its kind (:class:`NumberTolerance`):
+  integers exactly, computed floats to a relative ``1e-5`` (float32 arithmetic on another kernel
+  moves the sixth digit), trained results (cells tagged :data:`TRAINED_TAG`) to a relative
+  tolerance measured from their seed-to-seed spread, and anything below the round-off floor
+  ``1e-12`` is "zero to round-off" whatever its digits;
+- when two outputs agree in that sense the re-executed one is replaced by the committed one
+  before nbval's own comparison, so nbval's report (and failure) stays for real differences.
+
+For nbval's diff, :func:`canonical_text` rounds every number to :data:`DISPLAY_DIGITS`
+significant digits and shows round-off-level numbers as ``<1e-12``, which is what they mean.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = [
+    "TRAINED_TAG",
+    "ROUNDOFF_FLOOR",
+    "DISPLAY_DIGITS",
+    "NumberTolerance",
+    "COMPUTED",
+    "TRAINED",
+    "split_numbers",
+    "canonical_text",
+    "texts_agree",
+    "cell_tolerance",
+    "snap_outputs",
+]
+
+#: Cell tag of a chapter cell whose outputs show results of training runs (see TRAINED).
+TRAINED_TAG = "trained-output"
+#: Below this magnitude a number is round-off (float64 identities agree to ~1e-15 here).
+ROUNDOFF_FLOOR = 1e-12
+#: Significant digits a number is shown with in a diff.
+DISPLAY_DIGITS = 6
+
+# A number: optional sign, digits with an optional fraction (or a bare fraction), optional exponent.
+# Not preceded by a letter, digit or '.', so identifiers like "W_Q2" or "v4" keep their digits as text.
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class NumberTolerance:
+    """How closely two numbers in the same place of two outputs must agree."""
+
+    rtol: float
+    atol: float = ROUNDOFF_FLOOR
+    #: whether integers (no '.', no exponent) may differ within ``rtol`` too (step counts of a
+    #: training run) or must be equal (sizes, counts, seeds).
+    integers_within_rtol: bool = False
+
+    def agree(self, ref: str, test: str) -> bool:
+        """Return whether the numbers written ``ref`` and ``test`` agree within this tolerance."""
+        if ref == test:
+            return True
+        a, b = float(ref), float(test)
+        if _is_integer(ref) and _is_integer(test) and not self.integers_within_rtol:
+            return a == b
+        if math.isnan(a) or math.isnan(b):
+            return False
+        return abs(a - b) <= self.atol + self.rtol * max(abs(a), abs(b))
+
+
+#: Outputs of computations that do not train: float32 on another kernel moves the sixth digit.
+COMPUTED = NumberTolerance(rtol=1e-5)
+#: Outputs of training runs. A training run on another CPU is a run with the same seed whose every
+#: step differs in its last digits; after hundreds of steps its result moves by a fraction of its
+#: seed-to-seed spread. 0.3 lies between the median (0.12) and the upper quartile (0.42) of the
+#: claims' measured cross-machine tolerances (book/claim_tolerances.json: 3 × seed sd / |mean|)
+#: and still catches a result that halves or doubles.
+TRAINED = NumberTolerance(rtol=0.3, atol=1e-6, integers_within_rtol=True)
+
+
+def _is_integer(token: str) -> bool:
+    return not any(ch in token for ch in ".eE")
+
+
+def split_numbers(text: str) -> tuple[list[str], list[str]]:
+    """Return ``(pieces, numbers)``: the text between the numbers and the numbers as written.
+
+    ``pieces`` has one more element than ``numbers``; joining them alternately gives ``text``.
+    """
+    pieces: list[str] = []
+    numbers: list[str] = []
+    last = 0
+    for m in _NUMBER.finditer(text):
+        pieces.append(text[last : m.start()])
+        numbers.append(m.group(0))
+        last = m.end()
+    pieces.append(text[last:])
+    return pieces, numbers
+
+
+def _display(token: str, digits: int) -> str:
+    if _is_integer(token):
+        return token
+    value = float(token)
+    if value != 0 and abs(value) < ROUNDOFF_FLOOR:
+        return f"<{ROUNDOFF_FLOOR:.0e}"
+    return f"{value:.{digits}g}"
+
+
+def canonical_text(text: str, digits: int = DISPLAY_DIGITS) -> str:
+    """Return ``text`` with every number rounded to ``digits`` significant digits.
+
+    Round-off-level numbers (below :data:`ROUNDOFF_FLOOR`) become ``<1e-12``; integers stay as
+    written. Used for readable diffs; agreement itself is decided by :func:`texts_agree`.
+    """
+    pieces, numbers = split_numbers(text)
+    out = [pieces[0]]
+    for number, piece in zip(numbers, pieces[1:]):
+        out.append(_display(number, digits))
+        out.append(piece)
+    return "".join(out)
+
+
+def texts_agree(ref: str, test: str, tolerance: NumberTolerance) -> bool:
+    """Return whether two output texts agree: same words, numbers within ``tolerance``."""
+    if ref == test:
+        return True
+    ref_pieces, ref_numbers = split_numbers(ref)
+    test_pieces, test_numbers = split_numbers(test)
+    if len(ref_numbers) != len(test_numbers):
+        return False
+    if [_SPACE.sub(" ", p) for p in ref_pieces] != [_SPACE.sub(" ", p) for p in test_pieces]:
+        return False
+    return all(tolerance.agree(a, b) for a, b in zip(ref_numbers, test_numbers))
+
+
+def cell_tolerance(cell: Mapping[str, Any]) -> NumberTolerance:
+    """Return the tolerance for a notebook cell's numbers: TRAINED if tagged so, else COMPUTED."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return TRAINED if TRAINED_TAG in tags else COMPUTED
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "".join(value)
+    return None
+
+
+def _output_key(output: Mapping[str, Any]) -> tuple:
+    data = output.get("data") or {}
+    return (output.get("output_type"), output.get("name"), tuple(sorted(data)))
+
+
+def snap_outputs(
+    test: Sequence[Mapping[str, Any]],
+    ref: Sequence[Mapping[str, Any]],
+    tolerance: NumberTolerance,
+) -> list[dict[str, Any]]:
+    """Return ``test`` with every text that agrees with ``ref`` (within ``tolerance``) replaced by it.
+
+    Outputs are paired in order; where the two lists do not pair up (different count or kinds),
+    ``test`` is returned unchanged so that the comparison reports the difference.
+    """
+    test_out = [dict(o) for o in test]
+    if len(test) != len(ref) or [_output_key(o) for o in test] != [_output_key(o) for o in ref]:
+        return test_out
+    for t, r in zip(test_out, ref):
+        if t.get("output_type") == "stream":
+            rt, tt = _text(r.get("text")), _text(t.get("text"))
+            if rt is not None and tt is not None and texts_agree(rt, tt, tolerance):
+                t["text"] = r.get("text")
+            continue
+        data = t.get("data")
+        if not isinstance(data, Mapping):
+            continue
+        snapped = dict(data)
+        for mime, value in data.items():
+            if mime.startswith("image/"):
+                continue
+            rt, tt = _text(r["data"].get(mime)), _text(value)
+            if rt is not None and tt is not None and texts_agree(rt, tt, tolerance):
+                snapped[mime] = r["data"][mime]
+        t["data"] = snapped
+    return test_out
+
+
+def claim_output_names(outputs: Iterable[Mapping[str, Any]], prefix: str) -> set[str]:
+    """Return the claim ids whose records (glue names ``prefix + id``) appear among ``outputs``."""
+    names = set()
+    for o in outputs:
+        name = (o.get("metadata") or {}).get("scrapbook", {}).get("name", "")
+        if name.startswith(prefix):
+            names.add(name[len(prefix) :])
+    return names
