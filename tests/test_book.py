@@ -526,7 +526,11 @@ def test_workflows_test_pull_requests_and_publish_main():
     assert "pull_request" in ci[True]
     ci_steps = [s.get("run", "") for job in ci["jobs"].values() for s in job["steps"]]
     assert any(".ci/run" in r or "make test" in r for r in ci_steps), "ci.yml must run the test command"
-    assert pages[True]["push"]["branches"] == [CONFIG["repository"].get("branch", "main")]
+    # Pages publishes only a main commit whose tests passed: it follows the tests workflow.
+    trigger = pages[True]["workflow_run"]
+    assert trigger["workflows"] == [ci["name"]] and trigger["types"] == ["completed"]
+    assert trigger["branches"] == [CONFIG["repository"].get("branch", "main")]
+    assert "conclusion == 'success'" in pages["jobs"]["build"]["if"]
     uses = [s.get("uses", "") for job in pages["jobs"].values() for s in job["steps"]]
     assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
     assert any(u.startswith("actions/deploy-pages@") for u in uses)
