@@ -42,6 +42,18 @@ def _train(data, *, steps: int, engine: bool, schedule: str = "em_like") -> tupl
     return history.losses, (time.perf_counter() - start) / steps
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo; empty where it is not available)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -73,7 +85,8 @@ def main() -> None:
         "settings": {"threads": args.threads, "dtype": "float32", "T": int(data.x.shape[0]) + 1,
                      "schedule": "em_like", "rounds": args.rounds, "steps_per_round": args.steps_per_round},
         "machine": {"cpu_count": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2),
-                    "platform": platform.platform(terse=True), "processor": platform.processor()},
+                    "platform": platform.platform(terse=True), "processor": platform.processor(),
+                    "cpu_model": _cpu_model()},
         "provenance": {"package_version": __version__, "torch": torch.__version__, "python": platform.python_version()},
     }
     print(f"engine   {result['engine_ms_per_step']:8.1f} ms/step")

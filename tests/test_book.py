@@ -505,6 +505,42 @@ def test_every_chapter_starts_with_the_colab_install_cell():
         assert f"git+{url}" in first.source, f"{path.name}: the Colab cell installs from elsewhere than {url}"
 
 
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True)
+
+
+def test_the_colab_install_cell_pins_the_code_the_outputs_came_from():
+    """Every chapter's Colab cell installs a commit whose package is the package of this checkout.
+
+    Not a branch head (which moves on after the outputs were made). The runner refreshes the pin
+    (`make book`); this fails when the package was changed and committed without refreshing it.
+    """
+    import nbformat
+
+    from attention_dynamics.notebooks import PACKAGE_PATHS, colab_pin
+
+    if _git("rev-parse", "--git-dir").returncode != 0:
+        pytest.skip("not a git checkout (an unpacked archive): there is no history to pin against")
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        pytest.skip("a shallow clone lacks the pinned commit; clone with full history (fetch-depth: 0)")
+    url = CONFIG["repository"]["url"].rstrip("/")
+    pins = {}
+    for path in _chapter_notebooks():
+        pin = colab_pin(nbformat.read(path, as_version=4))
+        assert pin is not None, f"{path.name}: the Colab cell names no ref"
+        assert pin[0] == url, f"{path.name}: the Colab cell installs from {pin[0]}, not {url}"
+        assert re.fullmatch(r"[0-9a-f]{40}", pin[1]), f"{path.name}: the Colab cell pins {pin[1]!r}, not a commit"
+        pins[path.name] = pin[1]
+    assert len(set(pins.values())) == 1, f"the chapters pin different commits: {pins}"
+    commit = next(iter(pins.values()))
+    assert _git("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0, f"the pinned commit {commit} is not in history"
+    diff = _git("diff", "--name-only", commit, "HEAD", "--", *PACKAGE_PATHS)
+    assert diff.returncode == 0, diff.stderr
+    assert not diff.stdout.strip(), (
+        f"the package changed since the pinned commit {commit[:12]} ({', '.join(diff.stdout.split())}): "
+        "run `make book` to refresh the Colab pin")
+
+
 def test_citation_file_is_complete():
     cff = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8"))
     for key in ("cff-version", "message", "title", "authors", "type", "license", "version", "repository-code",
@@ -536,6 +572,30 @@ def test_workflows_test_pull_requests_and_publish_main():
     assert any(u.startswith("actions/deploy-pages@") for u in uses)
     runs = " ".join(s.get("run", "") for job in pages["jobs"].values() for s in job["steps"])
     assert "attention_dynamics build" in runs, "pages.yml must build from committed outputs (no re-execution)"
+    # On failure the re-executed notebooks (nbval's, and the runner's failing chapter) are kept.
+    ci_job = next(iter(ci["jobs"].values()))
+    kept = [s for s in ci_job["steps"] if s.get("if") == "failure()" and s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert kept and "build/nbval/" in kept[0]["with"]["path"] and "build/failed/" in kept[0]["with"]["path"]
+    checkout = next(s for s in ci_job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout.get("with", {}).get("fetch-depth") == 0, "the Colab pin test needs the full history"
+
+
+# The first major of each action that runs on Node 24 (Node 20 runtimes are retired on GitHub's runners).
+NODE24_MAJORS = {"actions/checkout": 5, "actions/cache": 5, "actions/upload-artifact": 6, "actions/setup-python": 6,
+                 "actions/configure-pages": 6, "actions/upload-pages-artifact": 5, "actions/deploy-pages": 5}
+
+
+def test_workflow_actions_run_on_node_24():
+    for name in ("ci.yml", "pages.yml"):
+        workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / name).read_text(encoding="utf-8"))
+        for job in workflow["jobs"].values():
+            for step in job["steps"]:
+                if "uses" not in step:
+                    continue
+                action, _, ref = step["uses"].partition("@")
+                assert action in NODE24_MAJORS, f"{name}: {action} is not a known Node 24 action"
+                assert re.fullmatch(r"v\d+", ref) and int(ref[1:]) >= NODE24_MAJORS[action], (
+                    f"{name}: {step['uses']} predates Node 24 (needs v{NODE24_MAJORS[action]} or later)")
 
 
 def test_bibliography_entries_parse_and_are_findable():

@@ -149,6 +149,64 @@ def test_bad_input_is_one_clear_error_and_changes_nothing(executed_book, args, s
     assert not list((book / "build").glob("staging-*")), "a failed run left its staging folder behind"
 
 
+def test_a_failing_chapter_is_kept_with_its_error_for_inspection(book):
+    res = run(book, "reproduce", "--chapter", "2", "--no-build")
+    assert res.returncode == 1
+    kept = book / "build" / "failed" / "02-failing-chapter.ipynb"
+    assert str(kept) in res.stderr
+    nb = nbformat.read(kept, as_version=4)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    assert [e["evalue"] for e in errors] == ["the model diverged at step 7"]
+    assert not (book / "book" / "claims.json").exists()
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True, env=env).stdout
+
+
+def test_the_colab_cell_pins_the_last_commit_of_the_package_and_is_kept_current(book):
+    from attention_dynamics.notebooks import colab_pin
+
+    (book / "_config.yml").write_text("repository:\n  url: https://github.com/example/book\n")
+    (book / "pyproject.toml").write_text('[project]\nname = "toy"\n')
+    _git(book, "init", "-q")
+    _git(book, "add", "-A")
+    _git(book, "commit", "-qm", "package")
+    first = _git(book, "rev-parse", "HEAD").strip()
+    assert run(book, "reproduce", "--chapter", "1", "--no-build").returncode == 0
+    nb_path = book / "book" / "01-good-chapter.ipynb"
+    assert colab_pin(nbformat.read(nb_path, as_version=4)) == ("https://github.com/example/book", first)
+    _git(book, "add", "-A")
+    _git(book, "commit", "-qm", "outputs")  # a commit without package changes does not move the pin
+    (book / "pyproject.toml").write_text('[project]\nname = "toy"\nversion = "2"\n')
+    res = run(book, "reproduce", "--chapter", "1", "--no-build")
+    assert "uncommitted changes" in res.stderr
+    _git(book, "commit", "-qam", "package again")
+    second = _git(book, "rev-parse", "HEAD").strip()
+    before = nbformat.read(nb_path, as_version=4)
+    res = run(book, "reproduce", "--chapter", "1", "--no-build")
+    assert res.returncode == 0 and "up to date" in res.stdout, res.stdout
+    after = nbformat.read(nb_path, as_version=4)
+    assert colab_pin(after) == ("https://github.com/example/book", second), "the runner did not refresh the pin"
+    assert [c.get("outputs") for c in after.cells] == [c.get("outputs") for c in before.cells]
+
+
+def test_colab_pin_reads_what_ensure_colab_cell_writes():
+    from attention_dynamics.notebooks import colab_pin, ensure_colab_cell
+
+    nb = _chapter(["1 + 1"])
+    assert colab_pin(nb) is None
+    ensure_colab_cell(nb, "https://github.com/example/book/", "0123abcd" * 5)
+    assert colab_pin(nb) == ("https://github.com/example/book", "0123abcd" * 5)
+    ensure_colab_cell(nb, "https://github.com/example/book", "v1.0")
+    assert colab_pin(nb) == ("https://github.com/example/book", "v1.0")
+    assert sum("colab" in " ".join(c.metadata.get("tags", [])) for c in nb.cells) == 1
+    with pytest.raises(ValueError, match="not a git ref"):
+        ensure_colab_cell(nb, "https://github.com/example/book", "main; rm -rf /")
+
+
 def test_unknown_parameter_for_a_chapter(book):
     nbformat.write(_chapter(GOOD, params='seed = 0\nscale = "book"\ndevice = "auto"'), book / "book" / "01-good-chapter.ipynb")
     res = run(book, "reproduce", "--chapter", "1", "--steps", "5", "--no-build")

@@ -207,3 +207,21 @@ def test_committed_paper_scale_file_is_complete_and_sane():
     assert len(results["ci"]["reference"]["final"]["em_like"]) >= 20
     assert results["long_run"]["steps"] >= 20_000
     assert set(results["provenance"]) >= {"package_version", "torch", "numpy", "python"}
+
+
+def test_describe_machine_names_what_the_benchmark_recorded():
+    machine = {"cpu_count": 2, "platform": "Linux-6-x86_64", "processor": "", "cpu_model": "AMD EPYC"}
+    assert sticky.describe_machine(machine) == "2 cores, AMD EPYC, Linux-6-x86_64"
+    assert sticky.describe_machine({"cpu_count": 4, "platform": "macOS-14-arm64", "processor": "arm"}) == (
+        "4 cores, arm, macOS-14-arm64")
+    assert sticky.describe_machine({}) == "an unrecorded machine"
+
+
+def test_the_engine_timing_is_not_a_ledger_claim():
+    """Timings depend on the machine; the ledger holds only what any machine reproduces."""
+    from attention_dynamics.claims import load_ledger
+    from attention_dynamics.paths import CLAIMS_PATH
+
+    ids = {claim.id for claim in load_ledger(CLAIMS_PATH)}
+    assert "sticky.engine_speedup_vs_autograd" not in ids
+    assert not any("ms_per_step" in claim_id or "speedup_vs_autograd" in claim_id for claim_id in ids)

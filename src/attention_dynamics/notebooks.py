@@ -24,6 +24,8 @@ __all__ = [
     "normalise_notebook",
     "ensure_colab_cell",
     "repository_url",
+    "package_commit",
+    "colab_pin",
     "input_hash",
     "notebook_text",
 ]
@@ -36,8 +38,11 @@ COLAB_SOURCE = """# On Google Colab, install the book's package first (anywhere 
 import sys
 
 if "google.colab" in sys.modules:
-    %pip install --quiet "attention-dynamics @ git+{url}"
+    %pip install --quiet "attention-dynamics @ git+{url}@{ref}"
 """
+#: What the package's code is made of: a commit that pins these paths pins the code the outputs came from.
+PACKAGE_PATHS = ("src/attention_dynamics", "pyproject.toml")
+_PIN = re.compile(r"git\+(?P<url>\S+?)@(?P<ref>[0-9a-f]{7,40}|[\w.\-/]+)\"")
 
 
 @dataclass(frozen=True)
@@ -149,9 +154,52 @@ def repository_url(root: Path) -> str | None:
     return (config.get("repository") or {}).get("url")
 
 
-def ensure_colab_cell(nb: nbformat.NotebookNode, url: str) -> nbformat.NotebookNode:
-    """Make the first cell the Colab install cell for repository ``url`` (inserted or refreshed); return nb."""
-    source = COLAB_SOURCE.format(url=url.rstrip("/")).rstrip("\n")
+def package_commit(root: Path) -> str | None:
+    """Return the last commit that changed the package's code (``PACKAGE_PATHS``), or None without git.
+
+    The Colab install cell pins this commit: it holds exactly the code that executed the chapters as
+    long as the package has no uncommitted changes (the runner warns when it has).
+    """
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H", "--", *PACKAGE_PATHS],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out or None
+
+
+def package_is_committed(root: Path) -> bool:
+    """Whether the package's code in the work tree is the committed one (no changes to ``PACKAGE_PATHS``)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", *PACKAGE_PATHS],
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return not out.strip()
+
+
+def colab_pin(nb: nbformat.NotebookNode) -> tuple[str, str] | None:
+    """Return ``(repository url, ref)`` that the notebook's Colab install cell installs, or None."""
+    first = nb.cells[0] if nb.cells else None
+    if first is None or COLAB_TAG not in first.metadata.get("tags", []):
+        return None
+    match = _PIN.search(first.source)
+    return (match["url"], match["ref"]) if match else None
+
+
+def ensure_colab_cell(nb: nbformat.NotebookNode, url: str, ref: str = "main") -> nbformat.NotebookNode:
+    """Make the first cell the Colab install cell for repository ``url`` at ``ref`` (a commit); return nb.
+
+    The cell is inserted or refreshed. It has no outputs and does nothing off Colab, so refreshing it
+    never requires re-executing the chapter (the input hash leaves it out).
+    """
+    if not re.fullmatch(r"[\w.\-/]+", ref):
+        raise ValueError(f"not a git ref: {ref!r}")
+    source = COLAB_SOURCE.format(url=url.rstrip("/"), ref=ref).rstrip("\n")
     first = nb.cells[0] if nb.cells else None
     if first is not None and COLAB_TAG in first.metadata.get("tags", []):
         first.source = source

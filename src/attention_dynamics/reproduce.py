@@ -45,8 +45,11 @@ from .notebooks import (
     book_chapters,
     ensure_colab_cell,
     input_hash,
+    colab_pin,
     normalise_notebook,
     notebook_text,
+    package_commit,
+    package_is_committed,
     repository_url,
     select_chapters,
 )
@@ -177,6 +180,8 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     print(f"Executing {len(selected)} chapter(s) at scale '{scale}' into {out_dir.relative_to(root)}/")
     timings: dict[str, float] = {}
     staged: list[tuple[Path, Path]] = []
+    repo_url, commit = repository_url(root), package_commit(root)
+    pin = commit or "main"  # without git (an unpacked archive) the cell installs the branch head
     for chapter in selected:
         target = out_dir / chapter.path.name
         digest = input_hash(chapter.path, package_dir, parameters, extra)
@@ -186,8 +191,9 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         staged_path = staging / chapter.path.name
         try:
-                _execute(chapter, staged_path, parameters, digest, timeout=args.timeout, repo_url=repository_url(root))
+            _execute(chapter, staged_path, parameters, digest, timeout=args.timeout, repo_url=repo_url, ref=pin)
         except BaseException:
+            _keep_failed(staged_path.with_suffix(".raw.ipynb"), root / "build" / "failed" / chapter.path.name)
             shutil.rmtree(staging, ignore_errors=True)
             raise
         timings[chapter.name] = time.perf_counter() - t0
@@ -198,6 +204,8 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     for src, dst in staged:
         os.replace(src, dst)
     shutil.rmtree(staging, ignore_errors=True)
+    if committed and repo_url and commit:
+        _refresh_colab_pins([out_dir / c.path.name for c in chapters], repo_url, pin, root)
 
     ledger_path = paths.CLAIMS_PATH if root == paths.REPO_ROOT else root / "book" / "claims.json"
     if not committed:
@@ -215,8 +223,39 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def _keep_failed(raw: Path, target: Path) -> None:
+    """Keep the partly executed notebook of a failing chapter (its error outputs) at ``target``."""
+    if raw.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(raw, target)
+        print(f"  the failing notebook, with its error, is kept at {target}", file=sys.stderr)
+
+
+def _refresh_colab_pins(notebooks: list[Path], repo_url: str, pin: str, root: Path) -> None:
+    """Point every committed chapter's Colab install cell at ``pin``, the commit of the package's code.
+
+    The cell has no outputs, so this rewrites only its source: nothing is re-executed.
+    """
+    import nbformat
+
+    if not package_is_committed(root):
+        print(f"warning: the package has uncommitted changes; the Colab install cells pin {pin[:12]}, the last "
+              "commit of the package. Commit the package, then run `make book` again to refresh the pin.",
+              file=sys.stderr)
+    for path in notebooks:
+        if not path.exists():
+            continue
+        nb = nbformat.read(path, as_version=4)
+        if colab_pin(nb) == (repo_url.rstrip("/"), pin):
+            continue
+        ensure_colab_cell(nb, repo_url, pin)
+        atomic_write_text(path, notebook_text(nb))
+        print(f"  {path.name}: Colab install cell now pins {pin[:12]}")
+
+
 def _execute(
-    chapter: Chapter, out_path: Path, parameters: dict[str, Any], digest: str, *, timeout: int, repo_url: str | None
+    chapter: Chapter, out_path: Path, parameters: dict[str, Any], digest: str, *, timeout: int,
+    repo_url: str | None, ref: str = "main",
 ) -> None:
     import nbformat
     import papermill
@@ -259,7 +298,7 @@ def _execute(
             os.environ["MPLBACKEND"] = env_backup
     nb = nbformat.read(raw, as_version=4)
     if repo_url:
-        ensure_colab_cell(nb, repo_url)
+        ensure_colab_cell(nb, repo_url, ref)
     normalise_notebook(nb)
     nb.metadata[METADATA_KEY] = {"input_hash": digest}
     atomic_write_text(out_path, notebook_text(nb))

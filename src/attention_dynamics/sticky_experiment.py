@@ -598,6 +598,14 @@ def load_results(path: str | Path) -> dict[str, Any]:
         return json.load(fh)
 
 
+def describe_machine(machine: dict[str, Any]) -> str:
+    """Return a one-line description of the machine a benchmark ran on (its ``"machine"`` record)."""
+    processor = machine.get("cpu_model") or machine.get("processor") or ""
+    cores = machine.get("cpu_count")
+    parts = [f"{cores} cores" if cores else "", processor, machine.get("platform", "")]
+    return ", ".join(part for part in parts if part) or "an unrecorded machine"
+
+
 #: The committed file with the results too heavy for the book's budget (``--scale paper``).
 PAPER_SCALE_FILE = "sticky_chain_paper_scale.json"
 
