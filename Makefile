@@ -40,10 +40,11 @@ check: venv
 # nbval re-executes every chapter once and compares its outputs with the committed ones, numbers
 # by tolerance per kind (attention_dynamics.nbval_plugin); the claims of that same re-execution
 # are then checked against book/claims.json, each within its cross-machine tolerance.
-# `make nbval PERTURBED=1` runs it under the perturbed numerics; the default run uses this
-# machine's own (the perturbed run needs every trained-output cell tagged first: see README).
+# It runs under perturbed numerics, as on another machine (`python -m attention_dynamics
+# perturbed-env`: a lower ATen kernel dispatch level than this CPU's and another thread count than
+# the chapters were executed with); `make nbval PERTURBED=` uses this machine's own numerics.
 NBVAL_DIR := build/nbval
-PERTURBED ?=
+PERTURBED ?= 1
 nbval: venv
 	@perturbed="$$(if [ -n "$(PERTURBED)" ]; then $(PY) -m attention_dynamics perturbed-env; fi)"; \
 	 echo "nbval: re-executing every chapter $${perturbed:+with $$perturbed}"; \

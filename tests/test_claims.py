@@ -6,6 +6,7 @@ import json
 import math
 
 import nbformat
+import numpy as np
 import pytest
 
 from attention_dynamics.claims import (
@@ -38,10 +39,35 @@ from attention_dynamics.notebooks import book_chapters
         (1.0, dict(), "new"),
         # a closed form takes precedence over the paper's number
         (0.0, dict(expected=0.0, tolerance=1e-9, paper_value=5.0), "pass"),
+        # a mean over seeds with its interval: the whole interval decides
+        (0.85, dict(lower=0.8, interval=(0.82, 0.88)), "pass"),
+        (0.84, dict(lower=0.8, interval=(0.73, 0.95)), "undecided"),
+        (0.70, dict(lower=0.8, interval=(0.65, 0.79)), "fail"),
+        (0.05, dict(upper=0.1, interval=(0.02, 0.12)), "undecided"),
+        (0.5, dict(lower=0.4, upper=0.6, interval=(0.3, 0.7)), "undecided"),  # spans the whole band
+        (0.9, dict(lower=0.0, upper=0.6, interval=(0.7, 1.1)), "fail"),
     ],
 )
 def test_claim_status_rules(value, kwargs, status):
     assert claim_status(value, **kwargs) == status
+
+
+def test_an_interval_must_hold_the_value_and_face_a_bound():
+    with pytest.raises(ValueError, match="does not contain"):
+        claim_status(0.9, lower=0.8, interval=(0.6, 0.7))
+    with pytest.raises(ValueError, match="needs a bound"):
+        claim_status(0.9, interval=(0.8, 1.0))
+
+
+def test_an_undecided_claim_needs_its_explanation():
+    undecided = record("test.interval", 0.84, description="a seed mean", unit="fraction", lower=0.8,
+                       interval=(0.73, 0.95), explanation="the seeds straddle the bound")
+    assert undecided.status == "undecided" and undecided.interval == [0.73, 0.95]
+    assert ledger_problems([undecided]) == []
+    bare = record("test.interval_bare", 0.84, description="a seed mean", unit="fraction", lower=0.8, interval=(0.73, 0.95))
+    assert ledger_problems([bare]) == ["test.interval_bare: status 'undecided' without an explanation of what would decide it"]
+    moved = Claim(**{**undecided.to_json(), "interval": [0.81, 0.95]})
+    assert ledger_problems([moved]) == ["test.interval: stored status 'undecided' but the value gives 'pass'"]
 
 
 def test_expected_needs_tolerance():
@@ -201,3 +227,24 @@ def test_every_claim_declares_a_cross_machine_tolerance(repo_root):
 
     missing = [c.id for c in load_ledger(repo_root / "book" / "claims.json") if claim_tolerance(c) is None]
     assert missing == []
+
+
+def test_measure_spread_updates_the_chapters_it_was_given_and_keeps_the_rest(tmp_path):
+    from attention_dynamics.reproduce import measure_spread_command
+
+    (tmp_path / "book").mkdir()
+    committed = [_claim(id="six.a", value=1.0, expected=None, tolerance=None, status="new"),
+                 _claim(id="two.b", value=2.0, expected=None, tolerance=None, status="new")]
+    write_ledger(committed, tmp_path / "book" / "claims.json")
+    stored = {"runs": ["build/runs/seed-1"], "claims": {"two.b": {"rtol": 0.05, "values": [2.0, 2.1], "sd": 0.07},
+                                                          "gone.c": {"rtol": 0.5, "values": [1, 2], "sd": 0.7}}}
+    (tmp_path / "book" / "claim_tolerances.json").write_text(json.dumps(stored))
+    run = tmp_path / "seed-9"
+    run.mkdir()
+    write_ledger([_claim(id="six.a", value=1.2, expected=None, tolerance=None, status="new")], run / "claims.json")
+    assert measure_spread_command(tmp_path, [run]) == 0
+    result = json.loads((tmp_path / "book" / "claim_tolerances.json").read_text())["claims"]
+    assert set(result) == {"six.a", "two.b"}, "a claim no longer in the ledger must go, the others stay"
+    assert result["two.b"] == stored["claims"]["two.b"]
+    sd = float(np.std([1.0, 1.2], ddof=1))
+    assert result["six.a"]["rtol"] == pytest.approx(3 * sd / 1.1, rel=1e-2) and result["six.a"]["runs"] == [str(run)]

@@ -58,6 +58,15 @@ def _reference(claim: dict) -> str:
     return "; ".join(parts) or "—"
 
 
+def _ours(c: dict) -> str:
+    """The claim's value with its unit, and its interval where it has one."""
+    text = f"{format_value(c['value'])} {c['unit']}".strip()
+    if c.get("interval"):
+        low, high = c["interval"]
+        text += f" (95% interval {format_value(low)}–{format_value(high)})"
+    return text
+
+
 class ClaimsTable(SphinxDirective):
     """Render the claims ledger: id | chapter | what | ours | reference | status | explanation."""
 
@@ -72,7 +81,7 @@ class ClaimsTable(SphinxDirective):
                 c["id"],
                 c.get("chapter") or "",
                 c["description"],
-                f"{format_value(c['value'])} {c['unit']}".strip(),
+                _ours(c),
                 _reference(c),
                 c["status"],
                 c.get("explanation") or "",
@@ -80,9 +89,10 @@ class ClaimsTable(SphinxDirective):
             for c in claims
         ]
         header = ["claim", "chapter", "what", "ours", "reference", "status", "explanation"]
-        counts = {s: sum(c["status"] == s for c in claims) for s in ("pass", "fail", "new")}
+        counts = {s: sum(c["status"] == s for c in claims) for s in ("pass", "fail", "undecided", "new")}
         summary = nodes.paragraph(
-            text=f"{len(claims)} claims: {counts['pass']} pass, {counts['fail']} fail (explained), {counts['new']} new."
+            text=f"{len(claims)} claims: {counts['pass']} pass, {counts['fail']} fail (explained), "
+                 f"{counts['undecided']} not decided at this scale (explained), {counts['new']} new."
         )
         return [summary, _table(header, rows, [16, 10, 30, 10, 14, 6, 24], ["claims-ledger"])]
 

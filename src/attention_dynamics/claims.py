@@ -18,7 +18,7 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -45,7 +45,9 @@ __all__ = [
 CLAIM_GLUE_PREFIX = "claim::"
 #: The claim's own MIME type (a ``+json`` type, so notebooks store it as a JSON object).
 CLAIM_MIME_TYPE = "application/vnd.attention-dynamics.claim+json"
-STATUSES = ("pass", "fail", "new")
+#: "undecided": an interval claim (a mean over seeds with its confidence interval) whose interval
+#: reaches both sides of a bound: the measurement cannot decide the paper's claim at this scale.
+STATUSES = ("pass", "fail", "undecided", "new")
 _ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 
 
@@ -64,6 +66,9 @@ class Claim:
     tolerance: float | None = None
     lower: float | None = None
     upper: float | None = None
+    #: ``[low, high]``: the confidence interval of ``value`` (a mean over seeds); with bounds, the
+    #: status is decided by the whole interval (see :func:`claim_status`).
+    interval: list[float] | None = None
     explanation: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     #: Relative tolerance within which a re-execution on another machine must reproduce the value
@@ -84,13 +89,30 @@ def claim_status(
     tolerance: float | None = None,
     lower: float | None = None,
     upper: float | None = None,
+    interval: Sequence[float] | None = None,
 ) -> str:
-    """Return ``"pass"``, ``"fail"`` or ``"new"`` for a value against its reference.
+    """Return ``"pass"``, ``"fail"``, ``"undecided"`` or ``"new"`` for a value against its reference.
 
     Precedence: an ``expected`` closed form within ``tolerance``; else bounds ``[lower, upper]``
     (either may be open); else the ``paper_value`` within ``tolerance``; else ``"new"`` (a number
-    the paper does not state and nothing pins down).
+    the paper does not state and nothing pins down). With an ``interval`` (low, high) and bounds,
+    the whole interval decides: ``"pass"`` if it lies within the bounds, ``"fail"`` if it lies
+    entirely outside them, ``"undecided"`` if it reaches both sides.
     """
+    if interval is not None:
+        if lower is None and upper is None:
+            raise ValueError("an interval claim needs a bound (lower and/or upper) to be decided against")
+        low, high = (float(v) for v in interval)
+        if not low <= value <= high:
+            raise ValueError(f"the interval [{low}, {high}] does not contain the value {value}")
+
+        def inside(v: float) -> bool:
+            return (lower is None or v >= lower) and (upper is None or v <= upper)
+
+        ends = {inside(low), inside(high)}
+        if upper is not None and lower is not None and low < lower and high > upper:
+            ends = {True, False}  # the interval spans the whole band
+        return "pass" if ends == {True} else "fail" if ends == {False} else "undecided"
     if expected is not None:
         if tolerance is None:
             raise ValueError("a claim with an expected value needs a tolerance")
@@ -114,14 +136,17 @@ def record(
     tolerance: float | None = None,
     lower: float | None = None,
     upper: float | None = None,
+    interval: Sequence[float] | None = None,
     explanation: str | None = None,
     params: Mapping[str, Any] | None = None,
     glue_value: bool = True,
 ) -> Claim:
     """Record a claim from inside a chapter and return it (with its status computed).
 
-    ``explanation`` is the chapter's account of why a number does not reproduce; it is kept
-    when the status is ``"fail"`` (the tests reject an unexplained failure). The value is glued
+    ``explanation`` is the chapter's account of why a number does not reproduce, or why it cannot be
+    decided; it is kept when the status is ``"fail"`` or ``"undecided"`` (the tests reject an
+    unexplained one). ``interval`` (low, high): the value's confidence interval, which then decides
+    the status against the bounds. The value is glued
     under ``claim_id`` for the prose, and the claim itself under ``"claim::" + claim_id``.
     """
     if not isinstance(claim_id, str) or not _ID_PATTERN.match(claim_id):
@@ -133,14 +158,20 @@ def record(
         k: (None if v is None else _plain_number(v, f"claim {claim_id!r} {k}"))
         for k, v in dict(paper_value=paper_value, expected=expected, tolerance=tolerance, lower=lower, upper=upper).items()
     }
-    status = claim_status(value, **{k: refs[k] for k in ("expected", "paper_value", "tolerance", "lower", "upper")})
+    if interval is not None:
+        interval = [_plain_number(v, f"claim {claim_id!r} interval") for v in interval]
+        if len(interval) != 2:
+            raise ValueError(f"claim {claim_id!r}: interval must be (low, high), got {interval}")
+    status = claim_status(value, interval=interval,
+                          **{k: refs[k] for k in ("expected", "paper_value", "tolerance", "lower", "upper")})
     claim = Claim(
         id=claim_id,
         description=description,
         value=value,
         unit=unit,
         status=status,
-        explanation=explanation if status == "fail" else None,
+        interval=interval,
+        explanation=explanation if status in ("fail", "undecided") else None,
         params=_jsonable(dict(params or {})),
         **refs,
     )
@@ -235,10 +266,12 @@ def ledger_problems(claims: Iterable[Claim | Mapping[str, Any]]) -> list[str]:
             continue
         if d["status"] == "fail" and not (d.get("explanation") or "").strip():
             problems.append(f"{cid}: status 'fail' without an explanation of why it does not reproduce")
+        if d["status"] == "undecided" and not (d.get("explanation") or "").strip():
+            problems.append(f"{cid}: status 'undecided' without an explanation of what would decide it")
         try:
             recomputed = claim_status(
                 d["value"], expected=d["expected"], paper_value=d["paper_value"],
-                tolerance=d["tolerance"], lower=d["lower"], upper=d["upper"],
+                tolerance=d["tolerance"], lower=d["lower"], upper=d["upper"], interval=d["interval"],
             )
         except (TypeError, ValueError) as exc:
             problems.append(f"{cid}: cannot recompute status ({exc})")
@@ -445,7 +478,8 @@ def margin_problems(claims: Iterable[Claim]) -> list[str]:
             continue
         slack = tol.atol + tol.rtol * abs(c.value)
         statuses = {
-            claim_status(v, paper_value=c.paper_value, tolerance=c.tolerance, lower=c.lower, upper=c.upper)
+            claim_status(v, paper_value=c.paper_value, tolerance=c.tolerance, lower=c.lower, upper=c.upper,
+                         interval=None if c.interval is None else [end + (v - c.value) for end in c.interval])
             for v in (c.value - slack, c.value, c.value + slack)
         }
         if len(statuses) > 1:

@@ -344,24 +344,36 @@ def ledger_compare_command(root: Path, other_path: Path) -> int:
 
 
 def measure_spread_command(root: Path, runs: Sequence[Path]) -> int:
-    """Write book/claim_tolerances.json from ledgers of the chapters re-executed with other seeds."""
+    """Update book/claim_tolerances.json from ledgers of chapters re-executed with other seeds.
+
+    The runs may cover only some chapters (e.g. ``reproduce --chapter 6 --seed 1``): claims they hold
+    are measured afresh, every other claim keeps its stored measurement, and claims no longer in the
+    committed ledger are dropped.
+    """
     committed = load_ledger(root / "book" / "claims.json")
     others = []
     for run in runs:
         path = run / "claims.json" if run.is_dir() else run
         others.append(load_ledger(path))
     measured = measure_tolerances(committed, others)
+    path = root / "book" / "claim_tolerances.json"
+    stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    current = {c.id for c in committed}
+    kept = {cid: entry for cid, entry in stored.get("claims", {}).items() if cid in current and cid not in measured}
+    for cid, entry in measured.items():
+        entry["runs"] = [str(r) for r, ledger in zip(runs, others) if any(c.id == cid for c in ledger)]
     payload = {
         "about": "Cross-machine relative tolerance of each claim without a closed form: "
                  f"rtol = max({RTOL_FLOOR:g}, {SPREAD_FACTOR:g} x sample sd / |mean|) of its values over the "
-                 "chapters' default seeds (first value) and the re-executions listed in 'runs'. Written by "
+                 "chapters' default seeds (first value) and re-executions with other seeds (a claim's 'runs', "
+                 "or the top-level 'runs' where it names none). Written by "
                  "`python -m attention_dynamics ledger --measure-spread RUN ...`.",
-        "runs": [str(r) for r in runs],
-        "claims": dict(sorted(measured.items())),
+        "runs": stored.get("runs", [str(r) for r in runs]),
+        "claims": dict(sorted({**kept, **measured}.items())),
     }
-    path = root / "book" / "claim_tolerances.json"
     atomic_write_text(path, json.dumps(payload, indent=1) + "\n")
-    print(f"Wrote the measured tolerances of {len(measured)} claims to {path.relative_to(root)}")
+    print(f"Measured the tolerances of {len(measured)} claims ({len(kept)} kept from before) in "
+          f"{path.relative_to(root)}")
     return 0
 
 

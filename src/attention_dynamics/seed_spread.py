@@ -1,0 +1,160 @@
+"""Verdicts that one seed cannot decide: trained results as a mean over seeds with a 95% interval.
+
+Three of Part III's trained results land so close to the threshold they are judged against that
+their seed-to-seed spread (``book/claim_tolerances.json``, measured by ``ledger --measure-spread``)
+reaches across it: the value manifold's PC1 share (Paper I: > 80 %), its rank correlation with the
+posterior entropy, and Mamba's binding accuracy. A single seed's value then says nothing about the
+paper's claim; a re-execution on another machine could even land on the other side.
+
+For those, chapters 6 and 7 state the mean over :data:`SEEDS` with a Student-t 95 % interval,
+computed here with the chapters' own training functions and settings (seed ``s`` trains exactly
+the model the chapter trains with ``seed=s``), and decide the claim by the whole interval
+(:func:`attention_dynamics.claims.claim_status`): pass if the interval clears the bound, fail if it
+misses it entirely, *undecided* otherwise. Training five seeds of two models does not fit the
+chapters' time budget, so the results are stored in ``data/seed_spread.json`` (with their settings
+and the package version) and read by the chapters; ``python -m attention_dynamics.seed_spread``
+regenerates them (a few minutes on 2 cores) and the tests regenerate them at the fast scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .paths import data_path
+from .settings import chapter_settings, check_scale
+
+__all__ = ["SEEDS", "SPREAD_FILE", "load", "seed_range", "t_interval", "bijection_geometry_seed", "binding_seed", "compute", "main"]
+
+#: The seeds of the spread runs: the chapters' default seed 0 and four more.
+SEEDS = (0, 1, 2, 3, 4)
+#: The committed results (``python -m attention_dynamics.seed_spread`` writes it).
+SPREAD_FILE = "seed_spread.json"
+
+
+def load() -> dict[str, Any]:
+    """Return the committed spread results (``data/seed_spread.json``)."""
+    import json
+
+    return json.loads(data_path(SPREAD_FILE).read_text(encoding="utf-8"))
+
+
+def seed_range(spread: dict[str, Any], group: str, key: str) -> tuple[float, float]:
+    """Return the smallest and largest per-seed value of ``key`` in run group ``group`` of ``spread``."""
+    values = [float(run[key]) for run in spread["runs"][group]]
+    return min(values), max(values)
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, float]:
+    """Return the mean of ``values`` with its Student-t ``confidence`` interval (and sd, n).
+
+    ``low``/``high`` = mean ∓ t_{(1+confidence)/2, n−1} · sd / √n, with the sample sd (ddof = 1).
+    Needs at least two values.
+    """
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1 or x.size < 2:
+        raise ValueError(f"an interval needs at least two values, got {x.size}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    mean, sd = float(x.mean()), float(x.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df=x.size - 1)) * sd / math.sqrt(x.size)
+    return {"mean": mean, "sd": sd, "low": mean - half, "high": mean + half, "n": int(x.size), "confidence": confidence}
+
+
+def bijection_geometry_seed(scale: str, seed: int) -> dict[str, float]:
+    """Train chapter 6's bijection transformer with ``seed``; return its value-manifold measures.
+
+    The same settings, seed streams and probe batch as chapter 6 (``wind_tunnel``): the last layer's
+    attention output at the key positions, PC1's share of variance and its Spearman ρ with the
+    exact posterior entropy.
+    """
+    from . import wind_tunnel
+
+    cfg = chapter_settings(wind_tunnel.SETTINGS, scale, device="cpu")
+    run = wind_tunnel.train_bijection(cfg, seed=seed, checkpoints=False)
+    geo = wind_tunnel.bijection_geometry(run.model(), wind_tunnel.bijection_probe_batch(cfg, seed=seed))
+    return {"seed": seed, "value_pc1_ratio": float(geo.value_ratios[0]),
+            "value_pc1_entropy_spearman": float(geo.value_pc1_entropy_spearman),
+            "final_loss": float(np.mean(run.losses[-100:]))}
+
+
+def binding_seed(scale: str, seed: int, family: str = "mamba") -> dict[str, float]:
+    """Train chapter 7's ``family`` model on the binding task with ``seed``; return its accuracy and loss trend.
+
+    As chapter 7's :func:`architectures.compare_architectures` does for that cell of its grid: the
+    same matched size, schedule, model seed and evaluation set. ``loss_before``/``loss_after``: the
+    mean training loss over the second-to-last and the last 10 % of the steps (still falling or not).
+    """
+    from . import architectures as arch
+
+    cfg = chapter_settings(arch.SETTINGS, scale, device="cpu")
+    tasks = arch.book_tasks(cfg)
+    index = [t.name for t in tasks].index("binding")
+    run = arch.train_and_evaluate(
+        family=family, task=tasks[index], target_params=cfg.target_params, steps=cfg.steps,
+        batch_size=cfg.batch_size, lr=cfg.lr, seed=seed, eval_sequences=cfg.eval_sequences,
+        eval_seed=arch.evaluation_seed(seed, index))
+    window = max(1, len(run.losses) // 10)
+    return {"seed": seed, "accuracy": float(run.metrics["accuracy"]),
+            "loss_before": float(np.mean(run.losses[-2 * window:-window])),
+            "loss_after": float(np.mean(run.losses[-window:]))}
+
+
+def compute(scale: str = "book", seeds: Sequence[int] = SEEDS, *, processes: int | None = None) -> dict[str, Any]:
+    """Return the per-seed results and the 95 % intervals of every spread measure (runs in parallel)."""
+    from . import architectures as arch
+    from . import wind_tunnel
+    from .training import map_parallel
+
+    check_scale(scale)
+    seeds = [int(s) for s in seeds]
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"seeds must be at least two distinct non-negative integers, got {seeds}")
+    jobs = [("geometry", dict(scale=scale, seed=s)) for s in seeds] + [("binding", dict(scale=scale, seed=s)) for s in seeds]
+    functions = {"geometry": bijection_geometry_seed, "binding": binding_seed}
+    # One function per pool: map_parallel takes one function, so run the two groups in turn.
+    results = {name: map_parallel(functions[name], [job for kind, job in jobs if kind == name], processes=processes)
+               for name in functions}
+    geometry_runs, binding_runs = results["geometry"], results["binding"]
+    return {
+        "about": "Mean over seeds with a Student-t 95% interval of trained results whose seed spread reaches "
+                 "their threshold; written by `python -m attention_dynamics.seed_spread`.",
+        "scale": scale,
+        "seeds": seeds,
+        "settings": {"geometry": dict(wind_tunnel.SETTINGS[scale]),
+                     "binding": {**arch.SETTINGS[scale], "family": "mamba"}},
+        "runs": {"geometry": geometry_runs, "binding_mamba": binding_runs},
+        "intervals": {
+            "value_pc1_ratio": t_interval([r["value_pc1_ratio"] for r in geometry_runs]),
+            "value_pc1_entropy_spearman": t_interval([r["value_pc1_entropy_spearman"] for r in geometry_runs]),
+            "binding_accuracy_mamba": t_interval([r["accuracy"] for r in binding_runs]),
+        },
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: compute the spread runs and write them (default: the committed data file)."""
+    from .sticky_experiment import save_results
+
+    parser = argparse.ArgumentParser(prog="python -m attention_dynamics.seed_spread", description=__doc__.split("\n")[0])
+    parser.add_argument("--scale", default="book", choices=("fast", "book", "paper"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    parser.add_argument("--out", type=Path, default=None, help=f"output file (default: the package's data/{SPREAD_FILE})")
+    args = parser.parse_args(argv)
+    out = args.out or data_path(SPREAD_FILE)
+    result = compute(args.scale, args.seeds)
+    path = save_results(result, out)
+    for name, ci in result["intervals"].items():
+        print(f"{name}: {ci['mean']:.4f} (95% interval {ci['low']:.4f} to {ci['high']:.4f}, n = {ci['n']})")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""The seed-spread runs: the interval arithmetic against scipy, the runs against the chapters' own training."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from attention_dynamics import seed_spread
+from attention_dynamics.paths import data_path
+
+
+def test_t_interval_matches_scipy():
+    values = [0.77, 0.885, 0.873, 0.81, 0.9]
+    ci = seed_spread.t_interval(values)
+    low, high = stats.t.interval(0.95, df=4, loc=np.mean(values), scale=stats.sem(values))
+    assert ci["low"] == pytest.approx(low, rel=1e-12) and ci["high"] == pytest.approx(high, rel=1e-12)
+    assert ci["mean"] == pytest.approx(np.mean(values)) and ci["n"] == 5 and ci["sd"] == pytest.approx(np.std(values, ddof=1))
+    assert seed_spread.t_interval([1.0, 1.0])["low"] == seed_spread.t_interval([1.0, 1.0])["high"] == 1.0
+
+
+@pytest.mark.parametrize("values, confidence, message", [([1.0], 0.95, "at least two"), ([1.0, 2.0], 1.0, "confidence")])
+def test_t_interval_rejects_bad_input(values, confidence, message):
+    with pytest.raises(ValueError, match=message):
+        seed_spread.t_interval(values, confidence)
+
+
+def test_compute_rejects_bad_seeds():
+    with pytest.raises(ValueError, match="at least two distinct"):
+        seed_spread.compute("fast", [3])
+    with pytest.raises(ValueError, match="at least two distinct"):
+        seed_spread.compute("fast", [1, 1])
+
+
+def test_committed_file_is_consistent_with_its_runs_and_the_chapters_settings():
+    from attention_dynamics import architectures as arch
+    from attention_dynamics import wind_tunnel
+
+    stored = json.loads(data_path(seed_spread.SPREAD_FILE).read_text(encoding="utf-8"))
+    assert stored["scale"] == "book" and stored["seeds"] == list(seed_spread.SEEDS)
+    assert stored["settings"]["geometry"] == json.loads(json.dumps(wind_tunnel.SETTINGS["book"]))
+    assert stored["settings"]["binding"] == json.loads(json.dumps({**arch.SETTINGS["book"], "family": "mamba"}))
+    runs = stored["runs"]
+    for name, key, group in (("value_pc1_ratio", "value_pc1_ratio", "geometry"),
+                             ("value_pc1_entropy_spearman", "value_pc1_entropy_spearman", "geometry"),
+                             ("binding_accuracy_mamba", "accuracy", "binding_mamba")):
+        values = [r[key] for r in runs[group]]
+        assert [r["seed"] for r in runs[group]] == stored["seeds"]
+        low, high = stats.t.interval(0.95, df=len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+        assert stored["intervals"][name]["low"] == pytest.approx(low) and stored["intervals"][name]["high"] == pytest.approx(high)
+
+
+@pytest.mark.slow
+def test_the_runs_are_the_chapters_models_at_the_fast_scale():
+    """Seed s of the spread runs is the model chapter 6 / chapter 7 trains with seed=s."""
+    from attention_dynamics import architectures as arch
+    from attention_dynamics import wind_tunnel
+    from attention_dynamics.settings import chapter_settings
+
+    result = seed_spread.compute("fast", [0, 1], processes=1)
+    cfg = chapter_settings(wind_tunnel.SETTINGS, "fast", device="cpu")
+    run = wind_tunnel.train_bijection(cfg, seed=1, checkpoints=True)  # as chapter 6 trains it (with checkpoints)
+    geo = wind_tunnel.bijection_geometry(run.model(), wind_tunnel.bijection_probe_batch(cfg, seed=1))
+    assert result["runs"]["geometry"][1]["value_pc1_ratio"] == pytest.approx(float(geo.value_ratios[0]), rel=1e-6)
+    acfg = chapter_settings(arch.SETTINGS, "fast", device="cpu")
+    grid = arch.compare_architectures(arch.book_tasks(acfg), families=("mamba",), target_params=acfg.target_params,
+                                      steps=acfg.steps, batch_size=acfg.batch_size, lr=acfg.lr, seed=0,
+                                      eval_sequences=acfg.eval_sequences, processes=1)
+    assert result["runs"]["binding_mamba"][0]["accuracy"] == pytest.approx(grid[("mamba", "binding")].metrics["accuracy"])
+    assert set(result["intervals"]) == {"value_pc1_ratio", "value_pc1_entropy_spearman", "binding_accuracy_mamba"}
