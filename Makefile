@@ -8,13 +8,15 @@ STAMP  := $(VENV)/.installed-requirements
 # What the installed environment was made from; a change to either file triggers a reinstall.
 REQ_HASH := $(shell cat requirements.txt pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: book test check nbval fast clean venv help
+.PHONY: book test check nbval fast pdf format clean venv help
 
 help:
 	@echo "make book   - re-execute changed chapters, write book/claims.json, build the HTML book"
 	@echo "make test   - the whole test suite (unit, notebooks with nbval, book build, browser)"
 	@echo "make check  - unit tests of the package only (quick, for day-to-day work)"
 	@echo "make fast   - smoke run of every chapter at reduced size into build/fast/"
+	@echo "make format - format the chapters' code cells (ruff, 100 characters a line)"
+	@echo "make pdf    - the book as one PDF (_build/pdf/book.pdf) from committed outputs, headless Chromium"
 
 venv: $(STAMP)
 
@@ -33,6 +35,12 @@ book: venv
 
 fast: venv
 	$(PY) -m attention_dynamics reproduce --fast --no-build
+
+pdf: venv
+	$(PY) -m attention_dynamics pdf
+
+format: venv
+	$(VENV)/bin/ruff format $$($(PY) -m attention_dynamics chapters --paths)
 
 check: venv
 	$(PY) -m pytest -m "not slow" -q

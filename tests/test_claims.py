@@ -209,6 +209,24 @@ def test_margin_problems_flag_a_claim_near_its_threshold():
     assert "straddles" in margin_problems([_trained(id="a.near", value=0.04, cross_machine_rtol=2.0)])[0]
 
 
+def test_no_committed_claim_could_change_status_within_its_tolerance(repo_root):
+    """A claim whose status a re-execution elsewhere could flip is stated too close to its threshold."""
+    from attention_dynamics.claims import margin_problems
+
+    assert margin_problems(load_ledger(repo_root / "book" / "claims.json")) == []
+
+
+def test_margin_problems_see_an_interval_claim_through_its_interval():
+    from attention_dynamics.claims import margin_problems
+
+    clear = _trained(id="a.ci", value=0.85, lower=0.8, upper=None, interval=[0.83, 0.87], status="pass",
+                     cross_machine_rtol=1e-6)
+    assert margin_problems([clear]) == []
+    touching = _trained(id="a.ci", value=0.85, lower=0.8, upper=None, interval=[0.8001, 0.9], status="pass",
+                        cross_machine_rtol=0.01)
+    assert "straddles" in margin_problems([touching])[0]
+
+
 def test_ledger_compare_command_fails_on_one_moved_value(repo_root, tmp_path):
     """`ledger --compare` passes on the committed ledger itself and fails on one value moved beyond its tolerance."""
     from attention_dynamics.reproduce import main

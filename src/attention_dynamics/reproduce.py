@@ -105,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("perturbed-env", help="print the numerical environment of another machine (for `env`)")
 
     sub.add_parser("build", help="build the HTML book from committed outputs (warnings are errors)")
+
+    pdf = sub.add_parser("pdf", help="build the book as one PDF from committed outputs (headless Chromium)")
+    pdf.add_argument("--out", type=Path, help="where to write the PDF (default: _build/pdf/book.pdf)")
     return parser
 
 
@@ -130,6 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "build":
             return build_html(root)
+        if args.command == "pdf":
+            from .pdf import build_pdf  # imported here: pdf imports BookError from this module
+
+            print(f"The PDF is ready: {build_pdf(root, args.out)}")
+            return 0
         return reproduce(root, args)
     except (BookError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -223,6 +231,25 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def _kernel_manager_class() -> type:
+    """Return the kernel manager the runner starts chapters with: CurveZMQ-encrypted where possible.
+
+    A kernel started over plain TCP logs a warning about it (one screen per chapter); with the
+    transport encrypted, as the kernelspec allows when pyzmq has CurveZMQ, it does not.
+    """
+    import zmq
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import CaselessStrEnum
+
+    if not zmq.has("curve"):
+        return AsyncKernelManager
+
+    class EncryptedKernelManager(AsyncKernelManager):
+        transport_encryption = CaselessStrEnum(["disabled", "auto", "required"], default_value="auto", config=True)
+
+    return EncryptedKernelManager
+
+
 def _keep_failed(raw: Path, target: Path) -> None:
     """Keep the partly executed notebook of a failing chapter (its error outputs) at ``target``."""
     if raw.exists():
@@ -281,6 +308,7 @@ def _execute(
             progress_bar={"desc": f"{chapter.path.stem}", "leave": False} if sys.stderr.isatty() else False,
             log_output=False,
             execution_timeout=timeout,
+            kernel_manager_class=_kernel_manager_class(),
         )
     except PapermillExecutionError as exc:
         raise BookError(
