@@ -40,7 +40,7 @@ pdf: venv
 	$(PY) -m attention_dynamics pdf
 
 format: venv
-	$(VENV)/bin/ruff format $$($(PY) -m attention_dynamics chapters --paths)
+	$(PY) -m attention_dynamics format
 
 check: venv
 	$(PY) -m pytest -m "not slow" -q

@@ -344,12 +344,18 @@ async () => {
 # opens one must not meet a scrolling cell either.
 _OVERFLOW_JS = """
 () => {
-  document.querySelectorAll('details.hide, details.toggle-details, .cell details').forEach(d => { d.open = true; });
   const found = [];
+  // Every collapsed input (the theme's hide-input toggle) opens and shows its code.
+  document.querySelectorAll('details.hide').forEach(d => {
+    d.open = true;
+    const code = d.querySelector('.cell_input');
+    if (!code || code.offsetHeight === 0) found.push('a hidden input does not expand: ' + d.textContent.trim().slice(0, 60));
+  });
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
   const doc = document.documentElement;
   if (doc.scrollWidth > window.innerWidth + 1) found.push(`the page is ${doc.scrollWidth} px wide`);
   const wide = (n) => n.scrollWidth > n.clientWidth + 1 && n.offsetParent !== null;
-  document.querySelectorAll('.cell_input pre, div.highlight pre').forEach(n => {
+  document.querySelectorAll('.cell_input pre').forEach(n => {
     if (wide(n)) found.push(`code scrolls (${n.scrollWidth} > ${n.clientWidth} px): ` +
                             n.textContent.split('\\n').sort((a, b) => b.length - a.length)[0].slice(0, 60));
   });
@@ -456,6 +462,7 @@ BROKEN_PAGE = r"""<!DOCTYPE html>
 <p>Left raw: $$ y = x^2 $$</p>
 <img src="missing.png" alt="a figure that does not exist">
 <article><div class="cell_input"><div class="highlight"><pre style="overflow-x: auto; width: 300px">claims.record("a.claim", value, description="a description far too long for the column it sits in ....")</pre></div></div>
+<details class="hide above-input"><summary>Show code cell source</summary><div class="output">no code in here</div></details>
 <div class="table-wrapper" style="overflow-x: auto; width: 300px"><table><tr><td style="white-space: nowrap">a table whose one row is much wider than its column can ever show</td></tr></table></div></article>
 <script>console.error("a script failed");</script>
 </div></body></html>
@@ -482,7 +489,7 @@ def test_page_checks_catch_a_broken_page(tmp_path):
     for expected in ("request left the machine: https://cdn.example.org/library.js",
                      "TeX errors: ['Undefined control sequence",
                      "raw TeX in the text", "images that did not load", "HTTP 404", "console error: a script failed",
-                     "code scrolls", "table scrolls"):
+                     "code scrolls", "table scrolls", "a hidden input does not expand"):
         assert expected in found, f"not reported: {expected!r}; the report was:\n{found}"
     assert (tmp_path / "broken.png").exists()
 
@@ -726,3 +733,44 @@ def test_bookkeeping_and_long_cells_are_collapsed():
             if _should_collapse(cell.source) and not {"hide-input", "remove-input", "remove-cell"} & set(tags):
                 shown.append(f"{path.name} {cell.get('id')}: {cell.source.splitlines()[0][:60]}")
     assert not shown, "cells to collapse with the hide-input tag:\n" + "\n".join(shown)
+
+
+def test_format_code_cells_formats_sources_and_leaves_outputs_alone():
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from attention_dynamics.notebooks import COLAB_TAG, format_code_cells
+
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed (requirements.txt pins it)")
+    output = new_output("execute_result", data={"text/plain": "1.1102230246251565e-16"}, execution_count=1)
+    nb = new_notebook(cells=[
+        new_code_cell("%pip install  x", metadata={"tags": [COLAB_TAG]}),
+        new_code_cell("x=dict(a = 1,b=[1,2 , 3])", outputs=[output]),
+        new_code_cell("y = 2"),
+    ])
+    before = nbformat.writes(nb)
+    assert format_code_cells(nb, ruff) == 1
+    assert nb.cells[1].source == "x = dict(a=1, b=[1, 2, 3])"
+    assert nb.cells[1].outputs[0]["data"]["text/plain"] == "1.1102230246251565e-16"
+    assert nb.cells[0].source == "%pip install  x", "the Colab magic is left as it is"
+    assert nbformat.writes(nb) != before and format_code_cells(nb, ruff) == 0
+
+
+def test_every_chapter_has_its_text_form_in_sync():
+    """book/text/<chapter>.py (jupytext percent format) is what the notebook's cells say: review reads text."""
+    import jupytext
+    import nbformat
+
+    from attention_dynamics.notebooks import text_form, text_form_path
+
+    for path in _chapter_notebooks():
+        text = text_form_path(path)
+        assert text.exists(), f"{path.name}: no text form at {text} (run `make book` or `make format`)"
+        nb = nbformat.read(path, as_version=4)
+        assert text.read_text(encoding="utf-8") == text_form(nb), f"{text.name} is out of date: run `make format`"
+        back = jupytext.reads(text.read_text(encoding="utf-8"), fmt="py:percent")
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert [c.source for c in back.cells if c.cell_type == "code"] == [c.source for c in code], (
+            f"{text.name} does not round-trip to the notebook's code")

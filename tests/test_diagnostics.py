@@ -270,13 +270,36 @@ class ModuleWithHeadParams(nn.Module):
 
 
 
-def test_diagnose_accepts_a_single_head_module_or_its_weights():
+def _autograd_score_gradient(x, params, y):
+    """∂L/∂s by autograd through a forward pass written out here (the routing law says it is the advantage)."""
+    import math
+
+    W = {n: t.detach().clone() for n, t in params.as_dict().items()}
+    q, k, v = x @ W["W_Q"], x @ W["W_K"], x @ W["W_V"]
+    scores = (q @ k.T / math.sqrt(W["W_Q"].shape[1])).requires_grad_(True)
+    T = x.shape[0]
+    masked = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    loss = torch.nn.functional.cross_entropy(torch.softmax(masked, -1) @ v @ W["W_O"], y)
+    loss.backward()
+    return scores.grad, float(loss)
+
+
+@pytest.mark.parametrize("wrap", ["weights", "head_params() method", "params property", "params() method"])
+def test_diagnose_accepts_a_single_head_module_or_its_weights(wrap):
+    """Every way the book holds a single head is diagnosed as that head, checked against autograd."""
+    from attention_dynamics.dynamics import TrainableSingleHead
+    from attention_dynamics.head_engine import SingleHeadModule
+
     params, x, y = _head_example(B=1, seed=5)
-    ref = D.diagnose_single_head(x[0], params, y[0])
-    for model in (ModuleWithHeadParams(params), params):
-        diag = D.diagnose(model, x[0], y[0])
-        torch.testing.assert_close(diag.heads[0].advantage_matrix, ref.heads[0].advantage_matrix, rtol=0, atol=0)
-        assert diag.loss == ref.loss
+    model = {"weights": lambda: params, "head_params() method": lambda: ModuleWithHeadParams(params),
+             "params property": lambda: TrainableSingleHead(params),  # the form that used to fall through
+             "params() method": lambda: SingleHeadModule(params)}[wrap]()
+    grad, loss = _autograd_score_gradient(x[0], params, y[0])
+    diag = D.diagnose(model, x[0], y[0])
+    assert len(diag.heads) == 1
+    # the book's advantage is E_alpha[b] − b: minus the gradient of the loss with respect to the scores
+    torch.testing.assert_close(diag.heads[0].advantage_matrix.reshape(grad.shape), -grad, rtol=1e-10, atol=1e-14)
+    assert diag.loss == pytest.approx(loss, rel=1e-12)
 
 
 # ----------------------------------------------------------------------------- the package's transformer

@@ -1,4 +1,4 @@
-"""Sphinx directives that render the book's generated JSON files as tables.
+"""Sphinx directives that render the book's generated JSON files as tables (and the book's CSS).
 
 ``claims-table`` renders ``book/claims.json`` (the claims ledger) and ``status-table`` renders
 ``book/status.json`` (per-chapter execution time and environment). Both files are written by
@@ -18,7 +18,8 @@ from attention_dynamics.claims import format_value
 
 
 def _table(header: list[str], rows: list[list[str]], widths: list[int], classes: list[str]) -> nodes.table:
-    table = nodes.table(classes=classes)
+    # "colwidths-given": Sphinx's HTML writer then emits the column widths (relative, in %).
+    table = nodes.table(classes=[*classes, "colwidths-given"])
     group = nodes.tgroup(cols=len(header))
     table += group
     for w in widths:
@@ -286,6 +287,10 @@ BOOK_CSS = """
 /* The claims and verdict tables: four columns that fit the text column, details on demand. */
 table.claims-ledger, table.verdicts-table { width: 100%; table-layout: fixed; }
 table.claims-ledger td, table.verdicts-table td { vertical-align: top; overflow-wrap: anywhere; }
+table.claims-ledger th:nth-child(1) { width: 44%; } table.claims-ledger th:nth-child(2) { width: 20%; }
+table.claims-ledger th:nth-child(3) { width: 22%; } table.claims-ledger th:nth-child(4) { width: 14%; }
+table.verdicts-table th:nth-child(1) { width: 46%; } table.verdicts-table th:nth-child(2) { width: 16%; }
+table.verdicts-table th:nth-child(3) { width: 18%; } table.verdicts-table th:nth-child(4) { width: 20%; }
 .claim-id { font-family: var(--pst-font-family-monospace, monospace); font-size: 0.85em; margin-bottom: 0.2em; }
 .claim-explanation { font-size: 0.85em; color: var(--pst-color-text-muted, #555); }
 details.claim-details { font-size: 0.85em; }
@@ -294,6 +299,12 @@ details.claim-details p { margin: 0.2em 0; }
 .claim-status-fail, .verdict-does-not-reproduce { color: #b00020; font-weight: 600; }
 .claim-status-undecided, .verdict-not-decided-at-this-scale, .verdict-partly { color: #a15c00; font-weight: 600; }
 .claim-status-pass, .verdict-reproduces { color: #1b7a2e; font-weight: 600; }
+/* Chapter code cells are formatted to 100 characters a line; the text column holds about 80, so a
+   long line wraps (indented continuation) instead of making the cell scroll sideways. */
+div.cell_input div.highlight pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+/* Prose tables that name functions and tests: long identifiers break instead of widening the table. */
+.bd-article table td { overflow-wrap: anywhere; }
+.bd-article table td code, .bd-article table td span.pre { white-space: normal; overflow-wrap: anywhere; }
 """
 
 

@@ -1133,15 +1133,15 @@ def _single_head_params(model: Any) -> SingleHeadParams | None:
         return model
     if isinstance(model, nn.Module) and (_probed_modules(model) or _mha_modules(model)):
         return None
-    for name in ("head_params", "params"):
-        method = getattr(model, name, None)
-        if callable(method):
+    for name in ("head_params", "params"):  # a method on some modules, a property on others
+        params = getattr(model, name, None)
+        if callable(params) and not isinstance(params, SingleHeadParams):
             try:
-                params = method()
+                params = params()
             except TypeError:
                 continue
-            if isinstance(params, SingleHeadParams):
-                return SingleHeadParams(**{n: t.detach() for n, t in params.as_dict().items()})
+        if isinstance(params, SingleHeadParams):
+            return SingleHeadParams(**{n: t.detach() for n, t in params.as_dict().items()})
     return None
 
 

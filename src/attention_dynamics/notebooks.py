@@ -28,6 +28,9 @@ __all__ = [
     "colab_pin",
     "input_hash",
     "notebook_text",
+    "format_code_cells",
+    "text_form",
+    "text_form_path",
 ]
 
 _CHAPTER_FILE = re.compile(r"^(\d{2})-([a-z0-9-]+)$")
@@ -119,6 +122,54 @@ def notebook_text(nb: nbformat.NotebookNode) -> str:
     """Return the notebook serialised exactly as the book commits it (nbformat's canonical JSON)."""
     text = nbformat.writes(nb)
     return text if text.endswith("\n") else text + "\n"
+
+
+#: Where each chapter's text form lives: ``book/text/<chapter>.py`` (jupytext's percent format).
+TEXT_DIR = "text"
+
+
+def text_form_path(nb_path: Path) -> Path:
+    """Return the path of the committed text form of the chapter notebook ``nb_path``."""
+    return nb_path.parent / TEXT_DIR / (nb_path.stem + ".py")
+
+
+def text_form(nb: nbformat.NotebookNode) -> str:
+    """Return the chapter as text (jupytext's ``py:percent``): every cell's source and tags, no outputs.
+
+    Committed next to the notebook (``book/text/``), it makes a change to a chapter read as a text
+    diff in review. Notebook metadata is left out (it is the runner's business, not the chapter's).
+    """
+    import copy
+
+    import jupytext
+
+    bare = copy.deepcopy(nb)
+    bare.metadata = {"jupytext": {"notebook_metadata_filter": "-all", "cell_metadata_filter": "tags,-all"}}
+    return jupytext.writes(bare, fmt="py:percent")
+
+
+def format_code_cells(nb: nbformat.NotebookNode, ruff: str, *, line_length: int = 100) -> int:
+    """Format every code cell's source with ``ruff format`` in place; return how many cells changed.
+
+    Only the sources are touched: the outputs stay byte for byte (running ``ruff format`` on the
+    notebook file itself re-serialises the outputs' floats, which moves their last digit). The
+    Colab install cell (an IPython magic) is left as it is.
+    """
+    import subprocess
+
+    changed = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code" or COLAB_TAG in cell.metadata.get("tags", []) or not cell.source.strip():
+            continue
+        res = subprocess.run([ruff, "format", "--isolated", f"--line-length={line_length}", "-"],
+                             input=cell.source, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise ValueError(f"ruff cannot format cell {cell.get('id')}: {res.stderr.strip()}")
+        formatted = res.stdout.rstrip("\n")
+        if formatted != cell.source:
+            cell.source = formatted
+            changed += 1
+    return changed
 
 
 def normalise_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     ch = sub.add_parser("chapters", help="list the chapters in reading order")
     ch.add_argument("--paths", action="store_true", help="print notebook paths only (for scripts)")
 
+    sub.add_parser("format", help="format the chapters' code cells with ruff (100 characters a line)")
+
     led = sub.add_parser("ledger", help="rebuild book/claims.json from the committed notebooks")
     led.add_argument("--check", action="store_true", help="only check that claims.json matches the notebooks")
     led.add_argument("--compare", type=Path, metavar="OTHER.json",
@@ -120,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for c in book_chapters(root):
                 print(c.path.relative_to(root) if args.paths else f"{c.number:2d}  {c.slug:40s} {c.path.relative_to(root)}")
             return 0
+        if args.command == "format":
+            return format_command(root)
         if args.command == "ledger":
             if args.compare is not None:
                 return ledger_compare_command(root, args.compare)
@@ -214,6 +218,8 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     shutil.rmtree(staging, ignore_errors=True)
     if committed and repo_url and commit:
         _refresh_colab_pins([out_dir / c.path.name for c in chapters], repo_url, pin, root)
+    if committed:
+        write_text_forms(chapters)
 
     ledger_path = paths.CLAIMS_PATH if root == paths.REPO_ROOT else root / "book" / "claims.json"
     if not committed:
@@ -227,7 +233,7 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     if timings:
         _write_status(out_dir / "status.json", timings)
     if committed and not args.no_build:
-        return build_html(root)
+        return build_book(root)
     return 0
 
 
@@ -248,6 +254,20 @@ def _kernel_manager_class() -> type:
         transport_encryption = CaselessStrEnum(["disabled", "auto", "required"], default_value="auto", config=True)
 
     return EncryptedKernelManager
+
+
+def write_text_forms(chapters: Sequence[Chapter]) -> None:
+    """Write (or refresh) every chapter's text form, ``book/text/<chapter>.py``, from its notebook."""
+    import nbformat
+
+    from .notebooks import text_form, text_form_path
+
+    for chapter in chapters:
+        path = text_form_path(chapter.path)
+        text = text_form(nbformat.read(chapter.path, as_version=4))
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, text)
 
 
 def _keep_failed(raw: Path, target: Path) -> None:
@@ -368,6 +388,25 @@ def ledger_compare_command(root: Path, other_path: Path) -> int:
         return 1
     print(f"{other_path} reproduces {committed_path.relative_to(root)}: {len(committed)} claims, same statuses, "
           "every value within its cross-machine tolerance")
+    return 0
+
+
+def format_command(root: Path) -> int:
+    """Format every chapter's code cells with ruff, leaving the outputs untouched."""
+    import nbformat
+
+    from .notebooks import format_code_cells
+
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        raise BookError("ruff is not installed in this environment (requirements.txt pins it)")
+    for chapter in book_chapters(root):
+        nb = nbformat.read(chapter.path, as_version=4)
+        changed = format_code_cells(nb, ruff)
+        if changed:
+            atomic_write_text(chapter.path, notebook_text(nb))
+        print(f"  {chapter}: {changed} cell(s) reformatted")
+    write_text_forms(book_chapters(root))
     return 0
 
 
@@ -501,6 +540,28 @@ def build_html(root: Path) -> int:
         print("error: the book build failed (warnings are errors); see the messages above", file=sys.stderr)
         return result.returncode
     print(f"The book is ready: open {root / '_build' / 'html' / 'index.html'}")
+    return 0
+
+
+def build_book(root: Path) -> int:
+    """Build the HTML book, then the PDF into the site (``_build/html/book.pdf``); return the exit status.
+
+    Without Chromium the PDF is skipped with a note (the HTML book does not need it).
+    """
+    status = build_html(root)
+    if status != 0:
+        return status
+    from .pdf import build_pdf, find_chromium
+
+    try:
+        find_chromium()
+    except BookError as exc:
+        print(f"note: no PDF this time: {exc}", file=sys.stderr)
+        return 0
+    pdf = build_pdf(root)
+    site_copy = root / "_build" / "html" / "book.pdf"
+    shutil.copyfile(pdf, site_copy)
+    print(f"The PDF is ready: {pdf} (and in the site: {site_copy})")
     return 0
 
 
