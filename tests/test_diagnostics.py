@@ -270,7 +270,7 @@ class ModuleWithHeadParams(nn.Module):
 
 
 
-def _autograd_score_gradient(x, params, y):
+def _autograd_head_score_gradient(x, params, y):
     """∂L/∂s by autograd through a forward pass written out here (the routing law says it is the advantage)."""
     import math
 
@@ -294,7 +294,7 @@ def test_diagnose_accepts_a_single_head_module_or_its_weights(wrap):
     model = {"weights": lambda: params, "head_params() method": lambda: ModuleWithHeadParams(params),
              "params property": lambda: TrainableSingleHead(params),  # the form that used to fall through
              "params() method": lambda: SingleHeadModule(params)}[wrap]()
-    grad, loss = _autograd_score_gradient(x[0], params, y[0])
+    grad, loss = _autograd_head_score_gradient(x[0], params, y[0])
     diag = D.diagnose(model, x[0], y[0])
     assert len(diag.heads) == 1
     # the book's advantage is E_alpha[b] − b: minus the gradient of the loss with respect to the scores

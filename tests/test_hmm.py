@@ -110,3 +110,33 @@ def test_invalid_arguments_are_rejected():
         hmm.sample_hmm_parameters(3, floor=0.5)
     with pytest.raises(ValueError):
         hmm.sample_hmm_parameters(3, grid=0.03)
+
+
+def test_context_blind_posterior_equals_enumeration_over_hidden_paths():
+    """q_t(s) ∝ p(s_t = s) p(o_t | s), with p(s_t) summed over every hidden path of length t."""
+    import itertools
+
+    from attention_dynamics.tasks.hmm import context_blind_posterior
+
+    g = torch.Generator().manual_seed(3)
+    S, O, K, n = 3, 2, 4, 2
+    T = torch.rand(n, S, S, generator=g, dtype=torch.float64)
+    T = T / T.sum(-1, keepdim=True)
+    E = torch.rand(n, S, O, generator=g, dtype=torch.float64)
+    E = E / E.sum(-1, keepdim=True)
+    obs = torch.randint(0, O, (n, K), generator=g)
+    got = context_blind_posterior(T, E, obs)
+    for b in range(n):
+        for t in range(K):
+            marginal = torch.zeros(S, dtype=torch.float64)
+            for path in itertools.product(range(S), repeat=t + 1):
+                p = 1.0 / S
+                for a, c in zip(path, path[1:]):
+                    p *= float(T[b, a, c])
+                marginal[path[-1]] += p
+            joint = marginal * E[b, :, obs[b, t]]
+            torch.testing.assert_close(got[b, t], joint / joint.sum(), rtol=1e-12, atol=1e-14)
+    # it ignores every earlier observation: changing o_0 leaves q_t (t ≥ 1) as it is
+    other = obs.clone()
+    other[:, 0] = 1 - other[:, 0]
+    torch.testing.assert_close(context_blind_posterior(T, E, other)[:, 1:], got[:, 1:], rtol=0, atol=0)

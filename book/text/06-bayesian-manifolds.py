@@ -373,26 +373,55 @@ hmm_params = {
     "seed": seed,
     "scale": cfg.scale,
 }
+# The reference level of belief transport: the exact posterior given only the current observation
+# and the matrices (tasks.hmm.context_blind_posterior). Every HMM bound is stated against it.
+blind_reports = {
+    K: calibration.calibration_report(
+        b.posterior, hmm.context_blind_posterior(b.transition, b.emission, b.observations).log()
+    )
+    for K, b in eval_hmm.items()
+}
+blind_kl, blind_kl_long = blind_reports[K_train].kl_bits, blind_reports[K_long].kl_bits
+claims.record(
+    "hmm.context_blind_kl_bits",
+    blind_kl,
+    unit="bits",
+    description="KL(exact filter ‖ posterior given only the current observation and the matrices) "
+    "at "
+    "the training length K: the level a model with no memory reaches",
+    params=hmm_params,
+)
+claims.record(
+    "hmm.context_blind_kl_bits_long",
+    blind_kl_long,
+    unit="bits",
+    description="the same context-blind level at 2.5× the training length",
+    params={**hmm_params, "length": K_long},
+)
+UNDER_BUDGET = (
+    "at this budget the transformer has not learned to carry its belief: it scores "
+    "about the context-blind level, so the run cannot show transport; a longer run or a stickier "
+    "HMM would decide it"
+)
 claims.record(
     "hmm.kl_bits",
     hmm_reports[K_train].kl_bits,
     unit="bits",
     description="HMM filtering: KL(exact filter ‖ model) at the training length K, mean over "
     "held-out "
-    "sequences and steps (target ≤ 0.05 bits; Paper I v3 reports 0.049)",
+    "sequences and steps; transport shown if ≤ 0.6 × the context-blind level "
+    "(hmm.context_blind_kl_bits; Paper I v3 reports 0.049)",
     paper_value=0.049,
-    upper=0.05,
+    upper=0.6 * blind_kl,
     params=hmm_params,
-    explanation="the CPU-sized run stops above the target; more steps or a larger model close the "
-    "gap",
+    explanation=UNDER_BUDGET,
 )
 claims.record(
     "hmm.entropy_mae_bits",
     hmm_reports[K_train].entropy_mae_bits,
     unit="bits",
     description="HMM filtering: per-sample entropy error at the training length K (Paper I: 0.049 "
-    "bits "
-    "in the v3 table, 7.5e-5 in the authors' README)",
+    "bits in the v3 table, 7.5e-5 in the authors' README; the context-blind level is above 0.05)",
     paper_value=0.049,
     upper=0.05,
     params=hmm_params,
@@ -404,12 +433,19 @@ claims.record(
     "hmm.length_gen_kl_bits",
     hmm_reports[K_long].kl_bits,
     unit="bits",
-    description="HMM filtering: KL(exact filter ‖ model) at 2.5× the training length, trained at K "
-    "(target: below the training-length target 0.05 bits)",
-    upper=0.05,
+    description="HMM filtering: KL(exact filter ‖ model) at 2.5× the training length, trained at "
+    "K; "
+    "length generalisation of transport if below the context-blind level there "
+    "(hmm.context_blind_kl_bits_long)",
+    upper=blind_kl_long,
     params={**hmm_params, "length": K_long},
-    explanation="the model does not keep its training-length calibration at 2.5× the length",
+    explanation=UNDER_BUDGET,
 )
+for name, K in (("train", K_train), ("mid", K_mid), ("long", K_long)):
+    claims.glue(f"manifolds.blind_kl_{name}", blind_reports[K].kl_bits)
+    claims.glue(f"manifolds.blind_mae_{name}", blind_reports[K].entropy_mae_bits)
+    claims.glue(f"manifolds.hmm_kl_ratio_{name}", hmm_reports[K].kl_bits / blind_reports[K].kl_bits)
+claims.glue("manifolds.transport_target", 0.6 * blind_kl)
 for name, K in (("train", K_train), ("mid", K_mid), ("long", K_long)):
     claims.glue(f"manifolds.hmm_kl_{name}", hmm_reports[K].kl_bits)
     claims.glue(f"manifolds.hmm_mae_{name}", hmm_reports[K].entropy_mae_bits)
@@ -424,6 +460,9 @@ for i, (K, rep) in enumerate(hmm_reports.items()):
     axes[0].plot(
         np.arange(K), rep.kl_by_position, color=plotting.PALETTE[i], lw=1.2, label=f"K = {K}"
     )
+    axes[0].plot(
+        np.arange(K), blind_reports[K].kl_by_position, color=plotting.PALETTE[i], lw=0.8, ls="--"
+    )
     axes[1].plot(
         np.arange(K),
         rep.model_entropy_curve,
@@ -434,7 +473,12 @@ for i, (K, rep) in enumerate(hmm_reports.items()):
 axes[1].plot(np.arange(K_long), hmm_reports[K_long].bayes_entropy_curve, "k--", lw=1, label="exact")
 for ax in axes:
     ax.axvline(K_train - 0.5, color="grey", ls=":", lw=1)
-axes[0].set(xlabel="step t", ylabel="KL (bits)", title="KL(filter ‖ model) by step", ylim=(0, None))
+axes[0].set(
+    xlabel="step t",
+    ylabel="KL (bits)",
+    title="KL(filter ‖ model) by step\n(dashed: no memory, context-blind)",
+    ylim=(0, None),
+)
 axes[1].set(xlabel="step t", ylabel="entropy (bits)", title="Mean predictive entropy")
 axes[0].legend(frameon=False)
 axes[1].legend(frameon=False, fontsize=8)
@@ -443,38 +487,33 @@ plotting.plt.show()
 
 # %% [markdown] tags=[]
 # At the training length $K =$ {glue:text}`manifolds.hmm_K_train` the HMM transformer's KL to the exact filter is
-# {glue:text}`hmm.kl_bits:.4f` bits per step (target 0.05; Paper I v3: 0.049). Its per-sample entropy error is
-# {glue:text}`hmm.entropy_mae_bits:.4f` bits: the model is a little under-confident on average (its mean entropy
-# curve lies above the exact one, a curve error of {glue:text}`manifolds.hmm_curve_train:.4f` bits) and, on top of that,
-# its entropy scatters around the exact one from sequence to sequence. Paper I's numbers for HMM
-# filtering disagree with each other by almost three orders of magnitude (0.049 bits in the v3 table,
-# $7.5\times10^{-5}$ in the authors' README) and do not say which definition they use; a curve error, which lets
-# errors of both signs cancel, is the likelier reading of the smaller one.
+# {glue:text}`hmm.kl_bits:.4f` bits per step (Paper I v3: 0.049). That number means little on its own. The
+# exact posterior given **only the current observation** and the two matrices,
+# $q_t(s) \propto (\pi_0 A^t)(s)\, E_{s, o_t}$ (`tasks.hmm.context_blind_posterior`), already scores
+# {glue:text}`hmm.context_blind_kl_bits:.4f` bits (entropy error {glue:text}`manifolds.blind_mae_train:.4f`): on Paper I's
+# random HMMs the past carries little information beyond the present observation, and a model with no memory at
+# all reaches that level. The transformer sits at {glue:text}`manifolds.hmm_kl_ratio_train:.2f` times it. Belief
+# *transport* — combining the carried belief with the new observation — shows only below the context-blind level;
+# the book asks for at most 0.6 times it ({glue:text}`manifolds.transport_target:.4f` bits), and this run does not get
+# there. Its per-sample entropy error is {glue:text}`hmm.entropy_mae_bits:.4f` bits (the context-blind predictor's is
+# {glue:text}`manifolds.blind_mae_train:.4f`): the model is a little under-confident on average (its mean entropy curve
+# lies above the exact one, a curve error of {glue:text}`manifolds.hmm_curve_train:.4f` bits) and its entropy scatters
+# around the exact one from sequence to sequence. Paper I's numbers for HMM filtering disagree with each other by
+# almost three orders of magnitude (0.049 bits in the v3 table, $7.5\times10^{-5}$ in the authors' README) and do
+# not say which definition they use; a curve error, which lets errors of both signs cancel, is the likelier
+# reading of the smaller one.
 #
 # At $t = 0$, where the posterior is just the normalised column $E_{\cdot, o_0}$ and nothing needs to be remembered,
 # the KL is {glue:text}`manifolds.hmm_kl_first_step:.4f` bits; averaged over the later steps it is
-# {glue:text}`manifolds.hmm_kl_later_steps:.4f` bits and then stays level along the sequence: the error comes from
-# combining the carried belief with the new observation, and it does not accumulate. That is also why the model
-# generalises in length: at {glue:text}`manifolds.hmm_K_mid` steps the KL is {glue:text}`manifolds.hmm_kl_mid:.4f` bits and
-# at {glue:text}`manifolds.hmm_K_long` steps, 2.5 times the training length, {glue:text}`hmm.length_gen_kl_bits:.4f` bits
-# (Paper I reports entropy errors of 0.012 and 0.029 bits at 30 and 50). The ALiBi recency bias helps here: the
-# filtering posterior forgets the distant past, and so can attention.
-#
-# ## The geometry
-#
-# Paper I reads the computation off the trained network's geometry. The measurements below are general
-# functions of `geometry`, applied to the bijection transformer on held-out probe sequences
-# (`wind_tunnel.bijection_geometry`):
-#
-# - **key orthogonality**: the mean $|\cos|$ between the key vectors of one sequence (every position), averaged
-#   over sequences and heads, against $\mathbb{E}|\cos\theta| = \Gamma(\tfrac d2) / (\sqrt\pi\,\Gamma(\tfrac{d+1}2))$
-#   for two independent isotropic vectors in the head dimension $d$;
-# - **attention entropy by layer** (bits, over the key-position queries that see more than one token), and
-#   **query–key alignment**: the attention-weighted mean of $\cos(q_i, k_j)$ against its uniform mean over
-#   the visible keys;
-# - **the value manifold**: PCA of the value mixtures that the last layer delivers to the prediction positions,
-#   $g_i = \sum_j \alpha_{ij} v_j$ (heads concatenated): the variance share of PC1 and its Spearman correlation
-#   with the Bayes entropy $\log_2(V - t)$.
+# {glue:text}`manifolds.hmm_kl_later_steps:.4f` bits, level along the sequence and close to the context-blind curve
+# (dashed in the figure). Tested longer than it was trained, the model keeps that level: at
+# {glue:text}`manifolds.hmm_K_mid` steps the KL is {glue:text}`manifolds.hmm_kl_mid:.4f` bits
+# ({glue:text}`manifolds.hmm_kl_ratio_mid:.2f` times the context-blind {glue:text}`manifolds.blind_kl_mid:.4f`) and at
+# {glue:text}`manifolds.hmm_K_long` steps, 2.5 times the training length, {glue:text}`hmm.length_gen_kl_bits:.4f` bits
+# ({glue:text}`manifolds.hmm_kl_ratio_long:.2f` times {glue:text}`hmm.context_blind_kl_bits_long:.4f`). Paper I reports
+# entropy errors of 0.012 and 0.029 bits at 30 and 50. A model that scores the context-blind level at every length
+# does not accumulate error, but it has no transport to generalise either: at this budget the run cannot tell
+# whether the transformer learns the filter, and the book reports the HMM verdicts as not decided at this scale.
 
 # %% tags=["trained-output", "hide-input"]
 probe = wind_tunnel.bijection_probe_batch(cfg, seed=seed)
@@ -854,9 +893,11 @@ plotting.plt.show()
 #   the closed-form reference levels are recorded above.
 # - **Calibration at CPU scale.** The bijection transformer's per-sample entropy error is
 #   {glue:text}`bijection.entropy_mae_bits:.4f` bits (target 0.01); the HMM transformer's KL is
-#   {glue:text}`hmm.kl_bits:.4f` bits at the training length (target 0.05) and {glue:text}`hmm.length_gen_kl_bits:.4f`
-#   bits at 2.5 times that length. The HMM's *per-sample* entropy error, {glue:text}`hmm.entropy_mae_bits:.4f` bits, is
-#   above Paper I's 0.049; its curve error is below it.
+#   {glue:text}`hmm.kl_bits:.4f` bits at the training length and {glue:text}`hmm.length_gen_kl_bits:.4f` bits at 2.5
+#   times that length — about the level of a predictor with no memory ({glue:text}`hmm.context_blind_kl_bits:.4f` and
+#   {glue:text}`hmm.context_blind_kl_bits_long:.4f` bits). Belief transport is **not decided at this scale**: the run
+#   neither shows it nor rules it out. The HMM's *per-sample* entropy error, {glue:text}`hmm.entropy_mae_bits:.4f` bits,
+#   is above Paper I's 0.049; its curve error is below it.
 # - **The frame–precision dissociation** appears in training: routing in place by step
 #   {glue:text}`frame_precision.frame_settle_step`, calibration still improving until step
 #   {glue:text}`frame_precision.calibration_settle_step`, with the cautions stated about how "settled" is measured.

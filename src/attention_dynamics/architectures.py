@@ -557,26 +557,12 @@ class ReferenceLevels:
 
 
 def hmm_context_blind_log_probs(transition: torch.Tensor, emission: torch.Tensor, observations: torch.Tensor) -> torch.Tensor:
-    """Return log q_t(s) ∝ (π₀ Tᵗ)(s) · E(s, o_t), ``(n, K, S)`` float64: the posterior given only the current input.
+    """Return log q_t(s), the log of :func:`tasks.hmm.context_blind_posterior` ``(n, K, S)`` float64.
 
-    A model that sees, at step t, the observation o_t and both matrices but no earlier observation
-    (and is told t) can do no better in expected KL than this: by the tower property the expected
-    filtering posterior given its information is exactly p(s_t | o_t, T, E) — the uniform initial
-    distribution pushed t steps through the chain, times the likelihood of o_t.
+    The posterior given only the current input: the HMM's reference level (one function, shared
+    with chapter 6).
     """
-    transition = transition.to(torch.float64)
-    emission = emission.to(torch.float64)
-    n, S, _ = transition.shape
-    K = observations.shape[1]
-    prior = torch.full((n, S), 1.0 / S, dtype=torch.float64)
-    likelihood = emission.transpose(1, 2).gather(1, observations[:, :, None].expand(n, K, S))  # (n, K, S)
-    out = torch.empty(n, K, S, dtype=torch.float64)
-    for t in range(K):
-        if t > 0:
-            prior = torch.einsum("bi,bij->bj", prior, transition)  # marginal of s_t, no observation used
-        joint = prior * likelihood[:, t]
-        out[:, t] = (joint / joint.sum(-1, keepdim=True)).log()
-    return out
+    return hmm.context_blind_posterior(transition, emission, observations).log()
 
 
 def reference_levels(tasks: Sequence[WindTunnel], eval_batches: Mapping[str, TaskBatch]) -> ReferenceLevels:

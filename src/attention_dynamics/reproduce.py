@@ -224,7 +224,9 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     ledger_path = paths.CLAIMS_PATH if root == paths.REPO_ROOT else root / "book" / "claims.json"
     if not committed:
         ledger_path = out_dir / "claims.json"
-    notebooks = [out_dir / c.path.name for c in (chapters if committed else selected)]
+    # A scratch run's ledger holds every chapter executed into its folder so far (runs of single
+    # chapters with the same parameters add up), the committed ledger every chapter of the book.
+    notebooks = [out_dir / c.path.name for c in chapters if committed or (out_dir / c.path.name).exists()]
     claims = _collect_claims(notebooks, root)
     write_ledger(claims, ledger_path)
     print(f"Wrote {len(claims)} claims to {ledger_path.relative_to(root)}")

@@ -23,6 +23,7 @@ __all__ = [
     "sample_hmm_sequences",
     "sample_hmm_batch",
     "forward_filter",
+    "context_blind_posterior",
     "hmm_input_features",
     "hmm_input_dim",
 ]
@@ -140,6 +141,42 @@ def forward_filter(
         belief = belief / belief.sum(-1, keepdim=True)
         posterior[:, t] = belief
     return posterior
+
+
+def context_blind_posterior(
+    transition: torch.Tensor,
+    emission: torch.Tensor,
+    observations: torch.Tensor,
+    initial: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Return q_t(s) ∝ (π₀ Tᵗ)(s) · E(s, o_t) ``(n, K, S)`` (float64): the posterior given only the current input.
+
+    The reference level of belief *transport*. A model that sees, at step t, the observation o_t and
+    both matrices but no earlier observation (and is told t) can do no better in expected KL to the
+    filter than this: by the tower property the filter's expectation given that information is
+    p(s_t | o_t, T, E), the initial distribution pushed t steps through the chain times the
+    likelihood of o_t. A model's HMM number shows transport only below this level. Shapes and
+    ``initial`` as :func:`forward_filter`.
+    """
+    transition = torch.as_tensor(transition, dtype=torch.float64)
+    emission = torch.as_tensor(emission, dtype=torch.float64)
+    observations = torch.as_tensor(observations, dtype=torch.long)
+    if transition.ndim != 3 or emission.ndim != 3 or observations.ndim != 2:
+        raise ValueError("expected transition (n, S, S), emission (n, S, O) and observations (n, K)")
+    n, S, _ = transition.shape
+    K = observations.shape[1]
+    if initial is None:
+        prior = torch.full((n, S), 1.0 / S, dtype=torch.float64)
+    else:
+        prior = torch.as_tensor(initial, dtype=torch.float64).expand(n, S).clone()
+    likelihood = emission.transpose(1, 2).gather(1, observations[:, :, None].expand(n, K, S))  # (n, K, S)
+    out = torch.empty(n, K, S, dtype=torch.float64)
+    for t in range(K):
+        if t > 0:
+            prior = torch.einsum("bi,bij->bj", prior, transition)  # marginal of s_t, no observation used
+        joint = prior * likelihood[:, t]
+        out[:, t] = joint / joint.sum(-1, keepdim=True)
+    return out
 
 
 def hmm_input_dim(n_states: int = 5, n_symbols: int = 5) -> int:
