@@ -352,3 +352,30 @@ def test_figures_draw_without_error():
         run.kl_by_position = np.linspace(0.1, 0.2, len(batches[task].positions))
     fig, ax = arch.plot_hmm_kl_by_position(results, levels)
     assert len(ax.lines) == len(arch.FAMILIES) + 1
+
+
+def test_permute_within_rows_permutes_only_the_visible_entries_of_each_row():
+    g = torch.Generator().manual_seed(0)
+    values = torch.arange(2 * 5 * 5, dtype=torch.float64).reshape(2, 5, 5)
+    visible = torch.ones(5, 5, dtype=torch.bool).tril().expand(2, 5, 5)
+    out = arch.permute_within_rows(values, visible, g)
+    assert torch.equal(out[~visible], values[~visible]), "masked entries must stay"
+    for b in range(2):
+        for i in range(5):
+            kept = visible[b, i]
+            assert sorted(out[b, i][kept].tolist()) == sorted(values[b, i][kept].tolist())
+    assert not torch.equal(out, values), "a permutation of 2 x 5 rows should move something"
+
+
+def test_the_null_fit_breaks_an_exact_advantage_form():
+    """A gradient that is exactly of advantage form: R² = 1; with b permuted within rows, much less."""
+    g = torch.Generator().manual_seed(1)
+    T = 12
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    logits = torch.randn(3, T, T, generator=g, dtype=torch.float64).masked_fill(~visible, float("-inf"))
+    alpha = torch.softmax(logits, -1)
+    b = torch.randn(3, T, T, generator=g, dtype=torch.float64) * visible
+    exact = arch.advantage_routing_gradient(alpha, b)
+    assert arch.advantage_form_fit(exact, alpha, b).r2 == pytest.approx(1.0, abs=1e-12)
+    null = arch.advantage_form_fit(exact, alpha, arch.permute_within_rows(b, alpha > 0, g))
+    assert null.r2 < 0.5

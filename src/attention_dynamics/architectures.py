@@ -83,6 +83,7 @@ __all__ = [
     "compare_architectures",
     "ReferenceLevels",
     "hmm_context_blind_log_probs",
+    "permute_within_rows",
     "reference_levels",
     "realises_primitive",
     "paper_verdict_bounds",
@@ -894,8 +895,23 @@ def advantage_form_fit(logit_grad: torch.Tensor, alpha: torch.Tensor, b: torch.T
                         residual=residual, total=total)
 
 
+def permute_within_rows(values: torch.Tensor, visible: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Return ``values`` with the visible entries of every row (last axis) randomly permuted among themselves.
+
+    Entries where ``visible`` is False stay where they are. The null of an advantage-form fit: the
+    same compatibilities, no longer paired with their own keys.
+    """
+    keys = torch.rand(values.shape, generator=generator, dtype=torch.float64)
+    keys = keys.masked_fill(~visible, 2.0)  # masked entries sort last
+    order = keys.argsort(-1)  # visible entries first, in random order
+    slots = (~visible).to(torch.int8).argsort(dim=-1, stable=True)  # visible positions first, in index order
+    out = values.clone()
+    out.scatter_(-1, slots, values.gather(-1, order))
+    return torch.where(visible, out, values)
+
+
 def mamba_advantage_fit(model: MambaSequenceModel, batch: TaskBatch, layer: int, *, sample: int = 4000,
-                        generator: torch.Generator | None = None) -> AdvantageFit:
+                        generator: torch.Generator | None = None, permuted: bool = False) -> AdvantageFit:
     """Return the :class:`AdvantageFit` of Mamba's routing gradient in layer ``layer`` on ``batch``.
 
     The scan's weights w_ij[c] (:func:`~attention_dynamics.models.mamba.selective_scan_routing`) are
@@ -905,6 +921,10 @@ def mamba_advantage_fit(model: MambaSequenceModel, batch: TaskBatch, layer: int,
     b_ij = sign(w_ij) ∂L/∂w_ij. Since G_ij = Z_i [alpha_ij (b_ij − E_alpha[b]) + alpha_ij E_alpha[b]]
     with Z_i = Σ_j |w_ij|, what the advantage form cannot explain is the second, "gain" term: the
     total routing mass, which a softmax holds fixed and Mamba does not.
+
+    With ``permuted`` the fit is the null: the same compatibilities permuted within each row among
+    the visible keys (:func:`permute_within_rows`), so that an R² from near-uniform weights and
+    roughly centred compatibilities alone is seen for what it is.
     """
     model.eval()
     logits, routing = forward_with_explicit_routing(model, batch.inputs, layer)
@@ -914,7 +934,10 @@ def mamba_advantage_fit(model: MambaSequenceModel, batch: TaskBatch, layer: int,
     grad_w = grad_w.to(torch.float64)
     magnitude = w.abs()
     alpha = magnitude / magnitude.sum(-1, keepdim=True).clamp_min(1e-300)
-    return advantage_form_fit(w * grad_w, alpha, torch.sign(w) * grad_w, sample=sample, generator=generator)
+    b = torch.sign(w) * grad_w
+    if permuted:
+        b = permute_within_rows(b, alpha > 0, generator)
+    return advantage_form_fit(w * grad_w, alpha, b, sample=sample, generator=generator)
 
 
 def scan_reproduction_error(model: MambaSequenceModel, inputs: torch.Tensor) -> float:
