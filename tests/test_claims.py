@@ -266,3 +266,18 @@ def test_measure_spread_updates_the_chapters_it_was_given_and_keeps_the_rest(tmp
     assert result["two.b"] == stored["claims"]["two.b"]
     sd = float(np.std([1.0, 1.2], ddof=1))
     assert result["six.a"]["rtol"] == pytest.approx(3 * sd / 1.1, rel=1e-2) and result["six.a"]["runs"] == [str(run)]
+
+
+def test_measure_tolerances_takes_the_spread_across_machines_where_seeds_do_not_vary_a_claim():
+    from attention_dynamics.claims import measure_tolerances
+
+    ref = [_trained(id="a.fixed", value=2.0), _trained(id="a.seeded", value=1.0)]
+    seeds = [[_trained(id="a.fixed", value=2.0), _trained(id="a.seeded", value=1.2)],
+             [_trained(id="a.fixed", value=2.0), _trained(id="a.seeded", value=0.8)]]
+    moved = [[_trained(id="a.fixed", value=2.02), _trained(id="a.seeded", value=1.001)]]
+    out = measure_tolerances(ref, seeds, perturbed=moved)
+    assert out["a.fixed"]["rtol"] == pytest.approx(3 * 0.02 / 2.005, rel=1e-2)  # seeds alone: zero spread
+    assert out["a.seeded"]["rtol"] == pytest.approx(3 * 0.2 / 1.0003, rel=1e-2)  # the seed spread is larger
+    assert out["a.fixed"]["perturbed_values"] == [2.02]
+    only_seeds = measure_tolerances(ref, seeds)
+    assert only_seeds["a.fixed"]["rtol"] == 1e-6 and "perturbed_values" not in only_seeds["a.fixed"]

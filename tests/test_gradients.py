@@ -429,3 +429,73 @@ def test_law_discrepancies_can_fail(monkeypatch):
     for check in ("autograd/scores", "autograd/q", "autograd/W_K", "fused/q", "fused/k"):
         error, scale = report[check]
         assert error > RELATIVE_TOL * scale, check
+
+
+# --------------------------------------------------------------------------------------------- weight space
+
+
+def _weight_step_example(T=9, d_in=6, seed=0, std=0.7, orthonormal=False):
+    from attention_dynamics.attention import init_single_head, single_head_forward
+
+    g = torch.Generator().manual_seed(seed)
+    params = init_single_head(d_in, 4, 5, 3, std=std, generator=g, dtype=torch.float64)
+    if orthonormal:  # rows of x orthonormal (needs d_in >= T)
+        x = torch.linalg.qr(torch.randn(d_in, d_in, generator=g, dtype=torch.float64))[0][:T]
+    else:
+        x = torch.randn(T, d_in, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (T,), generator=g)
+    return params, x, y, single_head_forward(x, params, y)
+
+
+def _actual_step(params, x, y, eta):
+    """Scores and values after one autograd step of size eta on W_Q, W_K, W_V (W_O fixed)."""
+    from attention_dynamics.attention import SingleHeadParams, single_head_forward
+
+    W = {n: t.detach().clone().requires_grad_(True) for n, t in params.as_dict().items()}
+    single_head_forward(x, SingleHeadParams(**W), y).loss.backward()
+    moved = SingleHeadParams(**{n: (W[n] - eta * W[n].grad if n != "W_O" else W[n]).detach() for n in W})
+    return single_head_forward(x, moved, y)
+
+
+def test_the_weight_step_formulas_equal_an_autograd_step():
+    """Δv through W_V and Δs through W_Q, W_K, as derived, equal what one real step does (to round-off)."""
+    from attention_dynamics.gradients import weight_space_step
+
+    params, x, y, fwd = _weight_step_example()
+    eta = 0.3
+    step = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=eta)
+    after = _actual_step(params, x, y, eta)
+    torch.testing.assert_close(step.value_step, after.v - fwd.v, rtol=0, atol=1e-13)
+    visible = step.visible
+    torch.testing.assert_close(step.score_step[visible], (after.scores - fwd.scores)[visible], rtol=0, atol=1e-12)
+    # the first-order part is off by the second-order term, which shrinks as eta²
+    errors = []
+    for h in (0.1, 0.05):
+        small = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=h)
+        errors.append(float((small.score_step - small.score_step_first).abs().max()))
+    assert errors[0] / errors[1] == pytest.approx(4.0, rel=1e-6)
+
+
+def test_with_orthonormal_inputs_the_values_move_as_if_free():
+    from attention_dynamics.gradients import score_sign_agreement, value_step_cosine, weight_space_step
+
+    params, x, y, fwd = _weight_step_example(T=6, d_in=8, orthonormal=True)
+    step = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=0.1)
+    torch.testing.assert_close(step.value_step, step.value_law, rtol=0, atol=1e-14)
+    assert value_step_cosine(step) == pytest.approx(1.0, abs=1e-12)
+    # generic inputs mix the values across positions: the cosine is below 1
+    params, x, y, fwd = _weight_step_example(T=30, d_in=4, seed=2)
+    mixed = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=0.1)
+    assert value_step_cosine(mixed) < 0.99
+    assert 0.0 <= score_sign_agreement(mixed, fwd.alpha) <= 1.0
+
+
+def test_score_sign_agreement_is_one_for_the_free_law_itself():
+    from attention_dynamics.gradients import WeightStep, score_sign_agreement, weight_space_step
+
+    params, x, y, fwd = _weight_step_example(T=12, seed=4)
+    step = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=0.1)
+    free = WeightStep(**{**step.__dict__, "score_step": step.score_law})
+    assert score_sign_agreement(free, fwd.alpha) == 1.0
+    flipped = WeightStep(**{**step.__dict__, "score_step": -step.score_law})
+    assert score_sign_agreement(flipped, fwd.alpha) == 0.0

@@ -514,6 +514,22 @@ plotting.plt.show()
 # entropy errors of 0.012 and 0.029 bits at 30 and 50. A model that scores the context-blind level at every length
 # does not accumulate error, but it has no transport to generalise either: at this budget the run cannot tell
 # whether the transformer learns the filter, and the book reports the HMM verdicts as not decided at this scale.
+#
+# ## The geometry
+#
+# Paper I reads the computation off the trained network's geometry. The measurements below are general
+# functions of `geometry`, applied to the bijection transformer on held-out probe sequences
+# (`wind_tunnel.bijection_geometry`):
+#
+# - **key orthogonality**: the mean $|\cos|$ between the key vectors of one sequence (every position), averaged
+#   over sequences and heads, against $\mathbb{E}|\cos\theta| = \Gamma(\tfrac d2) / (\sqrt\pi\,\Gamma(\tfrac{d+1}2))$
+#   for two independent isotropic vectors in the head dimension $d$;
+# - **attention entropy by layer** (bits, over the key-position queries that see more than one token), and
+#   **query–key alignment**: the attention-weighted mean of $\cos(q_i, k_j)$ against its uniform mean over
+#   the visible keys;
+# - **the value manifold**: PCA of the value mixtures that the last layer delivers to the prediction positions,
+#   $g_i = \sum_j \alpha_{ij} v_j$ (heads concatenated): the variance share of PC1 and its Spearman correlation
+#   with the Bayes entropy $\log_2(V - t)$.
 
 # %% tags=["trained-output", "hide-input"]
 probe = wind_tunnel.bijection_probe_batch(cfg, seed=seed)

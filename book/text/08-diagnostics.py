@@ -788,13 +788,14 @@ print(tunnel_end.summary())
 # {glue:text}`diagnostics.tunnel_value_reading_chance:.0%`, while head
 # {glue:text}`diagnostics.tunnel_least_head` puts only {glue:text}`diagnostics.tunnel_least_value_reading:.0%`
 # there.
-# The routing signal of every head falls by orders of magnitude as the loss approaches its floor. And the
-# frame settles before the values do: between the middle checkpoint (step
-# {glue:text}`diagnostics.tunnel_mid_step`) and the last (step {glue:text}`diagnostics.tunnel_end_step`), no
-# head's attention rows move by more than {glue:text}`diagnostics.tunnel_routing_tv_mid_to_end:.3f` in total
-# variation, while every head's value vectors still change by at least
-# {glue:text}`diagnostics.tunnel_value_change_mid_to_end:.0%` — the frame–precision dissociation that Paper I
-# observed and chapter 4 explains, read directly off the diagnostics.
+# The routing signal of every head falls by orders of magnitude as the loss approaches its floor. Between
+# the middle checkpoint (step {glue:text}`diagnostics.tunnel_mid_step`) and the last (step
+# {glue:text}`diagnostics.tunnel_end_step`), no head's attention rows move by more than
+# {glue:text}`diagnostics.tunnel_routing_tv_mid_to_end:.3f` in total variation, while every head's value vectors
+# still change by at least {glue:text}`diagnostics.tunnel_value_change_mid_to_end:.0%` of their norm. The two
+# numbers have no common unit, so on their own they do not say that the frame settles first; chapter 6 measures
+# the frame–precision dissociation with one settling rule for both and states its cautions, and chapter 4 finds
+# that the order depends on the learning rates.
 
 # %% [markdown] tags=[]
 # ## Any PyTorch transformer
@@ -889,7 +890,7 @@ plotting.plt.show()
 # | $\lVert\partial L/\partial V\rVert$ stays large, value spectrum unchanged | the values are not learning (learning rate too small or frozen) | check the value parameter group |
 # | mutual information at its chance level | no specialization: queries read every value alike | train longer, larger value step (chapter 5) |
 # | key $\lvert\cos\rvert$ far above the random baseline | keys collapsed onto a few directions | same as for a collapse |
-# | attention rows stable between checkpoints while $V$ keeps moving | the frame–precision dissociation of chapter 4 | expected in healthy training |
+# | attention rows stable between checkpoints while $V$ keeps moving | routing has settled while the values refine (the frame–precision picture; its order depends on the learning rates, chapter 4) | expected in healthy training |
 #
 # The whole tool is one call, `diagnostics.diagnose(model, inputs, targets)`, and
 # `diagnostics.verify_against_autograd` checks it on a new architecture; `diagnostics.traced_fit` records

@@ -412,27 +412,41 @@ def attach_tolerances(claims: Iterable[Claim], tolerances: Mapping[str, float]) 
 
 
 def measure_tolerances(
-    reference: Iterable[Claim], others: Iterable[Iterable[Claim]], *, factor: float = SPREAD_FACTOR
+    reference: Iterable[Claim], others: Iterable[Iterable[Claim]], *, factor: float = SPREAD_FACTOR,
+    perturbed: Iterable[Iterable[Claim]] = (),
 ) -> dict[str, dict[str, Any]]:
-    """Return each non-closed-form claim's measured spread over seeds and its relative tolerance.
+    """Return each non-closed-form claim's measured spread and its relative tolerance.
 
     ``reference`` is the committed ledger (the chapters' default seeds); ``others`` are ledgers of
-    the same chapters re-executed with other seeds. rtol = max(RTOL_FLOOR, factor · sd / |mean|)
-    with sd the sample standard deviation of the values over all the ledgers.
+    the same chapters re-executed with other seeds; ``perturbed`` are ledgers re-executed with the
+    default seed under another machine's numerics (``perturbed-env``). Two spreads are measured:
+
+    - over seeds: ``factor`` · sample sd / |mean| of the values over the reference and ``others``;
+    - across machines: ``factor`` · max |perturbed − reference| / |mean|. This one matters where the
+      seeds do not vary a result (a chapter that trains on the paper's fixed seeds, a stored result),
+      or where a result moves between discrete levels (a settling step read off checkpoints).
+
+    rtol = max(RTOL_FLOOR, both). A claim needs at least one other value to be measured.
     """
     others = [{c.id: c for c in ledger} for ledger in others]
+    perturbed = [{c.id: c for c in ledger} for ledger in perturbed]
     measured: dict[str, dict[str, Any]] = {}
     for c in reference:
         if c.expected is not None:
             continue
         values = [c.value] + [o[c.id].value for o in others if c.id in o]
-        if len(values) < 2:
+        moved = [p[c.id].value for p in perturbed if c.id in p]
+        if len(values) < 2 and not moved:
             continue
-        arr = np.asarray(values, dtype=float)
-        sd = float(arr.std(ddof=1))
+        arr = np.asarray(values + moved, dtype=float)
         scale = max(abs(float(arr.mean())), float(np.abs(arr).max()) * 1e-3, ATOL_FLOOR)
-        rtol = max(RTOL_FLOOR, factor * sd / scale)
-        measured[c.id] = {"rtol": float(f"{rtol:.3g}"), "values": values, "sd": sd}
+        sd = float(np.asarray(values, dtype=float).std(ddof=1)) if len(values) > 1 else 0.0
+        shift = max((abs(float(v) - float(c.value)) for v in moved), default=0.0)
+        rtol = max(RTOL_FLOOR, factor * sd / scale, factor * shift / scale)
+        entry = {"rtol": float(f"{rtol:.3g}"), "values": values, "sd": sd}
+        if moved:
+            entry.update(perturbed_values=moved, perturbed_shift=shift)
+        measured[c.id] = entry
     return measured
 
 

@@ -101,6 +101,9 @@ def _parser() -> argparse.ArgumentParser:
     led.add_argument("--measure-spread", type=Path, nargs="+", metavar="RUN",
                      help="ledgers (or run folders) of the chapters re-executed with other seeds: write the "
                           "claims' measured cross-machine tolerances to book/claim_tolerances.json")
+    led.add_argument("--perturbed", type=Path, nargs="+", metavar="RUN",
+                     help="with --measure-spread: ledgers (or folders) of the default seed re-executed under "
+                          "perturbed-env, whose change also sets each claim's tolerance")
     led.add_argument("--margins", action="store_true",
                      help="list the claims whose status could flip within their cross-machine tolerance")
 
@@ -128,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.compare is not None:
                 return ledger_compare_command(root, args.compare)
             if args.measure_spread:
-                return measure_spread_command(root, args.measure_spread)
+                return measure_spread_command(root, args.measure_spread, args.perturbed or [])
             if args.margins:
                 return margins_command(root)
             return ledger_command(root, check=args.check)
@@ -412,30 +415,34 @@ def format_command(root: Path) -> int:
     return 0
 
 
-def measure_spread_command(root: Path, runs: Sequence[Path]) -> int:
+def measure_spread_command(root: Path, runs: Sequence[Path], perturbed: Sequence[Path] = ()) -> int:
     """Update book/claim_tolerances.json from ledgers of chapters re-executed with other seeds.
 
     The runs may cover only some chapters (e.g. ``reproduce --chapter 6 --seed 1``): claims they hold
     are measured afresh, every other claim keeps its stored measurement, and claims no longer in the
-    committed ledger are dropped.
+    committed ledger are dropped. ``perturbed``: ledgers of the default seed re-executed under
+    ``perturbed-env`` (e.g. ``build/nbval/claims.json`` of ``make nbval``), the spread across machines.
     """
     committed = load_ledger(root / "book" / "claims.json")
     others = []
     for run in runs:
         path = run / "claims.json" if run.is_dir() else run
         others.append(load_ledger(path))
-    measured = measure_tolerances(committed, others)
+    moved = [load_ledger(p / "claims.json" if p.is_dir() else p) for p in perturbed]
+    measured = measure_tolerances(committed, others, perturbed=moved)
     path = root / "book" / "claim_tolerances.json"
     stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     current = {c.id for c in committed}
     kept = {cid: entry for cid, entry in stored.get("claims", {}).items() if cid in current and cid not in measured}
     for cid, entry in measured.items():
         entry["runs"] = [str(r) for r, ledger in zip(runs, others) if any(c.id == cid for c in ledger)]
+        entry["perturbed_runs"] = [str(r) for r, ledger in zip(perturbed, moved) if any(c.id == cid for c in ledger)]
     payload = {
         "about": "Cross-machine relative tolerance of each claim without a closed form: "
-                 f"rtol = max({RTOL_FLOOR:g}, {SPREAD_FACTOR:g} x sample sd / |mean|) of its values over the "
+                 f"rtol = max({RTOL_FLOOR:g}, {SPREAD_FACTOR:g} x sample sd / |mean| of its values over the "
                  "chapters' default seeds (first value) and re-executions with other seeds (a claim's 'runs', "
-                 "or the top-level 'runs' where it names none). Written by "
+                 f"or the top-level 'runs' where it names none), {SPREAD_FACTOR:g} x the largest change under a "
+                 "simulated other machine / |mean| (a claim's 'perturbed_runs')). Written by "
                  "`python -m attention_dynamics ledger --measure-spread RUN ...`.",
         "runs": stored.get("runs", [str(r) for r in runs]),
         "claims": dict(sorted({**kept, **measured}.items())),

@@ -94,7 +94,10 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim(
         "value_law", "Responsibility-weighted value update: ∂L/∂v_j = Σ_i α_ij u_i.", "exact (boxed)",
         ("book/02-gradient-laws", "the-value-law", "The value law"),
-        ("gradients.value_law_max_abs_err",)),
+        ("gradients.value_law_max_abs_err",),
+        context=("gradients.weight_step_value_max_abs_err", "dynamics.value_step_cosine"),
+        caveat="exact for the gradient with respect to the values; a step on W_V moves them through the "
+               "inputs' Gram matrix (chapter 2, the laws in weight space)"),
     PaperClaim(
         "query_key_laws", "Queries and keys adjust the hypothesis frame through the same advantages.",
         "stated as an idea; derived in the book",
