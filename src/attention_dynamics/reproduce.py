@@ -24,8 +24,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from . import paths
 from .claims import (
+    ATOL_FLOOR,
     RTOL_FLOOR,
     SPREAD_FACTOR,
     atomic_write_text,
@@ -434,8 +437,17 @@ def measure_spread_command(root: Path, runs: Sequence[Path], perturbed: Sequence
     stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     current = {c.id for c in committed}
     kept = {cid: entry for cid, entry in stored.get("claims", {}).items() if cid in current and cid not in measured}
+    reference = {c.id: c for c in committed}
+    for cid, entry in measured.items():  # no new seed run holds it: keep its stored seed values
+        old = stored.get("claims", {}).get(cid)
+        if len(entry["values"]) == 1 and old and len(old.get("values", [])) > 1:
+            values = [reference[cid].value] + list(old["values"][1:])
+            sd = float(np.std(values, ddof=1))
+            scale = max(abs(float(np.mean(values))), float(np.max(np.abs(values))) * 1e-3, ATOL_FLOOR)
+            entry.update(values=values, sd=sd, runs=old.get("runs", stored.get("runs", [])))
+            entry["rtol"] = float(f"{max(entry['rtol'], SPREAD_FACTOR * sd / scale):.3g}")
     for cid, entry in measured.items():
-        entry["runs"] = [str(r) for r, ledger in zip(runs, others) if any(c.id == cid for c in ledger)]
+        entry.setdefault("runs", [str(r) for r, ledger in zip(runs, others) if any(c.id == cid for c in ledger)])
         entry["perturbed_runs"] = [str(r) for r, ledger in zip(perturbed, moved) if any(c.id == cid for c in ledger)]
     payload = {
         "about": "Cross-machine relative tolerance of each claim without a closed form: "
