@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@603f2d779c56495da1f24ccd53ce87fceaf857ee"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@bd5744d4facf1222baf8f221bb100f658bc26e1b"
 
 # %% [markdown] tags=[]
 # # The gradient laws
@@ -667,7 +667,7 @@ claims.glue("gradients.sweep_beta_max", betas[-1])
 # changes the temperature by hand, whereas in training the scores sharpen because the routing law
 # itself raises the scores of advantageous keys: the positive feedback of the next chapter.
 
-# %% [markdown]
+# %% [markdown] tags=[]
 # ## The laws in weight space
 #
 # The boxed laws differentiate the loss with respect to the scores and the values as if they were free
@@ -702,6 +702,7 @@ for _ in range(cfg.n_draws):
     y = torch.randint(0, HEAD["n_classes"], (cfg.T,), generator=generator)
     random_checks.append(gradients.weight_step_check(x, head, y, eta=0.01))
 checks = [sticky_check, *random_checks]
+claims.glue("gradients.ws_random_T", cfg.T)
 step_params = {
     "eta": 0.01,
     "sticky_seed": 42,
@@ -755,7 +756,7 @@ claims.glue("gradients.ws_random_cosine_max", max(c["value_cosine"] for c in ran
     if "err" not in name and "scale" not in name
 }
 
-# %% [markdown]
+# %% [markdown] tags=[]
 # The formulas reproduce the real step to round-off (largest differences
 # {glue:text}`gradients.weight_step_value_max_abs_err:.1e` for the values and
 # {glue:text}`gradients.weight_step_score_max_abs_err:.1e` for the scores). The free-activation picture does not. On
@@ -770,7 +771,7 @@ claims.glue("gradients.ws_random_cosine_max", max(c["value_cosine"] for c in ran
 # chapters that follow test the paper's dynamical claims on trained heads, where this mixing is part of what they
 # measure; where a chapter moves free activations (chapter 3's first-order checks), it checks the idealised law.
 
-# %% [markdown]
+# %% [markdown] tags=[]
 # ## Summary
 #
 # | Result | Equation | Function in `attention_dynamics.gradients` | Checked by (`tests/test_gradients.py`) |

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@603f2d779c56495da1f24ccd53ce87fceaf857ee"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@bd5744d4facf1222baf8f221bb100f658bc26e1b"
 
 # %% [markdown] tags=[]
 # # Diagnostics
