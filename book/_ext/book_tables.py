@@ -304,6 +304,9 @@ details.claim-details p { margin: 0.2em 0; }
 div.cell_input div.highlight pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 /* Prose tables that name functions and tests: long identifiers break instead of widening the table. */
 .bd-article table td { overflow-wrap: anywhere; }
+/* Sphinx's general index: two columns of long dotted names, wrapped to the page. */
+table.indextable { width: 100%; table-layout: fixed; }
+table.indextable td, table.indextable li, table.indextable a { white-space: normal; overflow-wrap: anywhere; }
 .bd-article table td code, .bd-article table td span.pre { white-space: normal; overflow-wrap: anywhere; }
 """
 
