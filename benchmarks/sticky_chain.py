@@ -23,10 +23,10 @@ import torch
 
 from attention_dynamics import __version__
 from attention_dynamics.claims import atomic_write_text
-from attention_dynamics.head_engine import SingleHeadModule, autograd_head_loss
+from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss
 from attention_dynamics.paths import data_path
-from attention_dynamics.schedules import make_backward, make_optimizer
-from attention_dynamics.sticky_experiment import initial_head
+from attention_dynamics.training.schedules import make_backward, make_optimizer
+from attention_dynamics.experiments.em_vs_sgd import initial_head
 from attention_dynamics.tasks import sticky_chain
 from attention_dynamics.training import fit
 

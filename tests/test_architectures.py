@@ -10,16 +10,20 @@ import pytest
 import torch
 from sklearn.metrics.cluster import contingency_matrix
 
-from attention_dynamics import architectures as arch
+from attention_dynamics import gradients
+from attention_dynamics.diagnostics import routing_fit, state_clusters
+from attention_dynamics.experiments import architectures as arch
+from attention_dynamics.models import factory, routing
+from attention_dynamics.tasks import wind_tunnels as tunnels
 from attention_dynamics import calibration
 from attention_dynamics.models import count_parameters
 from attention_dynamics.models.mamba import MambaSequenceModel, forward_with_explicit_routing
 from attention_dynamics.tasks import bijection, hmm
 
 SMALL_TASKS = [
-    arch.WindTunnel.make("bijection", V=5, L=4),
-    arch.WindTunnel.make("hmm", n_states=3, n_symbols=2, length=6),
-    arch.WindTunnel.make("binding", n_pairs=3, n_queries=2, n_keys=5, n_values=4),
+    tunnels.WindTunnel.make("bijection", V=5, L=4),
+    tunnels.WindTunnel.make("hmm", n_states=3, n_symbols=2, length=6),
+    tunnels.WindTunnel.make("binding", n_pairs=3, n_queries=2, n_keys=5, n_values=4),
 ]
 
 
@@ -28,13 +32,13 @@ SMALL_TASKS = [
 
 def test_task_sizes_are_validated():
     with pytest.raises(ValueError, match="unknown task"):
-        arch.WindTunnel.make("copying", n=3)
+        tunnels.WindTunnel.make("copying", n=3)
     with pytest.raises(ValueError, match="needs sizes"):
-        arch.WindTunnel.make("bijection", V=5)
+        tunnels.WindTunnel.make("bijection", V=5)
     with pytest.raises(ValueError):
-        arch.WindTunnel.make("bijection", V=5, L=6)
+        tunnels.WindTunnel.make("bijection", V=5, L=6)
     with pytest.raises(ValueError):
-        arch.WindTunnel.make("binding", n_pairs=4, n_queries=5, n_keys=6, n_values=3)
+        tunnels.WindTunnel.make("binding", n_pairs=4, n_queries=5, n_keys=6, n_values=3)
 
 
 @pytest.mark.parametrize("task", SMALL_TASKS, ids=lambda t: t.name)
@@ -53,16 +57,16 @@ def test_task_loss_is_cross_entropy_against_the_posterior(task):
     batch = task.sample(5, generator=torch.Generator().manual_seed(1))
     logits = torch.randn(5, len(batch.positions), task.n_out, dtype=torch.float64)
     log_q = torch.log_softmax(logits, -1)
-    torch.testing.assert_close(arch.loss_from_logits(logits, batch), -(batch.posterior * log_q).sum(-1).mean())
+    torch.testing.assert_close(tunnels.loss_from_logits(logits, batch), -(batch.posterior * log_q).sum(-1).mean())
     if task.name == "binding":  # a one-hot posterior: the ordinary cross-entropy of the answer
-        torch.testing.assert_close(arch.loss_from_logits(logits, batch), -log_q.gather(2, batch.targets[..., None]).mean())
+        torch.testing.assert_close(tunnels.loss_from_logits(logits, batch), -log_q.gather(2, batch.targets[..., None]).mean())
 
 
 @pytest.mark.parametrize("task", SMALL_TASKS, ids=lambda t: t.name)
-@pytest.mark.parametrize("family", arch.FAMILIES)
+@pytest.mark.parametrize("family", factory.FAMILIES)
 def test_every_family_builds_for_every_task_with_matched_parameters(family, task):
     target = 20_000
-    model = arch.build_matched_model(family, task, target)
+    model = factory.build_matched_model(family, task, target)
     n = count_parameters(model)
     assert 0.75 * target <= n <= 1.25 * target, (family, task.name, n)
     batch = task.sample(2, generator=torch.Generator().manual_seed(2))
@@ -71,12 +75,12 @@ def test_every_family_builds_for_every_task_with_matched_parameters(family, task
 
 def test_matched_width_is_the_closest_on_its_grid():
     task = SMALL_TASKS[0]
-    width = arch.matched_width("lstm", task, 30_000)
-    counts = {w: count_parameters(arch.build_model("lstm", task, w)) for w in arch.WIDTH_GRID["lstm"] if w <= width + 40}
+    width = factory.matched_width("lstm", task, 30_000)
+    counts = {w: count_parameters(factory.build_model("lstm", task, w)) for w in factory.WIDTH_GRID["lstm"] if w <= width + 40}
     best = min(counts, key=lambda w: abs(math.log(counts[w] / 30_000)))
     assert width == best
     with pytest.raises(ValueError, match="unknown model family"):
-        arch.build_model("rnn", task, 8)
+        factory.build_model("rnn", task, 8)
 
 
 def test_training_is_deterministic_and_returns_finite_metrics():
@@ -106,7 +110,7 @@ def test_compare_architectures_runs_the_grid_on_two_processes():
 
 
 def test_bijection_context_blind_level_is_the_uniform_predictors_calibration():
-    task = arch.WindTunnel.make("bijection", V=6, L=5)
+    task = tunnels.WindTunnel.make("bijection", V=6, L=5)
     batch = arch.evaluation_batch(task, 50, 0)
     levels = arch.reference_levels([task], {"bijection": batch})
     uniform = torch.full(batch.posterior.shape, -math.log(6), dtype=torch.float64)
@@ -152,7 +156,7 @@ def test_hmm_context_blind_predictor_is_the_mean_of_the_filter_posterior():
 
 
 def test_verdict_bounds_follow_paper_i():
-    task = arch.WindTunnel.make("bijection", V=6, L=5)
+    task = tunnels.WindTunnel.make("bijection", V=6, L=5)
     levels = arch.reference_levels([task], {"bijection": arch.evaluation_batch(task, 4, 0)})
     level = levels.context_blind["bijection"]["entropy_mae_bits"]
     assert arch.paper_verdict_bounds("lstm", "bijection", levels) == {"lower": None, "upper": 0.1 * level}
@@ -167,19 +171,19 @@ def test_verdict_bounds_follow_paper_i():
 # ---------------------------------------------------------------------------- the routing law beyond attention
 
 
-@pytest.mark.parametrize("score_function", arch.SCORE_FUNCTIONS)
+@pytest.mark.parametrize("score_function", routing.SCORE_FUNCTIONS)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_softmax_content_routing_gradient_has_the_advantage_form(score_function, seed):
     """Whatever differentiable function of content the logits are, ∂L/∂s = alpha ⊙ (b − E_alpha[b])."""
     torch.manual_seed(seed)
-    router = ContentRouter = arch.ContentRouter(6, score_function=score_function).double()
+    router = ContentRouter = routing.ContentRouter(6, score_function=score_function).double()
     x = torch.randn(3, 7, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     y = torch.randint(0, 5, (3, 7), generator=torch.Generator().manual_seed(seed + 10))
-    autograd_grad, law, alpha, b = arch.softmax_routing_gradients(router, x, y)
+    autograd_grad, law, alpha, b = routing_fit.softmax_routing_gradients(router, x, y)
     assert autograd_grad.abs().max() > 1e-4  # a non-trivial gradient
     torch.testing.assert_close(autograd_grad, law, rtol=1e-10, atol=1e-14)
     torch.testing.assert_close(law.sum(-1), torch.zeros(3, 7, dtype=torch.float64), rtol=0, atol=1e-15)
-    fit = arch.advantage_form_fit(autograd_grad, alpha, b)
+    fit = routing_fit.advantage_form_fit(autograd_grad, alpha, b)
     assert fit.r2 == pytest.approx(1.0, abs=1e-12)
 
 
@@ -189,7 +193,7 @@ def test_advantage_fit_matches_a_per_row_least_squares_computed_independently():
     grad_w = torch.randn(4, 6, 6, dtype=torch.float64, generator=gen)
     G = w * grad_w
     alpha = w.abs() / w.abs().sum(-1, keepdim=True)
-    fit = arch.advantage_form_fit(G, alpha, torch.sign(w) * grad_w)
+    fit = routing_fit.advantage_form_fit(G, alpha, torch.sign(w) * grad_w)
     residual = total = 0.0
     for row_w, row_g in zip(w.reshape(-1, 6).numpy(), grad_w.reshape(-1, 6).numpy()):
         m = row_w != 0
@@ -213,9 +217,9 @@ def test_advantage_fit_is_one_when_the_gain_term_vanishes_and_less_when_it_does_
     alpha = torch.softmax(torch.randn(5, 8, dtype=torch.float64, generator=gen), -1)
     b = torch.randn(5, 8, dtype=torch.float64, generator=gen)
     b_centred = b - (alpha * b).sum(-1, keepdim=True)
-    assert arch.advantage_form_fit(3.0 * alpha * b_centred, alpha, b_centred).r2 == pytest.approx(1.0, abs=1e-12)
+    assert routing_fit.advantage_form_fit(3.0 * alpha * b_centred, alpha, b_centred).r2 == pytest.approx(1.0, abs=1e-12)
     shifted = b_centred + 5.0  # a large common gain: mostly unexplained
-    assert arch.advantage_form_fit(alpha * shifted, alpha, shifted).r2 < 0.5
+    assert routing_fit.advantage_form_fit(alpha * shifted, alpha, shifted).r2 < 0.5
 
 
 def test_mamba_advantage_fit_uses_the_gradient_with_respect_to_log_weights():
@@ -226,9 +230,9 @@ def test_mamba_advantage_fit_uses_the_gradient_with_respect_to_log_weights():
                                n_layers=2, d_state=4).double()
     batch = task.sample(3, generator=torch.Generator().manual_seed(9))
     batch.inputs = batch.inputs.double()  # binding features, float64 like the model
-    fit = arch.mamba_advantage_fit(model, batch, 1, sample=10**6)
+    fit = routing_fit.mamba_advantage_fit(model, batch, 1, sample=10**6)
     logits, routing = forward_with_explicit_routing(model, batch.inputs, 1)
-    loss = arch.loss_from_logits(logits[:, batch.positions], batch)
+    loss = tunnels.loss_from_logits(logits[:, batch.positions], batch)
     (grad_w,) = torch.autograd.grad(loss, routing.weights)
     w = routing.weights.detach()
     ell = w.abs().clamp_min(1e-300).log().requires_grad_(True)
@@ -246,10 +250,10 @@ def test_cluster_purity_against_sklearns_contingency_matrix():
     rng = np.random.default_rng(0)
     clusters, labels = rng.integers(0, 5, 300), rng.integers(0, 4, 300)
     expected = contingency_matrix(labels, clusters).max(axis=0).sum() / 300
-    assert arch.cluster_purity(clusters, labels) == pytest.approx(expected)
-    assert arch.cluster_purity(labels, labels) == 1.0
+    assert state_clusters.cluster_purity(clusters, labels) == pytest.approx(expected)
+    assert state_clusters.cluster_purity(labels, labels) == 1.0
     with pytest.raises(ValueError):
-        arch.cluster_purity(clusters[:3], labels)
+        state_clusters.cluster_purity(clusters[:3], labels)
 
 
 def test_state_clustering_finds_separated_clusters_and_chance_is_low():
@@ -258,7 +262,7 @@ def test_state_clustering_finds_separated_clusters_and_chance_is_low():
     centres = rng.normal(size=(5, 8)) * 10
     states = torch.as_tensor(centres[labels] + rng.normal(size=(500, 8)))
     posterior = torch.as_tensor(np.eye(5)[labels] * 0.8 + 0.04)
-    result = arch.state_clustering(states, posterior, seed=0)
+    result = state_clusters.state_clustering(states, posterior, seed=0)
     assert result.purity == 1.0 and result.posterior_purity == 1.0
     assert result.chance < 0.4
     assert result.coords.shape == (500, 2)
@@ -268,14 +272,14 @@ def test_state_clustering_finds_separated_clusters_and_chance_is_low():
 
 
 def test_bayes_floor_of_the_bijection_is_the_closed_form():
-    task = arch.WindTunnel.make("bijection", V=7, L=6)
+    task = tunnels.WindTunnel.make("bijection", V=7, L=6)
     floors = arch.bayes_floor_nats({"bijection": arch.evaluation_batch(task, 20, 1)})
     assert floors["bijection"] == pytest.approx(bijection.bayes_ce_floor_nats(7, 6), abs=1e-12)
 
 
 def _fake_results(values: dict[str, dict[str, float]]) -> dict:
     out = {}
-    for family in arch.FAMILIES:
+    for family in factory.FAMILIES:
         for t in SMALL_TASKS:
             metrics = {"entropy_mae_bits": 0.5, "curve_mae_bits": 0.5, "kl_bits": 0.5, "accuracy": 0.5}
             metrics.update(values.get(f"{family}/{t.name}", {}))
@@ -292,7 +296,7 @@ def test_table_claims_encode_paper_i_verdicts_as_bounds():
                              "lstm/binding": {"accuracy": 0.95}})
     recorded = arch.record_table_claims(results, levels, params={"seed": 0},
                                         explanations={"architectures.binding_accuracy_lstm": "it memorised"})
-    assert len(recorded) == 4 * len(arch.FAMILIES)
+    assert len(recorded) == 4 * len(factory.FAMILIES)
     assert recorded["architectures.bijection_mae_bits_lstm"].status == "pass"
     assert recorded["architectures.binding_accuracy_transformer"].status == "pass"
     assert recorded["architectures.binding_accuracy_transformer"].paper_value == 1.0
@@ -302,33 +306,33 @@ def test_table_claims_encode_paper_i_verdicts_as_bounds():
     assert recorded["architectures.bijection_mae_bits_mamba"].explanation  # a default account is always given
     assert recorded["architectures.hmm_kl_bits_mlp_window"].status == "new"
     summary = arch.verdict_summary(results, levels)
-    assert summary.count("\n") == len(arch.FAMILIES) - 1 and "differs from Paper I on binding" in summary
+    assert summary.count("\n") == len(factory.FAMILIES) - 1 and "differs from Paper I on binding" in summary
     table = arch.results_table(results, levels)
     assert list(table.index)[0].startswith("Bayes") and list(table.index)[-1].startswith("context-blind")
-    assert table.shape == (len(arch.FAMILIES) + 2, 8)
+    assert table.shape == (len(factory.FAMILIES) + 2, 8)
 
 
 def test_pooled_r2_weights_fits_by_their_gradient_norms():
     gen = torch.Generator().manual_seed(3)
     alpha = torch.softmax(torch.randn(2, 6, dtype=torch.float64, generator=gen), -1)
     b1, b2 = torch.randn(2, 6, dtype=torch.float64, generator=gen), torch.randn(2, 6, dtype=torch.float64, generator=gen)
-    f1, f2 = arch.advantage_form_fit(alpha * b1, alpha, b1), arch.advantage_form_fit(10 * alpha * b2, alpha, b2)
-    both = arch.advantage_form_fit(torch.cat([alpha * b1, 10 * alpha * b2]), torch.cat([alpha, alpha]), torch.cat([b1, b2]))
-    assert arch.pooled_r2([f1, f2]) == pytest.approx(both.r2, abs=1e-12)
+    f1, f2 = routing_fit.advantage_form_fit(alpha * b1, alpha, b1), routing_fit.advantage_form_fit(10 * alpha * b2, alpha, b2)
+    both = routing_fit.advantage_form_fit(torch.cat([alpha * b1, 10 * alpha * b2]), torch.cat([alpha, alpha]), torch.cat([b1, b2]))
+    assert routing_fit.pooled_r2([f1, f2]) == pytest.approx(both.r2, abs=1e-12)
 
 
 def test_scan_reproduction_error_is_rounding_level_and_final_states_match_the_read_out():
     task = SMALL_TASKS[2]
     torch.manual_seed(1)
-    mamba = arch.build_model("mamba", task, 8)
+    mamba = factory.build_model("mamba", task, 8)
     batch = task.sample(3, generator=torch.Generator().manual_seed(4))
-    assert arch.scan_reproduction_error(mamba, batch.inputs) < 1e-12
+    assert routing_fit.scan_reproduction_error(mamba, batch.inputs) < 1e-12
     for family in ("transformer", "mamba", "lstm"):
-        model = arch.build_model(family, task, 8).eval()
-        states = arch.final_layer_states(model, batch.inputs)
+        model = factory.build_model(family, task, 8).eval()
+        states = state_clusters.final_layer_states(model, batch.inputs)
         torch.testing.assert_close(model.head(states), model(batch.inputs))
     with pytest.raises(ValueError, match="no final-layer states"):
-        arch.final_layer_states(arch.build_model("mlp_blind", task, 8), batch.inputs)
+        state_clusters.final_layer_states(factory.build_model("mlp_blind", task, 8), batch.inputs)
 
 
 def test_figures_draw_without_error():
@@ -341,24 +345,24 @@ def test_figures_draw_without_error():
     gen = torch.Generator().manual_seed(0)
     alpha = torch.softmax(torch.randn(3, 5, dtype=torch.float64, generator=gen), -1)
     b = torch.randn(3, 5, dtype=torch.float64, generator=gen)
-    fit = arch.advantage_form_fit(alpha * b, alpha, b)
+    fit = routing_fit.advantage_form_fit(alpha * b, alpha, b)
     fig, _ = arch.plot_advantage_fits((fit.true, fit.fitted), fit, {"trained": [0.5, 0.6]}, ["layer 1", "layer 2"])
     rng = np.random.default_rng(0)
-    clustering = arch.state_clustering(torch.as_tensor(rng.normal(size=(60, 4))),
+    clustering = state_clusters.state_clustering(torch.as_tensor(rng.normal(size=(60, 4))),
                                        torch.softmax(torch.as_tensor(rng.normal(size=(60, 5))), -1))
     fig, _ = arch.plot_state_clusters(clustering, title="random")
     levels = arch.reference_levels(SMALL_TASKS, batches)
     for (family, task), run in results.items():
         run.kl_by_position = np.linspace(0.1, 0.2, len(batches[task].positions))
     fig, ax = arch.plot_hmm_kl_by_position(results, levels)
-    assert len(ax.lines) == len(arch.FAMILIES) + 1
+    assert len(ax.lines) == len(factory.FAMILIES) + 1
 
 
 def test_permute_within_rows_permutes_only_the_visible_entries_of_each_row():
     g = torch.Generator().manual_seed(0)
     values = torch.arange(2 * 5 * 5, dtype=torch.float64).reshape(2, 5, 5)
     visible = torch.ones(5, 5, dtype=torch.bool).tril().expand(2, 5, 5)
-    out = arch.permute_within_rows(values, visible, g)
+    out = routing_fit.permute_within_rows(values, visible, g)
     assert torch.equal(out[~visible], values[~visible]), "masked entries must stay"
     for b in range(2):
         for i in range(5):
@@ -375,7 +379,7 @@ def test_the_null_fit_breaks_an_exact_advantage_form():
     logits = torch.randn(3, T, T, generator=g, dtype=torch.float64).masked_fill(~visible, float("-inf"))
     alpha = torch.softmax(logits, -1)
     b = torch.randn(3, T, T, generator=g, dtype=torch.float64) * visible
-    exact = arch.advantage_routing_gradient(alpha, b)
-    assert arch.advantage_form_fit(exact, alpha, b).r2 == pytest.approx(1.0, abs=1e-12)
-    null = arch.advantage_form_fit(exact, alpha, arch.permute_within_rows(b, alpha > 0, g))
+    exact = gradients.advantage_routing_gradient(alpha, b)
+    assert routing_fit.advantage_form_fit(exact, alpha, b).r2 == pytest.approx(1.0, abs=1e-12)
+    null = routing_fit.advantage_form_fit(exact, alpha, routing_fit.permute_within_rows(b, alpha > 0, g))
     assert null.r2 < 0.5

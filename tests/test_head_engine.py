@@ -8,7 +8,7 @@ import torch
 
 from attention_dynamics.attention import init_single_head, single_head_forward
 from attention_dynamics.gradients import single_head_parameter_gradients
-from attention_dynamics.head_engine import (
+from attention_dynamics.training.head_engine import (
     SingleHeadModule,
     autograd_head_loss,
     closed_form_backward,

@@ -21,7 +21,7 @@ import pytest
 
 from attention_dynamics.notebooks import book_chapters
 from attention_dynamics.pdf import build_pdf
-from attention_dynamics.reproduce import BookError
+from attention_dynamics.notebooks import BookError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: What raw TeX left by a MathJax that did not run looks like in the text of the PDF.

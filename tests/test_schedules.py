@@ -8,8 +8,8 @@ import scipy.optimize
 import torch
 
 from attention_dynamics.attention import init_single_head, single_head_forward
-from attention_dynamics.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
-from attention_dynamics.schedules import (
+from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
+from attention_dynamics.training.schedules import (
     SCHEDULES,
     get_schedule,
     m_step_objective,

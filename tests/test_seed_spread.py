@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attention_dynamics import seed_spread
+from attention_dynamics.experiments import seed_spread
 from attention_dynamics.paths import data_path
 
 
@@ -35,8 +35,8 @@ def test_compute_rejects_bad_seeds():
 
 
 def test_committed_file_is_consistent_with_its_runs_and_the_chapters_settings():
-    from attention_dynamics import architectures as arch
-    from attention_dynamics import wind_tunnel
+    from attention_dynamics.experiments import architectures as arch
+    from attention_dynamics.experiments import wind_tunnel
 
     stored = json.loads(data_path(seed_spread.SPREAD_FILE).read_text(encoding="utf-8"))
     assert stored["scale"] == "book" and stored["seeds"] == list(seed_spread.SEEDS)
@@ -55,8 +55,8 @@ def test_committed_file_is_consistent_with_its_runs_and_the_chapters_settings():
 @pytest.mark.slow
 def test_the_runs_are_the_chapters_models_at_the_fast_scale():
     """Seed s of the spread runs is the model chapter 6 / chapter 7 trains with seed=s."""
-    from attention_dynamics import architectures as arch
-    from attention_dynamics import wind_tunnel
+    from attention_dynamics.experiments import architectures as arch
+    from attention_dynamics.experiments import wind_tunnel
     from attention_dynamics.settings import chapter_settings
 
     result = seed_spread.compute("fast", [0, 1], processes=1)

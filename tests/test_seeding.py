@@ -8,7 +8,7 @@ import torch
 
 from attention_dynamics.attention import init_single_head, single_head_forward
 from attention_dynamics.models import CausalTransformer
-from attention_dynamics.seeding import seed_everything
+from attention_dynamics.seeding import seed_everything, torch_generator
 from attention_dynamics.training import fit
 
 
@@ -54,3 +54,22 @@ def test_same_seed_same_training_losses():
 def test_seed_everything_rejects_bad_seeds(bad):
     with pytest.raises((TypeError, ValueError)):
         seed_everything(bad)
+
+
+def test_streams_are_the_offsets_the_results_were_computed_with_and_distinct():
+    from attention_dynamics.seeding import STREAMS, stream
+
+    assert stream(5, "init") == 5 and stream(5, "train") == 1_005 and stream(5, "heldout", 3) == 10_008
+    wide = {name: offset for name, offset in STREAMS.items() if offset >= 1_000}
+    assert len(set(wide.values())) == len(wide)  # chapter 6's streams never share a seed
+    a = torch.rand(4, generator=torch_generator(stream(0, "train")))
+    b = torch.rand(4, generator=torch_generator(stream(0, "eval")))
+    assert not torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name, index", [("nope", 0), ("data", -1)])
+def test_stream_rejects_unknown_names_and_negative_indices(name, index):
+    from attention_dynamics.seeding import stream
+
+    with pytest.raises(ValueError):
+        stream(0, name, index)

@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 import torch
 
-from attention_dynamics import sticky_experiment as sticky
+from attention_dynamics.experiments import em_vs_sgd as sticky
 from attention_dynamics.paths import data_path
 from attention_dynamics.tasks import sticky_chain
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_dynamics import calibration, wind_tunnel
+from attention_dynamics import calibration
+from attention_dynamics.experiments import wind_tunnel
 from attention_dynamics.tasks import bijection
 
 TINY = {**wind_tunnel.SETTINGS["fast"], "bij_steps": 40, "hmm_steps": 30, "n_checkpoints": 6, "n_eval": 64, "n_probe": 32}

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from attention_dynamics import attention, claims, gradients, plotting
-from attention_dynamics import sticky_experiment
+from attention_dynamics.experiments import em_vs_sgd
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
 from attention_dynamics.tasks import sticky_chain
@@ -693,7 +693,7 @@ claims.glue("gradients.sweep_beta_max", betas[-1])
 
 # %% tags=["hide-input"]
 sticky_data = sticky_chain.make_sticky_chain_data(42, length=2000)  # chapter 5's seed-42 sequence
-sticky_head = sticky_experiment.initial_head(42, dtype=torch.float64)
+sticky_head = em_vs_sgd.initial_head(42, dtype=torch.float64)
 sticky_check = gradients.weight_step_check(sticky_data.x, sticky_head, sticky_data.y, eta=0.01)
 random_checks = []
 for _ in range(cfg.n_draws):

@@ -42,14 +42,14 @@ import numpy as np
 import torch
 
 from attention_dynamics import claims, plotting
-from attention_dynamics import sticky_experiment as sticky
-from attention_dynamics.head_engine import (
+from attention_dynamics.experiments import em_vs_sgd as sticky
+from attention_dynamics.training.head_engine import (
     SingleHeadModule,
     autograd_head_loss,
     closed_form_head_pass,
 )
 from attention_dynamics.paths import data_path
-from attention_dynamics.schedules import SCHEDULES
+from attention_dynamics.training.schedules import SCHEDULES
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
 from attention_dynamics.tasks import sticky_chain
@@ -233,7 +233,7 @@ claims.glue("sticky.n_positions", int(datasets[cfg.seeds[0]].x.shape[0]))
 # The head is the one of chapter 1 with the paper's sizes: $W_Q, W_K \in \mathbb{R}^{20 \times 10}$,
 # $W_V \in \mathbb{R}^{20 \times 15}$, $W_O \in \mathbb{R}^{15 \times 8}$, weights drawn from
 # $\mathcal{N}(0, 0.1^2)$, scores scaled by $1/\sqrt{10}$, mean cross-entropy. Training never calls
-# autograd. `attention_dynamics.head_engine.closed_form_head_pass` evaluates the paper's laws directly —
+# autograd. `attention_dynamics.training.head_engine.closed_form_head_pass` evaluates the paper's laws directly —
 # the error signal $u_i = W_O (p_i - e_{y_i}) / N$, the advantage routing law
 # $\partial L / \partial s_{ij} = \alpha_{ij} (b_{ij} - \mathbb{E}_{\alpha_i}[b])$, the responsibility-weighted
 # value law $\partial L / \partial v_j = \sum_i \alpha_{ij} u_i$ and the query and key laws — and then the
@@ -419,7 +419,7 @@ plotting.plt.show()
 # The following results are too heavy for this page's time budget (twenty seeds, runs of 20 000 steps,
 # a four-layer transformer). They are computed by the same package functions with
 # `python -m attention_dynamics reproduce --chapter 5 --scale paper` (or
-# `python -m attention_dynamics.sticky_experiment`) and stored, with their settings and the package
+# `python -m attention_dynamics.experiments.em_vs_sgd`) and stored, with their settings and the package
 # version, in `src/attention_dynamics/data/sticky_chain_paper_scale.json`; at the default scale this page
 # reads that file. The tests regenerate it at a reduced size through the same code.
 

@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attention_dynamics import calibration, claims, geometry, plotting, seed_spread, wind_tunnel
+from attention_dynamics import calibration, claims, geometry, plotting
+from attention_dynamics.experiments import seed_spread, wind_tunnel
 from attention_dynamics.models.transformer import count_parameters
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
@@ -712,7 +713,7 @@ plotting.plt.show()
 # {glue:text}`manifolds.value_pc1_ratio_this_seed:.2f` of the variance (PC2 {glue:text}`manifolds.value_pc2_ratio:.2f`) and
 # its Spearman correlation with the Bayes entropy is {glue:text}`manifolds.value_pc1_spearman_this_seed:.3f`. One seed
 # does not settle Paper I's "> 80 %": the same model trained with {glue:text}`manifolds.spread_n_seeds` seeds
-# (`attention_dynamics.seed_spread`, results stored with their settings) puts PC1's share anywhere from
+# (`attention_dynamics.experiments.seed_spread`, results stored with their settings) puts PC1's share anywhere from
 # {glue:text}`manifolds.value_pc1_ratio_seed_min:.2f` to {glue:text}`manifolds.value_pc1_ratio_seed_max:.2f`. The mean
 # is {glue:text}`geometry.value_pc1_ratio:.3f` with a 95 % interval from {glue:text}`manifolds.value_pc1_ratio_low:.3f` to
 # {glue:text}`manifolds.value_pc1_ratio_high:.3f`, which reaches both sides of 80 %: **not decided at this scale**. The rank

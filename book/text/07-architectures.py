@@ -41,12 +41,15 @@ import numpy as np
 import torch
 from IPython.display import Markdown, display
 
-from attention_dynamics import architectures as arch
-from attention_dynamics import claims, plotting, seed_spread
-from attention_dynamics.models import count_parameters
-from attention_dynamics.seeding import seed_everything, torch_generator
+from attention_dynamics import claims, plotting
+from attention_dynamics.diagnostics import routing_fit, state_clusters
+from attention_dynamics.experiments import architectures as arch
+from attention_dynamics.experiments import seed_spread
+from attention_dynamics.models import count_parameters, factory, routing
+from attention_dynamics.seeding import seed_everything, stream, torch_generator
 from attention_dynamics.settings import chapter_settings
 from attention_dynamics.tasks import associative_recall, bijection
+from attention_dynamics.tasks import wind_tunnels as tunnels
 
 SETTINGS = (
     arch.SETTINGS
@@ -107,7 +110,7 @@ eval_batches = {
     for i, t in enumerate(tasks)
 }  # the same evaluation set for every model
 levels = arch.reference_levels(tasks, eval_batches)
-paper_hmm = arch.WindTunnel.make(
+paper_hmm = tunnels.WindTunnel.make(
     "hmm", n_states=cfg.hmm_states, n_symbols=cfg.hmm_symbols, length=20
 )
 paper_hmm_levels = arch.reference_levels(
@@ -160,7 +163,7 @@ for name, value in {
 # The models span the range from content-based routing to no routing at all. All five return a
 # prediction at every position and are trained by the same loop ({func}`~attention_dynamics.training.fit`);
 # each family's width is chosen so that every model has about {glue:text}`architectures.target_params`
-# parameters ({func}`~attention_dynamics.architectures.build_matched_model`; the table shows the counts,
+# parameters ({func}`~attention_dynamics.experiments.architectures.build_matched_model`; the table shows the counts,
 # all within ±25%).
 #
 # - **Transformer** ({class}`~attention_dynamics.models.CausalTransformer`, 2 layers, 4 heads, learned
@@ -192,10 +195,11 @@ claims.glue(
     "architectures.paper_blind_bijection_bits", bijection.context_blind_entropy_error_bits(20, 19)
 )
 counts = {
-    arch.FAMILY_LABELS[f]: {
-        t.name: count_parameters(arch.build_matched_model(f, t, cfg.target_params)) for t in tasks
+    factory.FAMILY_LABELS[f]: {
+        t.name: count_parameters(factory.build_matched_model(f, t, cfg.target_params))
+        for t in tasks
     }
-    for f in arch.FAMILIES
+    for f in factory.FAMILIES
 }
 parameter_table = arch.pd_table(counts, index_name="model", column_suffix=" (parameters)")
 parameter_table
@@ -213,7 +217,7 @@ parameter_table
 # on a CPU, and the chapter has to run in minutes, so Mamba sets the budget for all. Paper I's models are
 # about {glue:text}`architectures.size_ratio:.0f` times larger and train {glue:text}`architectures.step_ratio_low:.0f`
 # to {glue:text}`architectures.step_ratio_high:.0f` times longer. The fifteen runs are independent and share the two
-# cores ({func}`~attention_dynamics.architectures.compare_architectures`).
+# cores ({func}`~attention_dynamics.experiments.architectures.compare_architectures`).
 
 # %% tags=["hide-input", "trained-output"]
 for name in ("batch_size", "lr", "steps"):
@@ -355,7 +359,7 @@ display(Markdown(arch.verdict_summary(results, levels)))
 #   bag and none of the bindings. Mamba lands between them: {glue:text}`architectures.mamba_binding_this_seed:.1%` in this
 #   run, and {glue:text}`architectures.binding_accuracy_mamba:.1%` on average over
 #   {glue:text}`architectures.spread_n_seeds` seeds (95 % interval {glue:text}`architectures.mamba_binding_low:.1%` to
-#   {glue:text}`architectures.mamba_binding_high:.1%`, `attention_dynamics.seed_spread`), with its training loss still
+#   {glue:text}`architectures.mamba_binding_high:.1%`, `attention_dynamics.experiments.seed_spread`), with its training loss still
 #   falling on {glue:text}`architectures.mamba_binding_still_falling` of them. The ordering is Paper I's ({glue:text}`architectures.paper_binding_transformer:.1%`,
 #   {glue:text}`architectures.paper_binding_mamba:.1%`, {glue:text}`architectures.paper_binding_lstm:.1%`): the LSTM's gap
 #   is real at our scale;
@@ -366,7 +370,7 @@ display(Markdown(arch.verdict_summary(results, levels)))
 # %% tags=["hide-input", "trained-output"]
 fig, ax = arch.plot_hmm_kl_by_position(results, levels)
 plotting.plt.show()
-for f in arch.FAMILIES:
+for f in factory.FAMILIES:
     claims.glue(f"architectures.hmm_kl_t0_{f}", results[(f, "hmm")].kl_by_position[0])
     claims.glue(f"architectures.hmm_kl_later_{f}", results[(f, "hmm")].kl_by_position[1:].mean())
 claims.glue(
@@ -409,7 +413,7 @@ claims.glue(
 # the boxed routing law, unchanged. Nothing in the derivation used the form of $f$: the parameters
 # $\theta$ of the score function receive $\sum_{ik} \frac{\partial L}{\partial s_{ik}} \frac{\partial s_{ik}}{\partial \theta}$,
 # so *they* are trained by advantages whatever $f$ is. Three very different score functions
-# ({class}`~attention_dynamics.architectures.ContentRouter`: a network on $[x_i, x_j, x_i \odot x_j]$,
+# ({class}`~attention_dynamics.experiments.architectures.ContentRouter`: a network on $[x_i, x_j, x_i \odot x_j]$,
 # the bilinear form of attention, a negative squared distance) agree with autograd to
 # {glue:text}`architectures.softmax_routing_law_max_abs_err:.1e` (float64; the unit tests repeat this over
 # seeds).
@@ -449,7 +453,7 @@ claims.glue(
 # question is how large the gain term is in practice. We fit each row (query position × channel) of the
 # true gradient with the advantage form $\lambda_i\, \alpha_{ij} (\tilde b_{ij} - \mathbb{E}_{\alpha_i}[\tilde b])$,
 # $\lambda_i$ free, and report the fraction of the gradient's squared norm it explains, $R^2$
-# ({func}`~attention_dynamics.architectures.mamba_advantage_fit`; the cosine between the gradient and its fit
+# ({func}`~attention_dynamics.experiments.architectures.mamba_advantage_fit`; the cosine between the gradient and its fit
 # is $\sqrt{R^2}$). On {glue:text}`architectures.analysis_sequences` held-out sequences of each task, the
 # advantage form explains on average $R^2$ = {glue:text}`architectures.mamba_advantage_fit:.2f` of the trained
 # models' routing gradient (from {glue:text}`architectures.mamba_advantage_fit_min:.2f` to
@@ -457,13 +461,13 @@ claims.glue(
 # {glue:text}`architectures.mamba_advantage_fit_initial:.2f` at initialisation).
 
 # %% tags=["trained-output"]
-x_demo = torch.randn(8, 12, 8, dtype=torch.float64, generator=torch_generator(seed))
-y_demo = torch.randint(0, 5, (8, 12), generator=torch_generator(seed + 1))
+x_demo = torch.randn(8, 12, 8, dtype=torch.float64, generator=torch_generator(stream(seed, "init")))
+y_demo = torch.randint(0, 5, (8, 12), generator=torch_generator(stream(seed, "data")))
 law_errors = {}
-for score_function in arch.SCORE_FUNCTIONS:
+for score_function in routing.SCORE_FUNCTIONS:
     torch.manual_seed(seed)
-    router_f = arch.ContentRouter(8, score_function=score_function).double()
-    autograd_grad, law, alpha_demo, b_demo = arch.softmax_routing_gradients(
+    router_f = routing.ContentRouter(8, score_function=score_function).double()
+    autograd_grad, law, alpha_demo, b_demo = routing_fit.softmax_routing_gradients(
         router_f, x_demo, y_demo
     )
     law_errors[score_function] = float((autograd_grad - law).abs().max())
@@ -480,7 +484,7 @@ claims.record(
     tolerance=1e-12,
     params={
         "seed": seed,
-        "score_functions": list(arch.SCORE_FUNCTIONS),
+        "score_functions": list(routing.SCORE_FUNCTIONS),
         "B": 8,
         "T": 12,
         "d_in": 8,
@@ -491,13 +495,13 @@ law_errors
 # %% tags=["trained-output", "hide-input"]
 hmm_task = tasks[1]
 analysis = {
-    t.name: t.sample(cfg.analysis_sequences, generator=torch_generator(seed + 2 + i))
+    t.name: t.sample(cfg.analysis_sequences, generator=torch_generator(stream(seed, "analysis", i)))
     for i, t in enumerate(tasks)
 }
 mamba_runs = {t.name: results[("mamba", t.name)] for t in tasks}
 mamba_hmm = mamba_runs["hmm"]
 scan_error = max(
-    arch.scan_reproduction_error(run.model(), analysis[name].inputs)
+    routing_fit.scan_reproduction_error(run.model(), analysis[name].inputs)
     for name, run in mamba_runs.items()
 )
 claims.record(
@@ -513,14 +517,16 @@ claims.record(
 )
 fits = {
     "initial": [
-        arch.mamba_advantage_fit(mamba_runs["binding"].initial_model(), analysis["binding"], layer)
+        routing_fit.mamba_advantage_fit(
+            mamba_runs["binding"].initial_model(), analysis["binding"], layer
+        )
         for layer in (0, 1)
     ]
 }
 fits.update(
     {
         f"trained on {name}": [
-            arch.mamba_advantage_fit(run.model(), analysis[name], layer) for layer in (0, 1)
+            routing_fit.mamba_advantage_fit(run.model(), analysis[name], layer) for layer in (0, 1)
         ]
         for name, run in mamba_runs.items()
     }
@@ -536,9 +542,9 @@ claims.record(
     params={**run_params, "analysis_sequences": cfg.analysis_sequences},
 )
 # The null: the same fits with each row's compatibilities permuted among its visible keys.
-null_generator = torch_generator(seed + 7)
+null_generator = torch_generator(stream(seed, "null"))
 null_r2 = [
-    arch.mamba_advantage_fit(
+    routing_fit.mamba_advantage_fit(
         run.model(), analysis[name], layer, permuted=True, generator=null_generator
     ).r2
     for name, run in mamba_runs.items()
@@ -609,16 +615,18 @@ plotting.plt.show()
 # what a representation of the belief and nothing else would reach.
 
 # %% tags=["trained-output", "hide-input"]
-cluster_batch = hmm_task.sample(cfg.cluster_sequences, generator=torch_generator(seed + 4))
+cluster_batch = hmm_task.sample(
+    cfg.cluster_sequences, generator=torch_generator(stream(seed, "clusters"))
+)
 posterior_points = cluster_batch.posterior.reshape(-1, hmm_task.n_out)  # (sequences · K, S)
 observations = (
     cluster_batch.extra["observations"].reshape(-1).numpy()
 )  # (sequences · K,): the current symbol
 clusterings = {
-    f: arch.state_clustering(
-        arch.final_layer_states(results[(f, "hmm")].model(), cluster_batch.inputs).reshape(
-            len(posterior_points), -1
-        ),
+    f: state_clusters.state_clustering(
+        state_clusters.final_layer_states(
+            results[(f, "hmm")].model(), cluster_batch.inputs
+        ).reshape(len(posterior_points), -1),
         posterior_points,
         seed=seed,
         groups=observations,
@@ -674,7 +682,7 @@ claims.record(
 )
 arch.pd_table(
     {
-        arch.FAMILY_LABELS[f]: {
+        factory.FAMILY_LABELS[f]: {
             "vs most probable state": c.purity,
             "vs current observation": c.other_purities["current observation"],
             "vs most probable state, observation mean removed": c.centred_purity,

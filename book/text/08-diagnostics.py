@@ -40,11 +40,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attention_dynamics import claims, diagnostics, plotting, schedules, training, wind_tunnel
+from attention_dynamics import claims, diagnostics, plotting, training
+from attention_dynamics.training import schedules
+from attention_dynamics.experiments import traced_runs, wind_tunnel
 from attention_dynamics.models import CausalTransformer
+from attention_dynamics.models.encoder import TorchCausalEncoder
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
-from attention_dynamics.sticky_experiment import initial_head
+from attention_dynamics.experiments.em_vs_sgd import initial_head
 from attention_dynamics.tasks import bijection, sticky_chain
 
 EARLY = [
@@ -173,13 +176,11 @@ check_batch = bijection.sample_bijection_batch(
     16, 8, 8, generator=generator
 )  # 16 sequences, V = L = 8
 check_inputs = check_batch.tokens  # (16, 15) token ids
-check_targets = diagnostics.bijection_training_targets(
+check_targets = traced_runs.bijection_training_targets(
     check_batch.tokens, check_batch.targets
 )  # (16, 15)
 torch.manual_seed(seed)
-torch_encoder = diagnostics.TorchCausalEncoder(
-    16, 8, d_model=32, n_heads=4, n_layers=2, max_len=15
-).double()
+torch_encoder = TorchCausalEncoder(16, 8, d_model=32, n_heads=4, n_layers=2, max_len=15).double()
 package_transformer = CausalTransformer(
     n_out=8, vocab_size=16, d_model=32, n_layers=2, n_heads=4, max_len=15
 ).double()
@@ -277,7 +278,7 @@ jobs = {  # the longest first, so that the two cores finish together
         "keep_steps": [0, cfg.encoder_steps],
     },
 }
-runs = dict(zip(jobs, training.map_parallel(diagnostics.run_experiment, list(jobs.values()))))
+runs = dict(zip(jobs, training.map_parallel(traced_runs.run_experiment, list(jobs.values()))))
 claims.glue("diagnostics.seed", seed)
 claims.glue("diagnostics.steps", cfg.steps)
 claims.glue("diagnostics.mid_step", cfg.mid_step)
@@ -661,7 +662,7 @@ plotting.plt.show()
 # Chapter 6 trains this book's `CausalTransformer` ({glue:text}`diagnostics.tunnel_layers` layers ×
 # {glue:text}`diagnostics.tunnel_heads` heads) on Paper I's bijection-elimination wind tunnel
 # ($V = L =$ {glue:text}`diagnostics.tunnel_V`), with the exact posterior as its target.
-# `diagnostics.wind_tunnel_trace` re-trains it with chapter 6's settings and seed — the same weights, step
+# `traced_runs.wind_tunnel_trace` re-trains it with chapter 6's settings and seed — the same weights, step
 # for step — and diagnoses every one of its checkpoints on chapter 6's probe batch. Queries and keys are
 # labelled by token type (key token or value token), so the specialization measure asks whether the heads
 # route by token type, and key orthogonality is measured between the mean keys of the

@@ -14,7 +14,6 @@ from dataclasses import dataclass, fields
 import torch
 import torch.nn.functional as F
 
-from .gradients import compatibility, upstream_gradient
 
 __all__ = [
     "SingleHeadParams",
@@ -24,9 +23,54 @@ __all__ = [
     "single_head_forward",
     "sdpa_context",
     "autograd_upstream_gradient",
+    "output_error",
+    "upstream_gradient",
+    "compatibility",
+    "check_reduction",
 ]
 
 PARAM_NAMES = ("W_Q", "W_K", "W_V", "W_O")
+
+
+# The error signal and the compatibility matrix (PAPER.md §2): defined with the head, so that its
+# forward pass can return them and every gradient law builds on them.
+
+
+def output_error(p: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor:
+    """Return ∂L/∂logits = p − onehot(y) (÷ number of positions for a mean), shape ``(..., T, C)``.
+
+    The softmax–cross-entropy identity (chapter 2, eq-grad-logits).
+    """
+    check_reduction(reduction)
+    delta = p.clone()  # (..., T, C)
+    delta.scatter_add_(-1, targets.unsqueeze(-1), -torch.ones_like(delta[..., :1]))
+    if reduction == "mean":
+        delta = delta / targets.numel()
+    return delta
+
+
+def upstream_gradient(
+    p: torch.Tensor, targets: torch.Tensor, W_O: torch.Tensor, *, reduction: str = "mean"
+) -> torch.Tensor:
+    """Return u = ∂L/∂g, shape ``(..., T, dv)``: ``W_O(p_i − e_{y_i})`` (÷ number of positions for a mean).
+
+    PAPER.md §2, the error signal (chapter 1, eq-upstream). ``p`` is ``(..., T, C)`` predicted
+    probabilities, ``targets`` ``(..., T)`` class indices, ``W_O`` ``(dv, C)`` with ``logits = g @ W_O``.
+    """
+    return output_error(p, targets, reduction=reduction) @ W_O.transpose(-1, -2)  # (..., T, dv)
+
+
+def compatibility(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Return the compatibility matrix b, ``b_ij = u_i · v_j``, shape ``(..., Tq, Tk)`` (chapter 2, eq-grad-dalpha)."""
+    return u @ v.transpose(-1, -2)  # (..., Tq, dv) @ (..., dv, Tk)
+
+
+def check_reduction(reduction: str) -> None:
+    """Raise ValueError unless ``reduction`` is ``"mean"`` or ``"sum"`` (how a loss sums over positions)."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+
+
 
 
 @dataclass

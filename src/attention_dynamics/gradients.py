@@ -23,20 +23,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .attention import SingleHeadParams
+from .attention import (
+    SingleHeadParams,
+    causal_mask,
+    check_reduction,
+    compatibility,
+    output_error,
+    single_head_forward,
+)
 
 __all__ = [
     "GRADIENT_NAMES",
-    "output_error",
-    "upstream_gradient",
-    "compatibility",
     "expected_compatibility",
     "advantage",
     "advantage_routing_gradient",
@@ -72,35 +75,6 @@ GRADIENT_NAMES = ("scores", "q", "k", "v", "W_Q", "W_K", "W_V", "W_O")
 # --------------------------------------------------------------------------------------------
 # The laws
 # --------------------------------------------------------------------------------------------
-
-
-def output_error(p: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor:
-    """Return ∂L/∂logits = p − onehot(y) (÷ number of positions for a mean), shape ``(..., T, C)``.
-
-    The softmax–cross-entropy identity (chapter 2, eq-grad-logits).
-    """
-    _check_reduction(reduction)
-    delta = p.clone()  # (..., T, C)
-    delta.scatter_add_(-1, targets.unsqueeze(-1), -torch.ones_like(delta[..., :1]))
-    if reduction == "mean":
-        delta = delta / targets.numel()
-    return delta
-
-
-def upstream_gradient(
-    p: torch.Tensor, targets: torch.Tensor, W_O: torch.Tensor, *, reduction: str = "mean"
-) -> torch.Tensor:
-    """Return u = ∂L/∂g, shape ``(..., T, dv)``: ``W_O(p_i − e_{y_i})`` (÷ number of positions for a mean).
-
-    PAPER.md §2, the error signal (chapter 1, eq-upstream). ``p`` is ``(..., T, C)`` predicted
-    probabilities, ``targets`` ``(..., T)`` class indices, ``W_O`` ``(dv, C)`` with ``logits = g @ W_O``.
-    """
-    return output_error(p, targets, reduction=reduction) @ W_O.transpose(-1, -2)  # (..., T, dv)
-
-
-def compatibility(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Return the compatibility matrix b, ``b_ij = u_i · v_j``, shape ``(..., Tq, Tk)`` (chapter 2, eq-grad-dalpha)."""
-    return u @ v.transpose(-1, -2)  # (..., Tq, dv) @ (..., dv, Tk)
 
 
 def expected_compatibility(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -182,9 +156,8 @@ def closed_form_head_gradients(
     rule through the linear maps ``q = x W_Q``, ``k = x W_K``, ``v = x W_V``, ``logits = g W_O``
     (chapter 2, eq-grad-params). ``x`` is ``(..., T, d_in)``.
     """
-    from .attention import single_head_forward  # late import: attention uses these laws too
 
-    _check_reduction(reduction)
+    check_reduction(reduction)
     with torch.no_grad():
         fwd = single_head_forward(x, params, targets, causal=causal, reduction=reduction)
         grad_scores = advantage_routing_gradient(fwd.alpha, fwd.b)  # (..., T, T), computed once
@@ -243,7 +216,6 @@ def autograd_head_gradients(
     One backward pass through :func:`attention.single_head_forward` with the intermediate
     gradients retained; it never calls the laws.
     """
-    from .attention import single_head_forward
 
     leaf = params.clone().requires_grad_(True)
     with torch.enable_grad():
@@ -310,7 +282,7 @@ def loss_from_scores(
     The map s → alpha → g → logits → L that the routing law differentiates; ``v`` ``(..., Tk, dv)``,
     ``W_O`` ``(dv, C)``, ``targets`` ``(..., Tq)``.
     """
-    _check_reduction(reduction)
+    check_reduction(reduction)
     alpha = torch.softmax(scores, dim=-1)  # (..., Tq, Tk)
     logits = (alpha @ v) @ W_O  # (..., Tq, C)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction=reduction)
@@ -394,7 +366,6 @@ def finite_difference_head_gradients(
     :func:`loss_from_qkv`, weight matrices through the head's forward pass. Costs two forward passes
     per stencil point and entry (:func:`central_difference_gradient`): for small examples, in float64.
     """
-    from .attention import SingleHeadParams, single_head_forward
 
     fwd = single_head_forward(x, params, targets, causal=causal, reduction=reduction)
     q, k, v, W_O = fwd.q, fwd.k, fwd.v, params.W_O
@@ -435,7 +406,6 @@ def law_discrepancies(
     is the largest entry of the reference gradient (for row sums, the largest term |alpha_ij b_ij|),
     the natural unit of the error.
     """
-    from .attention import causal_mask, single_head_forward
 
     fwd = single_head_forward(x, params, targets, causal=causal, reduction=reduction)
     _, laws = closed_form_head_gradients(x, params, targets, causal=causal, reduction=reduction)
@@ -515,7 +485,6 @@ def inverse_temperature_sweep(
     Multiplying ``W_Q`` by β multiplies every score by β: β → 0 gives uniform attention, β → ∞
     one-hot attention. The score gradient is ∂L/∂(β s), the gradient the routing law speaks of.
     """
-    from .attention import single_head_forward
 
     betas = [float(beta) for beta in inverse_temperatures]
     if not betas or any(not (beta >= 0 and math.isfinite(beta)) for beta in betas):
@@ -551,11 +520,6 @@ def _finite(b: torch.Tensor) -> torch.Tensor:
     if bool(torch.isfinite(b.sum())):
         return b
     return torch.nan_to_num(b, nan=0.0, posinf=0.0, neginf=0.0)
-
-
-def _check_reduction(reduction: str) -> None:
-    if reduction not in ("mean", "sum"):
-        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -653,7 +617,6 @@ def weight_step_check(x: torch.Tensor, params: "SingleHeadParams", targets: torc
     ``sign_agreement`` (:func:`score_sign_agreement`) and ``value_cosine`` (:func:`value_step_cosine`):
     how far the free-activation picture is from the real step. float64 throughout.
     """
-    from .attention import SingleHeadParams, single_head_forward
 
     x = x.to(torch.float64)
     weights = {n: t.detach().to(torch.float64).clone().requires_grad_(True) for n, t in params.as_dict().items()}

@@ -18,6 +18,7 @@ import nbformat
 import yaml
 
 __all__ = [
+    "BookError",
     "Chapter",
     "book_chapters",
     "select_chapters",
@@ -46,6 +47,10 @@ if "google.colab" in sys.modules:
 #: What the package's code is made of: a commit that pins these paths pins the code the outputs came from.
 PACKAGE_PATHS = ("src/attention_dynamics", "pyproject.toml")
 _PIN = re.compile(r"git\+(?P<url>\S+?)@(?P<ref>[0-9a-f]{7,40}|[\w.\-/]+)\"")
+
+
+class BookError(Exception):
+    """A problem the runner reports as one clear message (exit status 1)."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from .reproduce import BookError
+from .notebooks import BookError
 
 __all__ = ["build_pdf"]
 
@@ -62,7 +62,7 @@ CHROMIUM_FLAGS = (
 def find_chromium() -> str:
     """Return the path of the Chromium executable (``$CHROMIUM``, else ``chromium`` on the PATH).
 
-    Raises :class:`~attention_dynamics.reproduce.BookError` when there is none.
+    Raises :class:`~attention_dynamics.notebooks.BookError` when there is none.
     """
     candidate = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not candidate or not Path(candidate).exists():
@@ -74,7 +74,7 @@ def find_chromium() -> str:
 def build_single_page(root: Path, build_dir: Path) -> Path:
     """Return the book's single HTML page, ready to print, built into ``build_dir`` from committed outputs.
 
-    Raises :class:`~attention_dynamics.reproduce.BookError` when the build fails or warns.
+    Raises :class:`~attention_dynamics.notebooks.BookError` when the build fails or warns.
     """
     jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
     if jb is None:
@@ -100,7 +100,7 @@ def build_single_page(root: Path, build_dir: Path) -> Path:
 def print_to_pdf(chromium: str, page: Path, out: Path, *, timeout: int = 900) -> Path:
     """Return ``out``, the PDF headless Chromium printed from the HTML file ``page``.
 
-    Raises :class:`~attention_dynamics.reproduce.BookError` when Chromium writes no PDF.
+    Raises :class:`~attention_dynamics.notebooks.BookError` when Chromium writes no PDF.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
@@ -123,7 +123,7 @@ def build_pdf(root: Path, out: Path | None = None, *, build_dir: Path | None = N
 
     ``out`` defaults to ``<root>/_build/pdf/book.pdf``; the single HTML page is built into
     ``build_dir`` (default ``<root>/build/pdf``). Raises
-    :class:`~attention_dynamics.reproduce.BookError` when Chromium is missing (checked first) or
+    :class:`~attention_dynamics.notebooks.BookError` when Chromium is missing (checked first) or
     the build fails.
     """
     root = Path(root).resolve()

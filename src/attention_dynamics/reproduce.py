@@ -43,12 +43,13 @@ from .claims import (
     write_ledger,
 )
 from .notebooks import (
+    BookError,
     METADATA_KEY,
     Chapter,
     book_chapters,
+    colab_pin,
     ensure_colab_cell,
     input_hash,
-    colab_pin,
     normalise_notebook,
     notebook_text,
     package_commit,
@@ -56,23 +57,17 @@ from .notebooks import (
     repository_url,
     select_chapters,
 )
-from .settings import DEVICES, SCALES
+from .settings import check_positive_int, DEVICES, SCALES
 
-__all__ = ["main", "BookError"]
-
-
-class BookError(Exception):
-    """A problem the runner reports as one clear message (exit status 1)."""
+__all__ = ["main"]
 
 
 def _positive_int(text: str) -> int:
+    """Return ``text`` as a positive integer for argparse (the rule is :func:`settings.check_positive_int`)."""
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+        return check_positive_int("the value", int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -144,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "build":
             return build_html(root)
         if args.command == "pdf":
-            from .pdf import build_pdf  # imported here: pdf imports BookError from this module
+            from .pdf import build_pdf
 
             print(f"The PDF is ready: {build_pdf(root, args.out)}")
             return 0

@@ -19,6 +19,7 @@ __all__ = [
     "Settings",
     "chapter_settings",
     "check_positive_int",
+    "check_positive_ints",
     "check_scale",
     "resolve_device",
 ]
@@ -87,6 +88,12 @@ def check_positive_int(name: str, value: Any, *, allow_zero: bool = False) -> in
         bound = "non-negative" if allow_zero else "positive"
         raise ValueError(f"{name} must be a {bound} integer, got {value}")
     return value
+
+
+def check_positive_ints(**values: Any) -> None:
+    """Raise ``ValueError`` unless every keyword argument passes :func:`check_positive_int` (e.g. a model's sizes)."""
+    for name, value in values.items():
+        check_positive_int(name, value)
 
 
 def chapter_settings(

@@ -7,10 +7,10 @@
 - :mod:`.mlp` — the context-blind per-position MLP and the whole-window MLP (chapter 7).
 """
 
-from .transformer import CausalSelfAttention, CausalTransformer, Probe, TransformerBlock, count_parameters
 from .mamba import MambaSequenceModel
 from .mlp import ContextBlindMLP, WindowMLP
 from .recurrent import LSTMSequenceModel
+from .transformer import CausalSelfAttention, CausalTransformer, Probe, TransformerBlock, count_parameters
 
 __all__ = ["Probe", "CausalSelfAttention", "TransformerBlock", "CausalTransformer", "count_parameters",
            "MambaSequenceModel", "LSTMSequenceModel", "ContextBlindMLP", "WindowMLP"]

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-__all__ = ["input_embedding", "check_positive"]
+from ..settings import check_positive_ints
 
-
-def check_positive(**sizes: int) -> None:
-    """Raise ``ValueError`` unless every keyword argument is a positive integer."""
-    for name, val in sizes.items():
-        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-            raise ValueError(f"{name} must be a positive integer, got {val!r}")
+__all__ = ["input_embedding"]
 
 
 def input_embedding(vocab_size: int | None, input_dim: int | None, width: int) -> nn.Module:
@@ -23,7 +18,7 @@ def input_embedding(vocab_size: int | None, input_dim: int | None, width: int) -
     if (vocab_size is None) == (input_dim is None):
         raise ValueError("give exactly one of vocab_size (token inputs) or input_dim (vector inputs)")
     if vocab_size is not None:
-        check_positive(vocab_size=vocab_size, width=width)
+        check_positive_ints(vocab_size=vocab_size, width=width)
         return nn.Embedding(vocab_size, width)
-    check_positive(input_dim=input_dim, width=width)
+    check_positive_ints(input_dim=input_dim, width=width)
     return nn.Linear(input_dim, width)

@@ -26,7 +26,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mambapy.mamba import Mamba, MambaBlock, MambaConfig, RMSNorm
 
-from ._inputs import check_positive, input_embedding
+from ..settings import check_positive_ints
+from ._inputs import input_embedding
 
 __all__ = [
     "MambaSequenceModel",
@@ -58,7 +59,7 @@ class MambaSequenceModel(nn.Module):
         d_conv: int = 4,
     ):
         super().__init__()
-        check_positive(n_out=n_out, d_model=d_model, n_layers=n_layers, d_state=d_state,
+        check_positive_ints(n_out=n_out, d_model=d_model, n_layers=n_layers, d_state=d_state,
                        expand_factor=expand_factor, d_conv=d_conv)
         self.embed = input_embedding(vocab_size, input_dim, d_model)
         self.config = MambaConfig(d_model=d_model, n_layers=n_layers, d_state=d_state,

@@ -15,14 +15,15 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ._inputs import check_positive, input_embedding
+from ..settings import check_positive_ints
+from ._inputs import input_embedding
 
 __all__ = ["ContextBlindMLP", "WindowMLP", "mlp_stack"]
 
 
 def mlp_stack(d_in: int, hidden: int, n_hidden_layers: int, d_out: int) -> nn.Sequential:
     """Return Linear–GELU layers ``d_in → hidden (× n_hidden_layers) → d_out``."""
-    check_positive(d_in=d_in, hidden=hidden, n_hidden_layers=n_hidden_layers, d_out=d_out)
+    check_positive_ints(d_in=d_in, hidden=hidden, n_hidden_layers=n_hidden_layers, d_out=d_out)
     layers: list[nn.Module] = []
     width = d_in
     for _ in range(n_hidden_layers):
@@ -73,7 +74,7 @@ class WindowMLP(nn.Module):
         n_hidden_layers: int = 1,
     ):
         super().__init__()
-        check_positive(window=window, d_embed=d_embed)
+        check_positive_ints(window=window, d_embed=d_embed)
         self.window = window
         self.embed = input_embedding(vocab_size, input_dim, d_embed)
         self.pad = nn.Parameter(torch.zeros(d_embed))

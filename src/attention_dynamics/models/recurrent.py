@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ._inputs import check_positive, input_embedding
+from ..settings import check_positive_ints
+from ._inputs import input_embedding
 
 __all__ = ["LSTMSequenceModel"]
 
@@ -35,7 +36,7 @@ class LSTMSequenceModel(nn.Module):
     ):
         super().__init__()
         d_embed = d_embed or hidden_size
-        check_positive(n_out=n_out, hidden_size=hidden_size, n_layers=n_layers, d_embed=d_embed)
+        check_positive_ints(n_out=n_out, hidden_size=hidden_size, n_layers=n_layers, d_embed=d_embed)
         self.embed = input_embedding(vocab_size, input_dim, d_embed)
         self.lstm = nn.LSTM(d_embed, hidden_size, num_layers=n_layers, batch_first=True)
         self.head = nn.Linear(hidden_size, n_out)

@@ -1,22 +1,17 @@
-"""Content-based routing across architectures (PAPER.md §3 item 7; chapter 7).
+"""Content-based routing across architectures (PAPER.md §3 item 7; chapter 7): the experiment.
 
-Paper I v3 sorts inference into three primitives and asks which architectures realise them:
+Paper I v3 sorts inference into three primitives and asks which architectures realise them. The
+pieces live where they belong — the three tasks behind one interface in
+:mod:`attention_dynamics.tasks.wind_tunnels`, the five parameter-matched model families in
+:mod:`attention_dynamics.models.factory`, the content router in :mod:`attention_dynamics.models.routing`,
+the advantage-form fits in :mod:`attention_dynamics.diagnostics.routing_fit` and the state clustering in
+:mod:`attention_dynamics.diagnostics.state_clusters` — and this module runs the chapter's experiment:
 
-- **belief accumulation** — bijection elimination (:mod:`~attention_dynamics.tasks.bijection`),
-- **belief transport** — HMM filtering (:mod:`~attention_dynamics.tasks.hmm`),
-- **random-access binding** — associative recall (:mod:`~attention_dynamics.tasks.associative_recall`).
-
-This module holds everything the chapter computes:
-
-1. the three tasks behind one interface (:class:`WindTunnel`, :class:`TaskBatch`, :func:`task_loss`);
-2. five model families with parameter counts matched to a target (:func:`build_matched_model`);
-3. one training-and-evaluation run (:func:`train_and_evaluate`, driven by
+1. the chapter's settings (:data:`SETTINGS`, :func:`book_tasks`) and Paper I's reported numbers;
+2. one training-and-evaluation run (:func:`train_and_evaluate`, driven by
    :func:`attention_dynamics.training.fit`) and the grid of runs on both cores
    (:func:`compare_architectures`), with the exact reference levels (:func:`reference_levels`);
-4. the routing law beyond attention: the advantage form for any softmax-normalised content router
-   (:class:`ContentRouter`, :func:`softmax_routing_gradients`) and how much of Mamba's routing
-   gradient it explains (:func:`advantage_form_fit`, :func:`mamba_advantage_fit`);
-5. the geometry of Mamba's states on HMM filtering (:func:`cluster_purity`, :func:`state_clustering`).
+3. the results table, its ledger claims and verdicts, and the chapter's figures.
 
 Units: calibration errors in bits (:mod:`attention_dynamics.calibration`), accuracies as fractions,
 losses in nats (mean cross-entropy over prediction positions).
@@ -24,8 +19,6 @@ losses in nats (mean cross-entropy over prediction positions).
 
 from __future__ import annotations
 
-import copy
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -33,47 +26,34 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from . import calibration
-from .gradients import advantage_routing_gradient
-from .models import CausalTransformer, count_parameters
-from .models.mamba import (
-    MambaSequenceModel,
-    block_output_from_routing,
-    forward_with_explicit_routing,
-    selective_scan_routing,
+from .. import calibration
+from ..diagnostics.routing_fit import AdvantageFit
+from ..diagnostics.state_clusters import StateClustering
+from ..models import count_parameters
+from ..models.factory import FAMILIES, FAMILY_LABELS, build_model, matched_width
+from ..seeding import stream, torch_generator
+from ..settings import check_positive_int
+from ..tasks import associative_recall, bijection, hmm
+from ..tasks.wind_tunnels import (
+    TASK_PRIMITIVES,
+    TASKS,
+    TaskBatch,
+    WindTunnel,
+    prediction_logits,
+    task_loss,
 )
-from .models.mlp import ContextBlindMLP, WindowMLP
-from .models.recurrent import LSTMSequenceModel
-from .seeding import torch_generator
-from .settings import check_positive_int
-from .tasks import associative_recall, bijection, hmm
-from .training import fit, map_parallel
+from ..training import fit, map_parallel
 from .wind_tunnel import warmup_cosine  # the book's one warm-up + cosine schedule (chapter 6)
 
 __all__ = [
     "SETTINGS",
     "book_tasks",
-    "TASKS",
-    "FAMILIES",
-    "FAMILY_LABELS",
-    "TASK_PRIMITIVES",
     "PAPER_I_RESULTS",
     "HEADLINE_METRIC",
     "REALISED_FRACTION_OF_BLIND",
     "REALISED_BINDING_ACCURACY",
     "TRANSFORMER_BINDING_TARGET",
-    "WIDTH_GRID",
-    "SCORE_FUNCTIONS",
-    "WindTunnel",
-    "TaskBatch",
-    "prediction_logits",
-    "task_loss",
-    "loss_from_logits",
-    "build_model",
-    "matched_width",
-    "build_matched_model",
     "RunResult",
     "evaluation_seed",
     "evaluation_batch",
@@ -83,7 +63,6 @@ __all__ = [
     "compare_architectures",
     "ReferenceLevels",
     "hmm_context_blind_log_probs",
-    "permute_within_rows",
     "reference_levels",
     "realises_primitive",
     "paper_verdict_bounds",
@@ -92,39 +71,12 @@ __all__ = [
     "bayes_floor_nats",
     "record_table_claims",
     "verdict_summary",
-    "ContentRouter",
-    "RouterForward",
-    "softmax_routing_gradients",
-    "AdvantageFit",
-    "advantage_form_fit",
-    "pooled_r2",
-    "mamba_advantage_fit",
-    "scan_reproduction_error",
-    "cluster_purity",
-    "chance_purity",
-    "StateClustering",
-    "final_layer_states",
-    "state_clustering",
     "family_color",
     "plot_training_losses",
     "plot_advantage_fits",
     "plot_state_clusters",
     "plot_hmm_kl_by_position",
 ]
-
-#: The three wind tunnels, in the order of Paper I v3's primitives.
-TASKS = ("bijection", "hmm", "binding")
-#: What each task tests.
-TASK_PRIMITIVES = {"bijection": "accumulation", "hmm": "transport", "binding": "binding"}
-#: The five model families, from content routing to none at all.
-FAMILIES = ("transformer", "mamba", "lstm", "mlp_window", "mlp_blind")
-FAMILY_LABELS = {
-    "transformer": "Transformer",
-    "mamba": "Mamba",
-    "lstm": "LSTM",
-    "mlp_window": "MLP (whole window)",
-    "mlp_blind": "MLP (context-blind)",
-}
 
 #: Chapter 7's settings per scale (chapter 7 and the seed-spread runs of :mod:`seed_spread` read them).
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -172,197 +124,6 @@ PAPER_I_RESULTS: dict[str, dict[str, Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# 1. The tasks behind one interface
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TaskBatch:
-    """A batch of any wind tunnel, ready for a model.
-
-    inputs: token ids ``(B, T)`` or features ``(B, T, F)``; positions ``(P,)``: where predictions
-    are scored; targets ``(B, P)`` int64 sampled answers (bijection, binding; for accuracy) or ``None``
-    (HMM); posterior ``(B, P, C)`` float64, the exact posterior at those positions (the training target).
-    ``extra`` keeps task-specific tensors (the HMM's matrices and hidden states).
-    """
-
-    inputs: torch.Tensor
-    positions: torch.Tensor
-    targets: torch.Tensor | None
-    posterior: torch.Tensor
-    extra: dict[str, torch.Tensor] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return self.inputs.shape[0]
-
-
-@dataclass(frozen=True)
-class WindTunnel:
-    """One task with its sizes: ``bijection`` (V, L), ``hmm`` (n_states, n_symbols, length) or
-    ``binding`` (n_pairs, n_queries, n_keys, n_values).
-
-    Inputs: bijection tokens; HMM features (observation and both matrices at every step); binding in
-    the one-position-per-pair layout (:func:`~attention_dynamics.tasks.associative_recall.pair_features`),
-    so that retrieval is a single content-routing step for every architecture.
-    """
-
-    name: str
-    sizes: tuple[tuple[str, int], ...]
-
-    @classmethod
-    def make(cls, name: str, **sizes: int) -> "WindTunnel":
-        """Return the task ``name`` with ``sizes`` validated."""
-        if name not in TASKS:
-            raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
-        required = {"bijection": ("V", "L"), "hmm": ("n_states", "n_symbols", "length"),
-                    "binding": ("n_pairs", "n_queries", "n_keys", "n_values")}[name]
-        if set(sizes) != set(required):
-            raise ValueError(f"task {name!r} needs sizes {', '.join(required)}, got {', '.join(sorted(sizes))}")
-        sizes = {k: check_positive_int(k, v) for k, v in sizes.items()}
-        if name == "bijection":
-            bijection.check_sizes(sizes["V"], sizes["L"])
-        elif name == "binding":
-            associative_recall.check_sizes(sizes["n_pairs"], sizes["n_queries"], sizes["n_keys"], sizes["n_values"])
-        return cls(name, tuple((k, sizes[k]) for k in required))
-
-    def __getitem__(self, key: str) -> int:
-        return dict(self.sizes)[key]
-
-    @property
-    def vocab_size(self) -> int | None:
-        """Return the number of token ids (``None`` for feature inputs: HMM and binding)."""
-        return bijection.vocab_size(self["V"]) if self.name == "bijection" else None
-
-    @property
-    def input_dim(self) -> int | None:
-        """Return the feature size per position (``None`` for the bijection's token inputs)."""
-        if self.name == "hmm":
-            return hmm.hmm_input_dim(self["n_states"], self["n_symbols"])
-        if self.name == "binding":
-            return associative_recall.pair_feature_dim(self["n_keys"], self["n_values"])
-        return None
-
-    @property
-    def n_out(self) -> int:
-        """Return the number of classes predicted at each position."""
-        return {"bijection": lambda: self["V"], "hmm": lambda: self["n_states"],
-                "binding": lambda: self["n_values"]}[self.name]()
-
-    @property
-    def sequence_length(self) -> int:
-        """Return the number of positions T of a sequence."""
-        if self.name == "bijection":
-            return bijection.sequence_length(self["L"])
-        if self.name == "binding":
-            return self["n_pairs"] + self["n_queries"]  # one position per pair, then the queries
-        return self["length"]
-
-    def sample(self, n_sequences: int, *, generator: torch.Generator | None = None) -> TaskBatch:
-        """Return a :class:`TaskBatch` of ``n_sequences`` fresh sequences."""
-        if self.name == "bijection":
-            b = bijection.sample_bijection_batch(n_sequences, self["V"], self["L"], generator=generator)
-            return TaskBatch(inputs=b.tokens, positions=b.key_positions, targets=b.targets, posterior=b.posterior)
-        if self.name == "binding":
-            b = associative_recall.sample_associative_recall_batch(
-                n_sequences, self["n_pairs"], self["n_queries"], self["n_keys"], self["n_values"], generator=generator)
-            posterior = associative_recall.exact_posterior(b.tokens, self["n_pairs"], self["n_keys"], self["n_values"])
-            return TaskBatch(inputs=associative_recall.pair_features(b),
-                             positions=associative_recall.pair_query_positions(self["n_pairs"], self["n_queries"]),
-                             targets=b.targets, posterior=posterior)
-        b = hmm.sample_hmm_batch(n_sequences, self["length"], n_states=self["n_states"],
-                                 n_symbols=self["n_symbols"], generator=generator)
-        return TaskBatch(inputs=b.inputs, positions=torch.arange(self["length"]), targets=None,
-                         posterior=b.posterior,
-                         extra={"transition": b.transition, "emission": b.emission,
-                                "states": b.states, "observations": b.observations})
-
-    def describe(self) -> str:
-        """Return the sizes as short text, e.g. ``"V=10, L=10"``."""
-        return ", ".join(f"{k}={v}" for k, v in self.sizes)
-
-
-def prediction_logits(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
-    """Return the model's logits at the prediction positions, ``(B, P, C)``."""
-    return model(batch.inputs)[:, batch.positions]
-
-
-def task_loss(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
-    """Return the training loss in nats: the mean cross-entropy against the exact posterior at the prediction positions.
-
-    For binding the posterior is one-hot, so this is the ordinary cross-entropy of the answer. For the
-    bijection Paper I trains on the sampled value; the posterior target has the same expected gradient
-    in every context (cross-entropy is linear in the target and the posterior is the conditional mean
-    of the one-hot target), hence the same minimiser, without the sampling noise (chapter 6 does the
-    same). The HMM is trained on the posterior, as in Paper I.
-    """
-    return loss_from_logits(prediction_logits(model, batch), batch)
-
-
-def loss_from_logits(logits: torch.Tensor, batch: TaskBatch) -> torch.Tensor:
-    """Return :func:`task_loss` (nats) from logits at the prediction positions ``(B, P, C)``."""
-    return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
-
-
-# --------------------------------------------------------------------------------------------
-# 2. Models with matched parameter counts
-# --------------------------------------------------------------------------------------------
-
-#: How each family's size is set by one "width" (everything else fixed), and the widths tried.
-WIDTH_GRID = {
-    "transformer": range(8, 1025, 4),  # d_model (4 heads, 2 layers, d_ff = 4 d_model)
-    "mamba": range(8, 1025, 4),  # d_model (2 layers, d_state 16, expand 2)
-    "lstm": range(8, 2049, 4),  # hidden size (1 layer, embedding = hidden size)
-    "mlp_window": range(4, 16385, 4),  # hidden units (1 hidden layer, 16-dim embedding per slot)
-    "mlp_blind": range(4, 16385, 4),  # hidden units (2 hidden layers, 64-dim embedding)
-}
-
-
-def build_model(family: str, task: WindTunnel, width: int) -> nn.Module:
-    """Return a fresh model of ``family`` for ``task`` whose size is set by ``width`` (see :data:`WIDTH_GRID`)."""
-    io = {"n_out": task.n_out, "vocab_size": task.vocab_size, "input_dim": task.input_dim}
-    if family == "transformer":
-        return CausalTransformer(**io, d_model=width, n_layers=2, n_heads=4, max_len=task.sequence_length)
-    if family == "mamba":
-        return MambaSequenceModel(**io, d_model=width, n_layers=2)
-    if family == "lstm":
-        return LSTMSequenceModel(**io, hidden_size=width)
-    if family == "mlp_window":
-        return WindowMLP(**io, window=task.sequence_length, d_embed=16, hidden=width, n_hidden_layers=1)
-    if family == "mlp_blind":
-        return ContextBlindMLP(**io, d_embed=64, hidden=width, n_hidden_layers=2)
-    raise ValueError(f"unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
-
-
-def matched_width(family: str, task: WindTunnel, target_params: int) -> int:
-    """Return the width of :data:`WIDTH_GRID` whose model for ``task`` has the parameter count closest to the target.
-
-    Counts grow with width, so a bisection finds the first width at or above the target; the
-    answer is it or its predecessor, whichever is closer in ratio.
-    """
-    target_params = check_positive_int("target_params", target_params)
-    if family not in WIDTH_GRID:
-        raise ValueError(f"unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
-    grid = WIDTH_GRID[family]
-
-    def count(i: int) -> int:
-        return count_parameters(build_model(family, task, grid[i]))
-
-    lo, hi = 0, len(grid) - 1
-    while lo < hi:  # first index whose count reaches the target (or the last index)
-        mid = (lo + hi) // 2
-        if count(mid) >= target_params:
-            hi = mid
-        else:
-            lo = mid + 1
-    candidates = [i for i in (lo - 1, lo) if i >= 0]
-    best = min(candidates, key=lambda i: abs(math.log(count(i) / target_params)))
-    return grid[best]
-
-
-def build_matched_model(family: str, task: WindTunnel, target_params: int) -> nn.Module:
-    """Return a fresh model of ``family`` for ``task`` with about ``target_params`` parameters."""
-    return build_model(family, task, matched_width(family, task, target_params))
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,7 +174,7 @@ def _seeded_model(family: str, task: WindTunnel, width: int, seed: int) -> nn.Mo
 
 def evaluation_seed(seed: int, task_index: int) -> int:
     """Return the seed of the evaluation set of the ``task_index``-th task of a comparison started from ``seed``."""
-    return 10_000 + seed + task_index
+    return stream(seed, "heldout", task_index)
 
 
 def evaluation_batch(task: WindTunnel, n_sequences: int, seed: int) -> TaskBatch:
@@ -483,7 +244,7 @@ def train_and_evaluate(
     started = time.process_time()
     width = matched_width(family, task, target_params)
     model = _seeded_model(family, task, width, seed).to(device)
-    data = torch_generator(seed + 1)
+    data = torch_generator(stream(seed, "data"))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = warmup_cosine(optimizer, steps, max(1, int(warmup_fraction * steps)))
     history = fit(model, lambda step: _to(task.sample(batch_size, generator=data), device), steps=steps, optimizer=optimizer,
@@ -708,7 +469,7 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
     claim is then stated as the mean, decided by the whole interval, instead of this run's value.
     Returns the claims by id.
     """
-    from . import claims
+    from .. import claims
 
     explanations = dict(explanations or {})
     seed_means = dict(seed_means or {})
@@ -767,308 +528,7 @@ def verdict_summary(results: Mapping[tuple[str, str], RunResult], levels: Refere
     return "\n".join(lines)
 
 
-def pooled_r2(fits: Sequence["AdvantageFit"]) -> float:
-    """Return the R² of several :class:`AdvantageFit` pooled by their gradients' squared norms."""
-    total = sum(f.total for f in fits)
-    return 1.0 - sum(f.residual for f in fits) / total
 
-
-# --------------------------------------------------------------------------------------------
-# 4. The routing law beyond attention
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class RouterForward:
-    """Intermediates of :class:`ContentRouter`: scores, alpha ``(B, T, T)``; values, context ``(B, T, d_v)``; logits ``(B, T, C)``."""
-
-    scores: torch.Tensor
-    alpha: torch.Tensor
-    values: torch.Tensor
-    context: torch.Tensor
-    logits: torch.Tensor
-
-
-SCORE_FUNCTIONS = ("mlp", "bilinear", "distance")
-
-
-class ContentRouter(nn.Module):
-    """Softmax-normalised causal routing whose logits are a differentiable function of the content.
-
-    ``score_function``: ``"mlp"`` — s_ij = MLP([x_i, x_j, x_i ⊙ x_j]) (nothing like a dot product);
-    ``"bilinear"`` — s_ij = (W_Q x_i)·(W_K x_j)/sqrt(d) (attention); ``"distance"`` —
-    s_ij = −‖W_Q x_i − W_K x_j‖². Then alpha = softmax over j ≤ i, g_i = Σ_j alpha_ij v_j, logits = W_O g_i.
-    """
-
-    def __init__(self, d_in: int, *, d_hidden: int = 16, d_v: int = 8, n_classes: int = 5, score_function: str = "mlp"):
-        super().__init__()
-        if score_function not in SCORE_FUNCTIONS:
-            raise ValueError(f"score_function must be one of {', '.join(SCORE_FUNCTIONS)}, got {score_function!r}")
-        self.score_function = score_function
-        if score_function == "mlp":
-            self.score_net = nn.Sequential(nn.Linear(3 * d_in, d_hidden), nn.Tanh(), nn.Linear(d_hidden, 1))
-        else:
-            self.W_Q = nn.Linear(d_in, d_hidden, bias=False)
-            self.W_K = nn.Linear(d_in, d_hidden, bias=False)
-        self.W_V = nn.Linear(d_in, d_v, bias=False)
-        self.W_O = nn.Linear(d_v, n_classes, bias=False)
-
-    def scores(self, x: torch.Tensor) -> torch.Tensor:
-        """Return the routing logits s_ij ``(B, T, T)`` (before the causal mask)."""
-        B, T, d = x.shape
-        if self.score_function == "mlp":
-            xi = x[:, :, None, :].expand(B, T, T, d)  # (B, Ti, Tj, d)
-            xj = x[:, None, :, :].expand(B, T, T, d)
-            return self.score_net(torch.cat([xi, xj, xi * xj], dim=-1)).squeeze(-1)  # (B, T, T)
-        q, k = self.W_Q(x), self.W_K(x)  # (B, T, d_hidden)
-        if self.score_function == "bilinear":
-            return q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-        return -(q[:, :, None, :] - k[:, None, :, :]).square().sum(-1)
-
-    def forward(self, x: torch.Tensor) -> RouterForward:
-        """Return every intermediate (:class:`RouterForward`) for inputs ``x`` ``(B, T, d_in)``."""
-        T = x.shape[1]
-        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        scores = self.scores(x).masked_fill(~mask, float("-inf"))  # (B, T, T)
-        alpha = torch.softmax(scores, dim=-1)
-        values = self.W_V(x)  # (B, T, d_v)
-        context = alpha @ values  # (B, T, d_v)
-        return RouterForward(scores=scores, alpha=alpha, values=values, context=context, logits=self.W_O(context))
-
-
-def softmax_routing_gradients(router: ContentRouter, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Return ``(∂L/∂s by autograd, advantage form alpha ⊙ (b − E_alpha[b]), alpha, b)``, each ``(B, T, T)``.
-
-    L is the mean cross-entropy (nats) of the router's logits against ``targets`` ``(B, T)``; b = u vᵀ
-    with u = ∂L/∂g from autograd. The routing law says the first two are equal whatever function of
-    the content the scores are.
-    """
-    fwd = router(x)
-    loss = F.cross_entropy(fwd.logits.reshape(-1, fwd.logits.shape[-1]), targets.reshape(-1))
-    grad_scores, u = torch.autograd.grad(loss, [fwd.scores, fwd.context])
-    b = u @ fwd.values.detach().transpose(-1, -2)  # (B, T, T): b_ij = u_i · v_j
-    alpha = fwd.alpha.detach()
-    grad_scores = torch.where(alpha > 0, grad_scores, torch.zeros_like(grad_scores))  # masked entries: no gradient
-    return grad_scores, advantage_routing_gradient(alpha, b), alpha, b
-
-
-@dataclass
-class AdvantageFit:
-    """How much of a routing-logit gradient the advantage form explains.
-
-    r2: 1 − ‖G − λ A‖² / ‖G‖² summed over all rows, with A_ij = alpha_ij (b_ij − E_{alpha_i}[b]) and the
-    best scale λ_i per row (so the cosine between G and the fit is sqrt(r2)); true, fitted: a
-    sample of matching entries of G and λ A (for scatter plots); n_rows: rows (query × channel) fitted;
-    residual, total: ‖G − λA‖² and ‖G‖² (to pool several fits).
-    """
-
-    r2: float
-    true: np.ndarray
-    fitted: np.ndarray
-    n_rows: int
-    residual: float
-    total: float
-
-
-def advantage_form_fit(logit_grad: torch.Tensor, alpha: torch.Tensor, b: torch.Tensor, *, sample: int = 4000,
-                       generator: torch.Generator | None = None) -> AdvantageFit:
-    """Return the :class:`AdvantageFit` of the gradient ``logit_grad`` ``(..., Tq, Tk)`` w.r.t. routing logits.
-
-    ``alpha`` ``(..., Tq, Tk)``: the routing distribution of each row (rows sum to 1, zeros where
-    masked); ``b``: the compatibilities. Each row's best advantage-form fit is λ_i A_i with
-    λ_i = ⟨G_i, A_i⟩ / ⟨A_i, A_i⟩ (0 where A_i = 0, e.g. a row with one visible key).
-    """
-    G = logit_grad.detach().to(torch.float64)
-    A = advantage_routing_gradient(alpha.detach().to(torch.float64), b.detach().to(torch.float64))
-    AA = (A * A).sum(-1, keepdim=True)
-    lam = torch.where(AA > 0, (G * A).sum(-1, keepdim=True) / AA.clamp_min(1e-300), torch.zeros_like(AA))
-    fitted = lam * A
-    total = float((G * G).sum())
-    residual = float(((G - fitted) ** 2).sum())
-    r2 = 1.0 - residual / total if total > 0 else float("nan")
-    visible = alpha.detach() > 0
-    g_flat, f_flat = G[visible], fitted[visible]
-    if g_flat.numel() > sample:
-        pick = torch.randperm(g_flat.numel(), generator=generator)[:sample]
-        g_flat, f_flat = g_flat[pick], f_flat[pick]
-    return AdvantageFit(r2=r2, true=g_flat.numpy(), fitted=f_flat.numpy(), n_rows=int(np.prod(G.shape[:-1])),
-                        residual=residual, total=total)
-
-
-def permute_within_rows(values: torch.Tensor, visible: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Return ``values`` with the visible entries of every row (last axis) randomly permuted among themselves.
-
-    Entries where ``visible`` is False stay where they are. The null of an advantage-form fit: the
-    same compatibilities, no longer paired with their own keys.
-    """
-    keys = torch.rand(values.shape, generator=generator, dtype=torch.float64)
-    keys = keys.masked_fill(~visible, 2.0)  # masked entries sort last
-    order = keys.argsort(-1)  # visible entries first, in random order
-    slots = (~visible).to(torch.int8).argsort(dim=-1, stable=True)  # visible positions first, in index order
-    out = values.clone()
-    out.scatter_(-1, slots, values.gather(-1, order))
-    return torch.where(visible, out, values)
-
-
-def mamba_advantage_fit(model: MambaSequenceModel, batch: TaskBatch, layer: int, *, sample: int = 4000,
-                        generator: torch.Generator | None = None, permuted: bool = False) -> AdvantageFit:
-    """Return the :class:`AdvantageFit` of Mamba's routing gradient in layer ``layer`` on ``batch``.
-
-    The scan's weights w_ij[c] (:func:`~attention_dynamics.models.mamba.selective_scan_routing`) are
-    unnormalised and signed. Their logits are ℓ_ij = ln|w_ij| (w = sign · e^ℓ, as alpha = e^{s − ln Z}),
-    so the true logit gradient is G_ij = w_ij ∂L/∂w_ij. Against it we fit the advantage form built
-    from the routing distribution alpha_ij = |w_ij| / Σ_j |w_ij| and the sign-carrying compatibility
-    b_ij = sign(w_ij) ∂L/∂w_ij. Since G_ij = Z_i [alpha_ij (b_ij − E_alpha[b]) + alpha_ij E_alpha[b]]
-    with Z_i = Σ_j |w_ij|, what the advantage form cannot explain is the second, "gain" term: the
-    total routing mass, which a softmax holds fixed and Mamba does not.
-
-    With ``permuted`` the fit is the null: the same compatibilities permuted within each row among
-    the visible keys (:func:`permute_within_rows`), so that an R² from near-uniform weights and
-    roughly centred compatibilities alone is seen for what it is.
-    """
-    model.eval()
-    logits, routing = forward_with_explicit_routing(model, batch.inputs, layer)
-    loss = loss_from_logits(logits[:, batch.positions], batch)
-    (grad_w,) = torch.autograd.grad(loss, routing.weights)  # (B, ED, T, T): ∂L/∂w_ij
-    w = routing.weights.detach().to(torch.float64)
-    grad_w = grad_w.to(torch.float64)
-    magnitude = w.abs()
-    alpha = magnitude / magnitude.sum(-1, keepdim=True).clamp_min(1e-300)
-    b = torch.sign(w) * grad_w
-    if permuted:
-        b = permute_within_rows(b, alpha > 0, generator)
-    return advantage_form_fit(w * grad_w, alpha, b, sample=sample, generator=generator)
-
-
-def scan_reproduction_error(model: MambaSequenceModel, inputs: torch.Tensor) -> float:
-    """Return max |mambapy block output − output rebuilt from the routing weights| over every layer (float64 copy)."""
-    model = copy.deepcopy(model).double().eval()
-    inputs = inputs if not torch.is_floating_point(inputs) else inputs.double()
-    worst = 0.0
-    with torch.no_grad():
-        h = model.embed(inputs)
-        for residual in model.backbone.layers:
-            x = residual.norm(h)
-            rebuilt = block_output_from_routing(residual.mixer, selective_scan_routing(residual.mixer, x))
-            worst = max(worst, float((rebuilt - residual.mixer(x)).abs().max()))
-            h = residual(h)
-    return worst
-
-
-# --------------------------------------------------------------------------------------------
-# 5. Geometry: do final-layer states cluster by hidden state?
-# --------------------------------------------------------------------------------------------
-
-
-def cluster_purity(clusters: np.ndarray, labels: np.ndarray) -> float:
-    """Return the purity Σ_k max_c |cluster k ∩ class c| / n of a clustering against labels (1 = every cluster pure)."""
-    clusters, labels = np.asarray(clusters), np.asarray(labels)
-    if clusters.shape != labels.shape or clusters.ndim != 1 or clusters.size == 0:
-        raise ValueError("clusters and labels must be matching non-empty 1-D arrays")
-    _, c_idx = np.unique(clusters, return_inverse=True)
-    _, l_idx = np.unique(labels, return_inverse=True)
-    table = np.zeros((c_idx.max() + 1, l_idx.max() + 1), dtype=np.int64)
-    np.add.at(table, (c_idx, l_idx), 1)
-    return float(table.max(axis=1).sum() / clusters.size)
-
-
-def chance_purity(clusters: np.ndarray, labels: np.ndarray, *, n_permutations: int = 20, seed: int = 0) -> float:
-    """Return the mean purity of the same clusters against randomly permuted labels (what purity means by chance)."""
-    rng = np.random.default_rng(seed)
-    labels = np.asarray(labels)
-    return float(np.mean([cluster_purity(clusters, rng.permutation(labels)) for _ in range(n_permutations)]))
-
-
-@dataclass
-class StateClustering:
-    """k-means of final-layer states against the most probable hidden state.
-
-    purity of the states' clusters; chance: the same clusters against permuted labels; posterior_purity:
-    k-means of the exact posterior vectors themselves (what clustering by belief can reach);
-    coords ``(n, 2)``: the states' first two principal components; labels ``(n,)``: the most probable
-    state; clusters ``(n,)``: the k-means cluster of each state. With ``groups`` (e.g. the current
-    observation of each state): centred_purity, the purity against the most probable state of k-means
-    run after subtracting each group's mean state, and between_group_variance, the fraction of the
-    states' total variance that lies between group means (what the grouping explains).
-    other_purities: the purity of the same clusters against other labellings (``other_labels``, e.g. the
-    current observation).
-    """
-
-    purity: float
-    chance: float
-    posterior_purity: float
-    coords: np.ndarray
-    labels: np.ndarray
-    clusters: np.ndarray
-    explained_variance: np.ndarray
-    centred_purity: float = float("nan")
-    between_group_variance: float = float("nan")
-    other_purities: dict[str, float] = field(default_factory=dict)
-    other_labels: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-@torch.no_grad()
-def final_layer_states(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
-    """Return the states the read-out of ``model`` sees, ``(B, T, width)``: after the final norm (Mamba,
-    transformer) or the last LSTM layer."""
-    model.eval()
-    if hasattr(model, "final_states"):
-        return model.final_states(inputs)
-    if isinstance(model, CausalTransformer):
-        captured = []
-        handle = model.ln_final.register_forward_hook(lambda mod, args, out: captured.append(out))
-        try:
-            model(inputs)
-        finally:
-            handle.remove()
-        return captured[0]
-    raise ValueError(f"no final-layer states defined for {type(model).__name__}")
-
-
-def state_clustering(states: torch.Tensor, posterior: torch.Tensor, *, n_clusters: int = 5, seed: int = 0,
-                     groups: np.ndarray | None = None, other_labels: Mapping[str, np.ndarray] | None = None) -> StateClustering:
-    """Return the :class:`StateClustering` of ``states`` ``(n, d)`` against ``posterior`` ``(n, S)`` (scikit-learn k-means).
-
-    ``groups`` ``(n,)`` (optional): a labelling whose part of the geometry should be removed before
-    clustering again — in HMM filtering the current observation, which a state also encodes and which
-    can dominate it. ``other_labels``: further labellings ``(n,)`` to score the same clusters against.
-    """
-    from sklearn.cluster import KMeans
-    from sklearn.decomposition import PCA
-
-    X = states.detach().to(torch.float64).numpy()
-    P = posterior.detach().to(torch.float64).numpy()
-    if X.ndim != 2 or P.ndim != 2 or X.shape[0] != P.shape[0]:
-        raise ValueError(f"states (n, d) and posterior (n, S) must have the same n, got {X.shape} and {P.shape}")
-    labels = P.argmax(-1)
-    clusters = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit_predict(X)
-    posterior_clusters = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit_predict(P)
-    pca = PCA(n_components=2, svd_solver="full").fit(X)
-    centred_purity = between = float("nan")
-    if groups is not None:
-        groups = np.asarray(groups)
-        _, g_idx = np.unique(groups, return_inverse=True)
-        means = np.zeros((g_idx.max() + 1, X.shape[1]))
-        np.add.at(means, g_idx, X)
-        means /= np.bincount(g_idx)[:, None]
-        centred = X - means[g_idx]
-        centred_clusters = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit_predict(centred)
-        centred_purity = cluster_purity(centred_clusters, labels)
-        total = ((X - X.mean(0)) ** 2).sum()
-        between = float(1.0 - (centred ** 2).sum() / total) if total > 0 else float("nan")
-    return StateClustering(
-        purity=cluster_purity(clusters, labels),
-        chance=chance_purity(clusters, labels, seed=seed),
-        posterior_purity=cluster_purity(posterior_clusters, labels),
-        coords=pca.transform(X),
-        labels=labels,
-        clusters=clusters,
-        explained_variance=pca.explained_variance_ratio_,
-        centred_purity=centred_purity,
-        between_group_variance=between,
-        other_purities={name: cluster_purity(clusters, np.asarray(lab)) for name, lab in (other_labels or {}).items()},
-        other_labels={name: np.asarray(lab) for name, lab in (other_labels or {}).items()},
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1078,7 +538,7 @@ def state_clustering(states: torch.Tensor, posterior: torch.Tensor, *, n_cluster
 
 def family_color(family: str):
     """Return the fixed colour of a model family (the same in every figure of the chapter)."""
-    from .plotting import PALETTE
+    from ..plotting import PALETTE
 
     return PALETTE[FAMILIES.index(family) % len(PALETTE)]
 
@@ -1089,7 +549,7 @@ def plot_training_losses(results: Mapping[tuple[str, str], RunResult], tasks: Se
 
     ``floors_nats``: the Bayes floor of each task's loss (the mean posterior entropy), drawn dashed.
     """
-    from . import plotting
+    from .. import plotting
 
     fig, axes = plotting.new_figure(len(tasks), width=3.5, height=2.9)
     for ax, task in zip(np.atleast_1d(axes), tasks):
@@ -1115,7 +575,7 @@ def plot_advantage_fits(softmax: tuple[np.ndarray, np.ndarray], mamba: Advantage
     gradient vs its best advantage-form fit; (c) R² by layer for each Mamba model in ``r2_rows``."""
     import matplotlib.scale
 
-    from . import plotting
+    from .. import plotting
 
     fig, axes = plotting.new_figure(3, width=3.7, height=3.3)
     truth, law = softmax
@@ -1158,7 +618,7 @@ def plot_state_clusters(result: StateClustering, *, title: str, max_points: int 
     """Return ``(fig, axes)``: the states' first two principal components coloured by the most probable hidden
     state and by each labelling in ``result.other_labels``, and the k-means purity against each labelling next to
     chance and to the purity of clustering the exact posteriors."""
-    from . import plotting
+    from .. import plotting
 
     colourings = {"most probable state": result.labels, **result.other_labels}
     fig, axes = plotting.new_figure(len(colourings) + 1, width=3.6, height=3.3)
@@ -1190,7 +650,7 @@ def plot_hmm_kl_by_position(results: Mapping[tuple[str, str], RunResult], levels
     context-blind level — what transport has to beat."""
     import matplotlib.ticker
 
-    from . import plotting
+    from .. import plotting
 
     if ax is None:
         fig, ax = plotting.new_figure(1, width=5.0, height=3.2)

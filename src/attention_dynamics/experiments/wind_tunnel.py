@@ -36,12 +36,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import calibration, geometry
-from .models.transformer import CausalTransformer, probe_activations
-from .seeding import torch_generator
-from .settings import check_positive_int, check_scale, resolve_device
-from .tasks import bijection, hmm
-from .training import TrainHistory, fit, map_parallel
+from .. import calibration, geometry
+from ..models.transformer import CausalTransformer, probe_activations
+from ..seeding import torch_generator
+from ..settings import check_positive_int, check_scale, resolve_device
+from ..tasks import bijection, hmm
+from ..training import fit, map_parallel
 
 __all__ = [
     "SETTINGS",

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 from tqdm.std import tqdm  # plain text bar: no widget warning inside notebooks
 
-from .settings import check_positive_int
+from ..settings import check_positive_int
 
 __all__ = ["TrainHistory", "autograd_backward", "fit", "map_parallel"]
 

@@ -4,7 +4,7 @@ The engine computes the loss and the four weight gradients of the head of
 :mod:`attention_dynamics.attention` without autograd, from the closed forms of
 :mod:`attention_dynamics.gradients` (PAPER.md §3):
 
-- the error signal ``u_i = W_O (p_i − e_{y_i}) / N`` (:func:`~attention_dynamics.gradients.upstream_gradient`),
+- the error signal ``u_i = W_O (p_i − e_{y_i}) / N`` (:func:`~attention_dynamics.attention.upstream_gradient`),
 - the advantage routing law ``∂L/∂s_ij = alpha_ij (b_ij − E_{alpha_i}[b])`` with ``b_ij = u_i·v_j``
   (:func:`~attention_dynamics.gradients.advantage_routing_gradient`),
 - the responsibility-weighted value law ``∂L/∂v_j = Σ_i alpha_ij u_i``
@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import PARAM_NAMES, SingleHeadParams, single_head_forward
+from ..attention import PARAM_NAMES, SingleHeadParams, single_head_forward
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",

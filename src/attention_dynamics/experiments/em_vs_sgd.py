@@ -1,7 +1,7 @@
 """The sticky-chain experiment (PAPER.md §4.1): training runs, the paper's metric, controls, trajectories.
 
 One run (:func:`train_sticky_head`) trains the paper's single head (20 → 10/10/15 → 8, init
-N(0, 0.1²)) full-batch on one sequence with one schedule of :mod:`attention_dynamics.schedules`,
+N(0, 0.1²)) full-batch on one sequence with one schedule of :mod:`attention_dynamics.training.schedules`,
 through :func:`attention_dynamics.training.fit` and the closed-form engine. The initial weights
 depend on the seed only (the reference script re-seeds before initialising), so every schedule
 of a seed starts from the same point. Runs are independent and importable, so
@@ -27,12 +27,12 @@ import scipy.stats
 import torch
 from sklearn.decomposition import PCA
 
-from . import __version__
-from .attention import init_single_head
-from .head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, head_metrics
-from .schedules import SCHEDULES, Schedule, get_schedule, make_backward, make_optimizer
-from .tasks import sticky_chain
-from .training import fit, map_parallel
+from .. import __version__
+from ..attention import init_single_head
+from ..tasks import sticky_chain
+from ..training import fit, map_parallel
+from ..training.head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, head_metrics
+from ..training.schedules import SCHEDULES, Schedule, get_schedule, make_backward, make_optimizer
 
 __all__ = [
     "HEAD_SHAPE",
@@ -77,7 +77,7 @@ INIT_STD = 0.1
 class RunResult:
     """One training run: the losses before every update (nats), metrics at the start and end, snapshots.
 
-    ``losses`` ``(steps,)`` float64; ``initial``/``final`` are :func:`~attention_dynamics.head_engine.head_metrics` dicts (loss and
+    ``losses`` ``(steps,)`` float64; ``initial``/``final`` are :func:`~attention_dynamics.training.head_engine.head_metrics` dicts (loss and
     entropy in nats); ``snapshot_steps`` ``(R,)`` and ``value_prototypes`` ``(R, n_symbols, d_v)`` hold
     the value of each symbol's mean input, mu_s W_V, at the recorded steps (empty when not recorded).
     """
@@ -522,7 +522,7 @@ def train_deep_transformer(
     (test loss and entropy every ``test_every`` steps and at the end), ``losses`` (training loss every 10
     steps, with dropout on), ``n_parameters``.
     """
-    from .models import CausalTransformer, count_parameters
+    from ..models import CausalTransformer, count_parameters
 
     train = sticky_chain.make_sticky_chain_data(seed, kind=kind, length=length)
     test = sticky_chain.make_sticky_chain_data(seed + test_seed_offset, kind=kind, length=length)
@@ -577,7 +577,7 @@ def _classifier_metrics(model: torch.nn.Module, data: sticky_chain.StickyChainDa
 
 def save_results(results: Mapping[str, Any], path: str | Path) -> Path:
     """Write ``results`` as JSON with the package version and environment, atomically; return the path."""
-    from .claims import atomic_write_text
+    from ..claims import atomic_write_text
 
     payload = dict(results)
     payload["provenance"] = {
@@ -657,7 +657,7 @@ def run_heavy_job(task: str, group: str = "", cache_dir: str | None = None, **op
     else:
         raise ValueError(f"unknown job task {task!r}; choose 'head' or 'deep'")
     if cache is not None:
-        from .claims import atomic_write_text
+        from ..claims import atomic_write_text
 
         cache.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(cache, json.dumps(result))
@@ -747,10 +747,10 @@ def compute_paper_scale_results(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Compute the paper-scale results and write them (``python -m attention_dynamics.sticky_experiment``)."""
+    """Compute the paper-scale results and write them (``python -m attention_dynamics.experiments.em_vs_sgd``)."""
     import argparse
 
-    from .paths import data_path
+    from ..paths import data_path
 
     parser = argparse.ArgumentParser(description="Compute the sticky-chain results too heavy for the book's budget.")
     parser.add_argument("--output", type=Path, default=data_path(PAPER_SCALE_FILE), help="JSON file to write")

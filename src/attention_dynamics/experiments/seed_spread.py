@@ -12,7 +12,7 @@ the model the chapter trains with ``seed=s``), and decide the claim by the whole
 (:func:`attention_dynamics.claims.claim_status`): pass if the interval clears the bound, fail if it
 misses it entirely, *undecided* otherwise. Training five seeds of two models does not fit the
 chapters' time budget, so the results are stored in ``data/seed_spread.json`` (with their settings
-and the package version) and read by the chapters; ``python -m attention_dynamics.seed_spread``
+and the package version) and read by the chapters; ``python -m attention_dynamics.experiments.seed_spread``
 regenerates them (a few minutes on 2 cores) and the tests regenerate them at the fast scale.
 """
 
@@ -25,14 +25,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .paths import data_path
-from .settings import chapter_settings, check_scale
+from ..paths import data_path
+from ..settings import chapter_settings, check_scale
 
 __all__ = ["SEEDS", "SPREAD_FILE", "load", "seed_range", "t_interval", "bijection_geometry_seed", "binding_seed", "compute", "main"]
 
 #: The seeds of the spread runs: the chapters' default seed 0 and four more.
 SEEDS = (0, 1, 2, 3, 4)
-#: The committed results (``python -m attention_dynamics.seed_spread`` writes it).
+#: The committed results (``python -m attention_dynamics.experiments.seed_spread`` writes it).
 SPREAD_FILE = "seed_spread.json"
 
 
@@ -108,9 +108,9 @@ def binding_seed(scale: str, seed: int, family: str = "mamba") -> dict[str, floa
 
 def compute(scale: str = "book", seeds: Sequence[int] = SEEDS, *, processes: int | None = None) -> dict[str, Any]:
     """Return the per-seed results and the 95 % intervals of every spread measure (runs in parallel)."""
+    from ..training import map_parallel
     from . import architectures as arch
     from . import wind_tunnel
-    from .training import map_parallel
 
     check_scale(scale)
     seeds = [int(s) for s in seeds]
@@ -124,7 +124,7 @@ def compute(scale: str = "book", seeds: Sequence[int] = SEEDS, *, processes: int
     geometry_runs, binding_runs = results["geometry"], results["binding"]
     return {
         "about": "Mean over seeds with a Student-t 95% interval of trained results whose seed spread reaches "
-                 "their threshold; written by `python -m attention_dynamics.seed_spread`.",
+                 "their threshold; written by `python -m attention_dynamics.experiments.seed_spread`.",
         "scale": scale,
         "seeds": seeds,
         "settings": {"geometry": dict(wind_tunnel.SETTINGS[scale]),
@@ -140,9 +140,9 @@ def compute(scale: str = "book", seeds: Sequence[int] = SEEDS, *, processes: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: compute the spread runs and write them (default: the committed data file)."""
-    from .sticky_experiment import save_results
+    from .em_vs_sgd import save_results
 
-    parser = argparse.ArgumentParser(prog="python -m attention_dynamics.seed_spread", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m attention_dynamics.experiments.seed_spread", description=__doc__.split("\n")[0])
     parser.add_argument("--scale", default="book", choices=("fast", "book", "paper"))
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--out", type=Path, default=None, help=f"output file (default: the package's data/{SPREAD_FILE})")

@@ -1,0 +1,150 @@
+"""Paper I's three wind tunnels behind one interface (chapter 7): a task with its sizes (:class:`WindTunnel`)
+samples a :class:`TaskBatch` with its exact posterior; :func:`task_loss` is the cross-entropy against it (nats).
+
+- **belief accumulation**: bijection elimination (:mod:`~attention_dynamics.tasks.bijection`),
+- **belief transport**: HMM filtering (:mod:`~attention_dynamics.tasks.hmm`),
+- **random-access binding**: associative recall (:mod:`~attention_dynamics.tasks.associative_recall`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+
+from .. import calibration
+from ..settings import check_positive_int
+from ..tasks import associative_recall, bijection, hmm
+
+#: The three wind tunnels, in the order of Paper I v3's primitives.
+TASKS = ("bijection", "hmm", "binding")
+#: What each task tests.
+TASK_PRIMITIVES = {"bijection": "accumulation", "hmm": "transport", "binding": "binding"}
+
+
+@dataclass
+class TaskBatch:
+    """A batch of any wind tunnel, ready for a model.
+
+    inputs: token ids ``(B, T)`` or features ``(B, T, F)``; positions ``(P,)``: where predictions
+    are scored; targets ``(B, P)`` int64 sampled answers (bijection, binding; for accuracy) or ``None``
+    (HMM); posterior ``(B, P, C)`` float64, the exact posterior at those positions (the training target).
+    ``extra`` keeps task-specific tensors (the HMM's matrices and hidden states).
+    """
+
+    inputs: torch.Tensor
+    positions: torch.Tensor
+    targets: torch.Tensor | None
+    posterior: torch.Tensor
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.inputs.shape[0]
+
+
+@dataclass(frozen=True)
+class WindTunnel:
+    """One task with its sizes: ``bijection`` (V, L), ``hmm`` (n_states, n_symbols, length) or
+    ``binding`` (n_pairs, n_queries, n_keys, n_values).
+
+    Inputs: bijection tokens; HMM features (observation and both matrices at every step); binding in
+    the one-position-per-pair layout (:func:`~attention_dynamics.tasks.associative_recall.pair_features`),
+    so that retrieval is a single content-routing step for every architecture.
+    """
+
+    name: str
+    sizes: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def make(cls, name: str, **sizes: int) -> "WindTunnel":
+        """Return the task ``name`` with ``sizes`` validated."""
+        if name not in TASKS:
+            raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+        required = {"bijection": ("V", "L"), "hmm": ("n_states", "n_symbols", "length"),
+                    "binding": ("n_pairs", "n_queries", "n_keys", "n_values")}[name]
+        if set(sizes) != set(required):
+            raise ValueError(f"task {name!r} needs sizes {', '.join(required)}, got {', '.join(sorted(sizes))}")
+        sizes = {k: check_positive_int(k, v) for k, v in sizes.items()}
+        if name == "bijection":
+            bijection.check_sizes(sizes["V"], sizes["L"])
+        elif name == "binding":
+            associative_recall.check_sizes(sizes["n_pairs"], sizes["n_queries"], sizes["n_keys"], sizes["n_values"])
+        return cls(name, tuple((k, sizes[k]) for k in required))
+
+    def __getitem__(self, key: str) -> int:
+        return dict(self.sizes)[key]
+
+    @property
+    def vocab_size(self) -> int | None:
+        """Return the number of token ids (``None`` for feature inputs: HMM and binding)."""
+        return bijection.vocab_size(self["V"]) if self.name == "bijection" else None
+
+    @property
+    def input_dim(self) -> int | None:
+        """Return the feature size per position (``None`` for the bijection's token inputs)."""
+        if self.name == "hmm":
+            return hmm.hmm_input_dim(self["n_states"], self["n_symbols"])
+        if self.name == "binding":
+            return associative_recall.pair_feature_dim(self["n_keys"], self["n_values"])
+        return None
+
+    @property
+    def n_out(self) -> int:
+        """Return the number of classes predicted at each position."""
+        return {"bijection": lambda: self["V"], "hmm": lambda: self["n_states"],
+                "binding": lambda: self["n_values"]}[self.name]()
+
+    @property
+    def sequence_length(self) -> int:
+        """Return the number of positions T of a sequence."""
+        if self.name == "bijection":
+            return bijection.sequence_length(self["L"])
+        if self.name == "binding":
+            return self["n_pairs"] + self["n_queries"]  # one position per pair, then the queries
+        return self["length"]
+
+    def sample(self, n_sequences: int, *, generator: torch.Generator | None = None) -> TaskBatch:
+        """Return a :class:`TaskBatch` of ``n_sequences`` fresh sequences."""
+        if self.name == "bijection":
+            b = bijection.sample_bijection_batch(n_sequences, self["V"], self["L"], generator=generator)
+            return TaskBatch(inputs=b.tokens, positions=b.key_positions, targets=b.targets, posterior=b.posterior)
+        if self.name == "binding":
+            b = associative_recall.sample_associative_recall_batch(
+                n_sequences, self["n_pairs"], self["n_queries"], self["n_keys"], self["n_values"], generator=generator)
+            posterior = associative_recall.exact_posterior(b.tokens, self["n_pairs"], self["n_keys"], self["n_values"])
+            return TaskBatch(inputs=associative_recall.pair_features(b),
+                             positions=associative_recall.pair_query_positions(self["n_pairs"], self["n_queries"]),
+                             targets=b.targets, posterior=posterior)
+        b = hmm.sample_hmm_batch(n_sequences, self["length"], n_states=self["n_states"],
+                                 n_symbols=self["n_symbols"], generator=generator)
+        return TaskBatch(inputs=b.inputs, positions=torch.arange(self["length"]), targets=None,
+                         posterior=b.posterior,
+                         extra={"transition": b.transition, "emission": b.emission,
+                                "states": b.states, "observations": b.observations})
+
+    def describe(self) -> str:
+        """Return the sizes as short text, e.g. ``"V=10, L=10"``."""
+        return ", ".join(f"{k}={v}" for k, v in self.sizes)
+
+
+def prediction_logits(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
+    """Return the model's logits at the prediction positions, ``(B, P, C)``."""
+    return model(batch.inputs)[:, batch.positions]
+
+
+def task_loss(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
+    """Return the training loss in nats: the mean cross-entropy against the exact posterior at the prediction positions.
+
+    For binding the posterior is one-hot, so this is the ordinary cross-entropy of the answer. For the
+    bijection Paper I trains on the sampled value; the posterior target has the same expected gradient
+    in every context (cross-entropy is linear in the target and the posterior is the conditional mean
+    of the one-hot target), hence the same minimiser, without the sampling noise (chapter 6 does the
+    same). The HMM is trained on the posterior, as in Paper I.
+    """
+    return loss_from_logits(prediction_logits(model, batch), batch)
+
+
+def loss_from_logits(logits: torch.Tensor, batch: TaskBatch) -> torch.Tensor:
+    """Return :func:`task_loss` (nats) from logits at the prediction positions ``(B, P, C)``."""
+    return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
