@@ -11,6 +11,7 @@ import scipy.stats
 import torch
 
 from attention_dynamics.experiments import em_vs_sgd as sticky
+from attention_dynamics.experiments.results import load_results, save_results
 from attention_dynamics.paths import data_path
 from attention_dynamics.tasks import sticky_chain
 
@@ -190,8 +191,8 @@ def _check_structure(results, config):
 def test_paper_scale_results_regenerate_at_reduced_size(tmp_path):
     """The chapter's --scale paper path (compute, save, load) at a reduced size, through the same functions."""
     results = sticky.compute_paper_scale_results(REDUCED_CONFIG, processes=2)
-    path = sticky.save_results(results, tmp_path / sticky.PAPER_SCALE_FILE)
-    loaded = sticky.load_results(path)
+    path = save_results(results, tmp_path / sticky.PAPER_SCALE_FILE)
+    loaded = load_results(path)
     _check_structure(loaded, REDUCED_CONFIG)
     assert loaded["provenance"]["torch"] == torch.__version__
     for table in (sticky.controls_table(loaded, "reference"), sticky.controls_table(loaded, "nominal"),

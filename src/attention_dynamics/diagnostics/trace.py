@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ..settling import first_true_for_good
 from .report import AttentionDiagnostics, diagnose
 
 #: A head's attention has collapsed when its normalized entropy falls below this value ...
@@ -115,8 +116,4 @@ def loss_falls_behind(losses: Sequence[float], reference_losses: Sequence[float]
     a, b = np.asarray(losses, dtype=float), np.asarray(reference_losses, dtype=float)
     if a.shape != b.shape:
         raise ValueError(f"the curves have different lengths ({a.shape} vs {b.shape})")
-    behind = a > b
-    if not behind[-1]:
-        return None
-    not_behind = np.flatnonzero(~behind)
-    return int(not_behind[-1] + 1) if not_behind.size else 0
+    return first_true_for_good(a > b)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -27,10 +26,10 @@ import scipy.stats
 import torch
 from sklearn.decomposition import PCA
 
-from .. import __version__
 from ..attention import init_single_head
 from ..tasks import sticky_chain
 from ..training import fit, map_parallel
+from .results import load_results, save_results
 from ..training.head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, head_metrics
 from ..training.schedules import SCHEDULES, Schedule, get_schedule, make_backward, make_optimizer
 
@@ -64,8 +63,6 @@ __all__ = [
     "PAPER_SCALE_FILE",
     "run_heavy_job",
     "compute_paper_scale_results",
-    "save_results",
-    "load_results",
 ]
 
 #: The paper's head: d_in 20 → d_k 10 (queries, keys), d_v 15 (values) → 8 classes.
@@ -573,29 +570,6 @@ def _classifier_metrics(model: torch.nn.Module, data: sticky_chain.StickyChainDa
             "entropy": float(-(log_p.exp() * log_p).sum(-1).mean()),
             "accuracy": float((logits.argmax(-1) == data.y).double().mean()),
         }
-
-
-def save_results(results: Mapping[str, Any], path: str | Path) -> Path:
-    """Write ``results`` as JSON with the package version and environment, atomically; return the path."""
-    from ..claims import atomic_write_text
-
-    payload = dict(results)
-    payload["provenance"] = {
-        "package_version": __version__,
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(terse=True),
-    }
-    path = Path(path)
-    atomic_write_text(path, json.dumps(payload, indent=1, allow_nan=False) + "\n")
-    return path
-
-
-def load_results(path: str | Path) -> dict[str, Any]:
-    """Return the JSON results stored at ``path``."""
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 def describe_machine(machine: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..paths import data_path
+from .results import load_results, save_results
 from ..settings import chapter_settings, check_scale
 
 __all__ = ["SEEDS", "SPREAD_FILE", "load", "seed_range", "t_interval", "bijection_geometry_seed", "binding_seed", "compute", "main"]
@@ -38,9 +39,7 @@ SPREAD_FILE = "seed_spread.json"
 
 def load() -> dict[str, Any]:
     """Return the committed spread results (``data/seed_spread.json``)."""
-    import json
-
-    return json.loads(data_path(SPREAD_FILE).read_text(encoding="utf-8"))
+    return load_results(data_path(SPREAD_FILE))
 
 
 def seed_range(spread: dict[str, Any], group: str, key: str) -> tuple[float, float]:
@@ -140,8 +139,6 @@ def compute(scale: str = "book", seeds: Sequence[int] = SEEDS, *, processes: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: compute the spread runs and write them (default: the committed data file)."""
-    from .em_vs_sgd import save_results
-
     parser = argparse.ArgumentParser(prog="python -m attention_dynamics.experiments.seed_spread", description=__doc__.split("\n")[0])
     parser.add_argument("--scale", default="book", choices=("fast", "book", "paper"))
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))

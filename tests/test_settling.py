@@ -1,0 +1,31 @@
+"""The settling primitives against brute-force definitions on random boolean sequences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention_dynamics.settling import first_true, first_true_for_good
+
+
+def _brute_first(c):
+    return next((i for i, x in enumerate(c) if x), None)
+
+
+def _brute_for_good(c):
+    return next((i for i in range(len(c)) if all(c[i:])), None)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_primitives_agree_with_their_definitions(seed):
+    rng = np.random.default_rng(seed)
+    c = rng.random(rng.integers(1, 30)) < rng.random()
+    assert first_true(c) == _brute_first(list(c))
+    assert first_true_for_good(c) == _brute_for_good(list(c))
+
+
+def test_edge_cases_and_shape_check():
+    assert first_true([]) is None and first_true_for_good([]) is None
+    assert first_true_for_good([True, True]) == 0 and first_true_for_good([True, False]) is None
+    with pytest.raises(ValueError):
+        first_true(np.ones((2, 2), dtype=bool))
