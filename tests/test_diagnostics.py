@@ -658,3 +658,18 @@ def test_large_negative_float_mask_hides_keys():
     head = D.diagnose(Wrap(), torch.randn(2, 5, 8), torch.randint(0, 3, (2, 5))).heads[0]
     assert not head.capture.visible[:, :, 4].any() and head.capture.visible[:, :, :4].all()
     assert not head.starved.any()
+
+
+def test_read_alarm_gives_the_alarm_and_the_step_the_loss_falls_behind_for_good():
+    def trace(losses, entropies):
+        metrics = [[{"normalized_attention_entropy": e, "starved_fraction": 0.0}] for e in entropies]
+        return D.DiagnosticsTrace(label="", losses=np.array(losses, dtype=float), steps=np.arange(len(entropies)),
+                                  metrics=metrics, kept={})
+
+    healthy = trace([3, 2, 1, 0.5], [0.9, 0.8, 0.7, 0.6])
+    broken = trace([3, 1.5, 1.2, 0.9], [0.9, 0.05, 0.04, 0.03])  # ahead at step 1, behind from step 2 on
+    reading = traced_runs.read_alarm(healthy, broken, steps=4)
+    assert (reading.alarm, reading.behind_or_end) == (1, 2)
+    never_behind = trace([3, 1, 0.5, 0.1], [0.9, 0.9, 0.9, 0.9])
+    reading = traced_runs.read_alarm(healthy, never_behind, steps=4)
+    assert (reading.alarm, reading.behind_or_end) == (None, 4)

@@ -104,57 +104,9 @@ cfg
 # the definition chapter 6 reports, with the KL divergence to the posterior next to it.
 
 # %% tags=["hide-input"]
-tasks = arch.book_tasks(cfg)  # bijection, HMM, binding
-eval_batches = {
-    t.name: arch.evaluation_batch(t, cfg.eval_sequences, arch.evaluation_seed(seed, i))
-    for i, t in enumerate(tasks)
-}  # the same evaluation set for every model
-levels = arch.reference_levels(tasks, eval_batches)
-paper_hmm = tunnels.WindTunnel.make(
-    "hmm", n_states=cfg.hmm_states, n_symbols=cfg.hmm_symbols, length=20
-)
-paper_hmm_levels = arch.reference_levels(
-    [paper_hmm], {"hmm": arch.evaluation_batch(paper_hmm, cfg.eval_sequences, seed)}
-)
-claims.glue(
-    "architectures.paper_hmm_blind_mae_bits",
-    paper_hmm_levels.context_blind["hmm"]["entropy_mae_bits"],
-)
-paper_i = arch.PAPER_I_RESULTS
-claims.glue(
-    "architectures.paper_hmm_vs_blind",
-    paper_i["transformer"]["hmm_mae_bits"]
-    / paper_hmm_levels.context_blind["hmm"]["entropy_mae_bits"],
-)
-for name, value in {
-    "paper_hmm_transformer": paper_i["transformer"]["hmm_mae_bits"],
-    "paper_mlp_bijection": paper_i["mlp_blind"]["bijection_mae_bits"],
-    **{
-        f"paper_binding_{f}": paper_i[f]["binding_accuracy"]
-        for f in ("transformer", "mamba", "lstm")
-    },
-}.items():
-    claims.glue(f"architectures.{name}", value)
-for name, value in {
-    "V": cfg.bijection_V,
-    "L": cfg.bijection_L,
-    "n_states": cfg.hmm_states,
-    "n_symbols": cfg.hmm_symbols,
-    "K": cfg.hmm_length,
-    "N": cfg.binding_pairs,
-    "M": cfg.binding_queries,
-    "n_keys": cfg.binding_keys,
-    "n_values": cfg.binding_values,
-    "blind_bijection_bits": levels.context_blind["bijection"]["entropy_mae_bits"],
-    "blind_hmm_kl_bits": levels.context_blind["hmm"]["kl_bits"],
-    "blind_hmm_mae_bits": levels.context_blind["hmm"]["entropy_mae_bits"],
-    "blind_binding_accuracy": levels.context_blind["binding"]["accuracy"],
-    "bag_of_values_accuracy": associative_recall.bag_of_values_accuracy(
-        cfg.binding_pairs, cfg.binding_values
-    ),
-    "eval_sequences": cfg.eval_sequences,
-}.items():
-    claims.glue(f"architectures.{name}", value)
+setup = arch.chapter_setup(cfg, seed=seed)  # tasks, the shared evaluation sets, reference levels
+tasks, eval_batches, levels = setup.tasks, setup.eval_batches, setup.levels
+arch.glue_reference_levels(cfg, setup)
 {t.name: t.describe() + f" (T = {t.sequence_length} positions)" for t in tasks}
 
 # %% [markdown] tags=[]
@@ -163,7 +115,7 @@ for name, value in {
 # The models span the range from content-based routing to no routing at all. All five return a
 # prediction at every position and are trained by the same loop ({func}`~attention_dynamics.training.fit`);
 # each family's width is chosen so that every model has about {glue:text}`architectures.target_params`
-# parameters ({func}`~attention_dynamics.experiments.architectures.build_matched_model`; the table shows the counts,
+# parameters ({func}`~attention_dynamics.models.factory.build_matched_model`; the table shows the counts,
 # all within ±25%).
 #
 # - **Transformer** ({class}`~attention_dynamics.models.CausalTransformer`, 2 layers, 4 heads, learned
@@ -274,58 +226,8 @@ table = arch.results_table(results, levels)
 table
 
 # %% tags=["hide-input", "trained-output"]
-blind = levels.context_blind["hmm"]
-hmm_account = (
-    f"Paper I's random HMMs carry little information beyond the current observation: the exact "
-    f"context-blind posterior is only {blind['kl_bits']:.3f} bits of KL "
-    f"({blind['entropy_mae_bits']:.3f} bits "
-    f"of entropy error) from the filter, so realising transport means getting well below that. Our "
-    f"{cfg.target_params // 1000}k-parameter models after {cfg.steps} steps have not yet learned "
-    f"the exact "
-    f"update and sit above the context-blind level; the measurement cannot separate transport from "
-    f"no "
-    f"transport at this scale (Paper I: ~2.7M parameters, 50k+ steps)."
-)
-mamba_binding = results[("mamba", "binding")]
-# Mamba's binding accuracy varies across seeds more than its distance to the 90 % threshold: it is
-# stated as the
-# mean over the seed-spread runs (this chapter's own training, seeds 0-4, stored) with a 95 %
-# interval.
-spread = seed_spread.load()
-mamba_ci = {**spread["intervals"]["binding_accuracy_mamba"], "seeds": spread["seeds"]}
-still_falling = sum(r["loss_after"] < r["loss_before"] for r in spread["runs"]["binding_mamba"])
-EXPLANATIONS = {
-    **{
-        f"architectures.{m}_{f}": hmm_account
-        for m in ("hmm_mae_bits", "hmm_kl_bits")
-        for f in ("transformer", "mamba")
-    },
-    "architectures.binding_accuracy_mamba": (
-        f"Mamba learns binding, but more slowly than the transformer: after {cfg.steps} steps it "
-        f"answers "
-        f"{mamba_ci['low']:.1%} to {mamba_ci['high']:.1%} of queries (95% interval over "
-        f"{mamba_ci['n']} seeds; "
-        f"transformer {results[('transformer', 'binding')].metrics['accuracy']:.1%}, LSTM "
-        f"{results[('lstm', 'binding')].metrics['accuracy']:.1%}, chance "
-        f"{levels.context_blind['binding']['accuracy']:.1%}), "
-        f"and its training loss is still falling on {still_falling} of {mamba_ci['n']} seeds: a "
-        f"budget, not a finding. "
-        f"Paper I's 97.8% comes from a far longer run of a ~45× larger model."
-    ),
-}
-verdicts = arch.record_table_claims(
-    results,
-    levels,
-    params=run_params,
-    explanations=EXPLANATIONS,
-    seed_means={"architectures.binding_accuracy_mamba": mamba_ci},
-)
-claims.glue("architectures.mamba_binding_this_seed", mamba_binding.metrics["accuracy"])
-claims.glue("architectures.mamba_binding_low", mamba_ci["low"])
-claims.glue("architectures.mamba_binding_high", mamba_ci["high"])
-claims.glue("architectures.mamba_binding_still_falling", still_falling)
-claims.glue("architectures.spread_n_seeds", mamba_ci["n"])
-display(Markdown(arch.verdict_summary(results, levels)))
+summary = arch.record_results(results, levels, cfg, params=run_params, spread=seed_spread.load())
+display(Markdown(summary))
 
 # %% [markdown] tags=[]
 # What agrees, primitive by primitive:
@@ -413,7 +315,7 @@ claims.glue(
 # the boxed routing law, unchanged. Nothing in the derivation used the form of $f$: the parameters
 # $\theta$ of the score function receive $\sum_{ik} \frac{\partial L}{\partial s_{ik}} \frac{\partial s_{ik}}{\partial \theta}$,
 # so *they* are trained by advantages whatever $f$ is. Three very different score functions
-# ({class}`~attention_dynamics.experiments.architectures.ContentRouter`: a network on $[x_i, x_j, x_i \odot x_j]$,
+# ({class}`~attention_dynamics.models.routing.ContentRouter`: a network on $[x_i, x_j, x_i \odot x_j]$,
 # the bilinear form of attention, a negative squared distance) agree with autograd to
 # {glue:text}`architectures.softmax_routing_law_max_abs_err:.1e` (float64; the unit tests repeat this over
 # seeds).
@@ -453,7 +355,7 @@ claims.glue(
 # question is how large the gain term is in practice. We fit each row (query position × channel) of the
 # true gradient with the advantage form $\lambda_i\, \alpha_{ij} (\tilde b_{ij} - \mathbb{E}_{\alpha_i}[\tilde b])$,
 # $\lambda_i$ free, and report the fraction of the gradient's squared norm it explains, $R^2$
-# ({func}`~attention_dynamics.experiments.architectures.mamba_advantage_fit`; the cosine between the gradient and its fit
+# ({func}`~attention_dynamics.diagnostics.routing_fit.mamba_advantage_fit`; the cosine between the gradient and its fit
 # is $\sqrt{R^2}$). On {glue:text}`architectures.analysis_sequences` held-out sequences of each task, the
 # advantage form explains on average $R^2$ = {glue:text}`architectures.mamba_advantage_fit:.2f` of the trained
 # models' routing gradient (from {glue:text}`architectures.mamba_advantage_fit_min:.2f` to
@@ -494,81 +396,7 @@ law_errors
 
 # %% tags=["trained-output", "hide-input"]
 hmm_task = tasks[1]
-analysis = {
-    t.name: t.sample(cfg.analysis_sequences, generator=torch_generator(stream(seed, "analysis", i)))
-    for i, t in enumerate(tasks)
-}
-mamba_runs = {t.name: results[("mamba", t.name)] for t in tasks}
-mamba_hmm = mamba_runs["hmm"]
-scan_error = max(
-    routing_fit.scan_reproduction_error(run.model(), analysis[name].inputs)
-    for name, run in mamba_runs.items()
-)
-claims.record(
-    "architectures.mamba_scan_weights_max_abs_err",
-    scan_error,
-    unit="",
-    description="max |mambapy block output − output rebuilt from the routing weights w_ij| (the "
-    "three trained "
-    "Mamba models, every layer, float64)",
-    expected=0.0,
-    tolerance=1e-9,
-    params={"seed": seed, "sequences": cfg.analysis_sequences},
-)
-fits = {
-    "initial": [
-        routing_fit.mamba_advantage_fit(
-            mamba_runs["binding"].initial_model(), analysis["binding"], layer
-        )
-        for layer in (0, 1)
-    ]
-}
-fits.update(
-    {
-        f"trained on {name}": [
-            routing_fit.mamba_advantage_fit(run.model(), analysis[name], layer) for layer in (0, 1)
-        ]
-        for name, run in mamba_runs.items()
-    }
-)
-trained_r2 = [f.r2 for name, layer_fits in fits.items() if name != "initial" for f in layer_fits]
-claims.record(
-    "architectures.mamba_advantage_fit",
-    float(np.mean(trained_r2)),
-    unit="fraction (R²)",
-    description="share of the trained Mamba models' routing-logit gradient ∂L/∂ln|w_ij| explained "
-    "by the best "
-    "advantage-form fit (mean over 3 tasks × 2 layers); the paper leaves this open",
-    params={**run_params, "analysis_sequences": cfg.analysis_sequences},
-)
-# The null: the same fits with each row's compatibilities permuted among its visible keys.
-null_generator = torch_generator(stream(seed, "null"))
-null_r2 = [
-    routing_fit.mamba_advantage_fit(
-        run.model(), analysis[name], layer, permuted=True, generator=null_generator
-    ).r2
-    for name, run in mamba_runs.items()
-    for layer in (0, 1)
-]
-claims.record(
-    "architectures.mamba_advantage_fit_null",
-    float(np.mean(null_r2)),
-    unit="fraction (R²)",
-    description="the same advantage-form fit with each row's compatibilities permuted among its "
-    "visible keys (mean over 3 tasks × 2 layers): the R² that near-uniform weights alone give",
-    params={**run_params, "analysis_sequences": cfg.analysis_sequences, "null_seed": seed + 7},
-)
-claims.glue("architectures.analysis_sequences", cfg.analysis_sequences)
-claims.glue("architectures.mamba_advantage_fit_min", min(trained_r2))
-claims.glue("architectures.mamba_advantage_fit_max", max(trained_r2))
-claims.glue(
-    "architectures.mamba_advantage_fit_initial", float(np.mean([f.r2 for f in fits["initial"]]))
-)
-for name in mamba_runs:
-    claims.glue(
-        f"architectures.mamba_fit_{name}",
-        float(np.mean([f.r2 for f in fits[f"trained on {name}"]])),
-    )
+fits = arch.record_mamba_routing_fits(results, tasks, cfg, seed=seed, params=run_params)
 {name: [round(f.r2, 3) for f in layer_fits] for name, layer_fits in fits.items()}
 
 # %% tags=["hide-input", "trained-output"]
@@ -615,85 +443,10 @@ plotting.plt.show()
 # what a representation of the belief and nothing else would reach.
 
 # %% tags=["trained-output", "hide-input"]
-cluster_batch = hmm_task.sample(
-    cfg.cluster_sequences, generator=torch_generator(stream(seed, "clusters"))
+mamba_clusters, purity_table = arch.record_state_clusters(
+    results, hmm_task, cfg, seed=seed, params=run_params
 )
-posterior_points = cluster_batch.posterior.reshape(-1, hmm_task.n_out)  # (sequences · K, S)
-observations = (
-    cluster_batch.extra["observations"].reshape(-1).numpy()
-)  # (sequences · K,): the current symbol
-clusterings = {
-    f: state_clusters.state_clustering(
-        state_clusters.final_layer_states(
-            results[(f, "hmm")].model(), cluster_batch.inputs
-        ).reshape(len(posterior_points), -1),
-        posterior_points,
-        seed=seed,
-        groups=observations,
-        other_labels={"current observation": observations},
-    )
-    for f in ("mamba", "transformer", "lstm")
-}
-mamba_clusters = clusterings["mamba"]
-for name, value in {
-    "cluster_points": len(posterior_points),
-    "cluster_chance": mamba_clusters.chance,
-    "cluster_posterior_purity": mamba_clusters.posterior_purity,
-    "cluster_within_observation_purity": mamba_clusters.centred_purity,
-    "cluster_observation_variance": mamba_clusters.between_group_variance,
-    "cluster_observation_purity": mamba_clusters.other_purities["current observation"],
-    "cluster_transformer_purity": clusterings["transformer"].purity,
-    "cluster_transformer_observation_purity": clusterings["transformer"].other_purities[
-        "current observation"
-    ],
-    "cluster_lstm_purity": clusterings["lstm"].purity,
-}.items():
-    claims.glue(f"architectures.{name}", value)
-purity_floor = mamba_clusters.chance + 0.5 * (
-    mamba_clusters.posterior_purity - mamba_clusters.chance
-)
-claims.record(
-    "architectures.mamba_hmm_cluster_purity",
-    mamba_clusters.purity,
-    unit="fraction",
-    description="k-means (5 clusters) purity of the trained Mamba's final-layer HMM states against "
-    "the most "
-    "probable hidden state (Paper I v3: five discrete clusters); bound: halfway from chance to the "
-    "purity of clustering the exact posteriors",
-    lower=purity_floor,
-    explanation=(
-        f"Paper I v3 reports five discrete clusters. Our Mamba's states form five clusters too, "
-        f"but "
-        f"they are the five observation symbols: purity "
-        f"{mamba_clusters.other_purities['current observation']:.2f} "
-        f"against the current observation and {mamba_clusters.purity:.2f} against the most "
-        f"probable hidden "
-        f"state (chance {mamba_clusters.chance:.2f}); the observation explains "
-        f"{mamba_clusters.between_group_variance:.0%} of the states' variance. The belief is "
-        f"inside the "
-        f"clusters: with each observation's mean state removed, purity against the most probable "
-        f"state is "
-        f"{mamba_clusters.centred_purity:.2f}. With as many symbols as states, five clusters alone "
-        f"do not say "
-        f"which of the two they are. (Our model: {mamba_hmm.n_params} parameters, {cfg.steps} "
-        f"steps.)"
-    ),
-    params={**run_params, "cluster_sequences": cfg.cluster_sequences, "n_clusters": 5},
-)
-arch.pd_table(
-    {
-        factory.FAMILY_LABELS[f]: {
-            "vs most probable state": c.purity,
-            "vs current observation": c.other_purities["current observation"],
-            "vs most probable state, observation mean removed": c.centred_purity,
-            "chance": c.chance,
-            "exact posteriors": c.posterior_purity,
-        }
-        for f, c in clusterings.items()
-    },
-    index_name="final-layer states of",
-    column_suffix=" (purity)",
-).round(3)
+purity_table
 
 # %% tags=["hide-input", "trained-output"]
 fig, axes = arch.plot_state_clusters(mamba_clusters, title="Mamba final-layer states")

@@ -40,8 +40,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attention_dynamics import claims, diagnostics, plotting, training
-from attention_dynamics.training import schedules
+from attention_dynamics import claims, diagnostics, plotting, stats, training
 from attention_dynamics.experiments import traced_runs, wind_tunnel
 from attention_dynamics.models import CausalTransformer
 from attention_dynamics.models.encoder import TorchCausalEncoder
@@ -50,62 +49,7 @@ from attention_dynamics.settings import chapter_settings
 from attention_dynamics.experiments.em_vs_sgd import initial_head
 from attention_dynamics.tasks import bijection, sticky_chain
 
-EARLY = [
-    1,
-    2,
-    3,
-    4,
-    5,
-    10,
-    15,
-    20,
-    25,
-    30,
-    35,
-    40,
-    45,
-    50,
-]  # dense tracking while a run can still collapse
-# the sticky-chain runs are the paper's (1000 full-batch steps on one sequence of 2000)
-SETTINGS = {
-    "fast": {
-        "steps": 40,
-        "mid_step": 20,
-        "early_track": EARLY[:5],
-        "track_every": 10,
-        "snapshot_step": 5,
-        "broken_routing_lr": 1000.0,
-        "encoder_steps": 20,
-        "window": 32,
-        "tunnel_scale": "fast",
-        "tunnel_seed": 0,
-    },
-    "book": {
-        "steps": 1000,
-        "mid_step": 500,
-        "early_track": EARLY,
-        "track_every": 50,
-        "snapshot_step": 5,
-        "broken_routing_lr": 1000.0,
-        "encoder_steps": 200,
-        "window": 40,
-        "tunnel_scale": "book",
-        "tunnel_seed": 0,
-    },
-    "paper": {
-        "steps": 1000,
-        "mid_step": 500,
-        "early_track": EARLY,
-        "track_every": 50,
-        "snapshot_step": 5,
-        "broken_routing_lr": 1000.0,
-        "encoder_steps": 1000,
-        "window": 40,
-        "tunnel_scale": "paper",
-        "tunnel_seed": 0,
-    },
-}
-cfg = chapter_settings(SETTINGS, scale, device=device, steps=steps)
+cfg = chapter_settings(traced_runs.SETTINGS, scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
 cfg
@@ -241,71 +185,15 @@ pd.DataFrame(
 # model of this chapter; the runs share the two cores.
 
 # %% tags=["trained-output", "hide-input"]
-BROKEN = schedules.Schedule(
-    "broken_routing",
-    f"broken: routing lr {cfg.broken_routing_lr:g}",
-    query_key_lr=cfg.broken_routing_lr,
-    readout_lr=0.1,
-    value_lr=0.1,
-)
-tracked = sorted(set(cfg.early_track) | set(range(0, cfg.steps, cfg.track_every)))
 snapshots = [0, cfg.mid_step, cfg.steps]
-sticky = {"kind": "sticky_chain", "seed": seed, "steps": cfg.steps}
-jobs = {  # the longest first, so that the two cores finish together
-    "healthy": {
-        **sticky,
-        "schedule": "sgd_matched",
-        "track_steps": tracked,
-        "keep_steps": [cfg.snapshot_step, cfg.steps],
-        "label": "healthy: lr 0.1 everywhere",
-    },
-    "broken": {
-        **sticky,
-        "schedule": BROKEN,
-        "track_steps": tracked,
-        "keep_steps": [cfg.snapshot_step, cfg.steps],
-    },
-    "tunnel": {"kind": "wind_tunnel", "scale": cfg.tunnel_scale, "seed": cfg.tunnel_seed},
-    "sgd": {**sticky, "schedule": "sgd", "keep_steps": snapshots},
-    "em_like": {**sticky, "schedule": "em_like", "keep_steps": snapshots},
-    "encoder": {
-        "kind": "torch_encoder",
-        "V": 8,
-        "L": 8,
-        "steps": cfg.encoder_steps,
-        "seed": seed,
-        "track_steps": [0],
-        "keep_steps": [0, cfg.encoder_steps],
-    },
-}
+jobs = traced_runs.chapter_jobs(cfg, seed=seed)  # the longest first: the two cores finish together
 runs = dict(zip(jobs, training.map_parallel(traced_runs.run_experiment, list(jobs.values()))))
 claims.glue("diagnostics.seed", seed)
 claims.glue("diagnostics.steps", cfg.steps)
 claims.glue("diagnostics.mid_step", cfg.mid_step)
 
 # %% tags=["trained-output"]
-rows = []
-for name in ("sgd", "em_like"):
-    for step in snapshots:
-        d = runs[name].at(step)
-        m, s = d.heads[0].metrics, d.specializations[0]
-        rows.append(
-            {
-                "schedule": runs[name].label,
-                "step": step,
-                "loss (nats)": d.loss,
-                "H/log n": m.normalized_attention_entropy,
-                "‖∂L/∂S‖": m.routing_gradient_norm,
-                "‖∂L/∂V‖": m.value_gradient_norm,
-                "starved": m.starved_fraction,
-                "key |cos| / random": m.key_orthogonality_ratio,
-                "value PC1": m.value_pc1_fraction,
-                "value dim": m.value_effective_dimension,
-                "MI (nats)": s.mutual_information_nats,
-                "MI chance": s.chance_mutual_information_nats,
-            }
-        )
-pd.DataFrame(rows).set_index(["schedule", "step"]).map(lambda v: f"{v:.3g}")
+traced_runs.schedule_table(runs, snapshots)
 
 # %% [markdown] tags=[]
 # The table is `AttentionDiagnostics.metrics()` at the three checkpoints (key orthogonality is measured
@@ -332,21 +220,7 @@ pd.DataFrame(rows).set_index(["schedule", "step"]).map(lambda v: f"{v:.3g}")
 # queries carrying symbol $a$ put on keys carrying symbol $c$, minus what uniform attention would give.
 
 # %% tags=["hide-input", "trained-output"]
-fig, axes = plotting.new_figure(3, 2, width=3.3, height=3.0)
-excess = {(n, s): runs[n].at(s).specializations[0] for n in ("sgd", "em_like") for s in snapshots}
-vmax = max(np.abs(x.routing_matrix - x.chance_routing_matrix).max() for x in excess.values())
-for row, name in enumerate(("sgd", "em_like")):
-    for col, step in enumerate(snapshots):
-        diagnostics.plot_routing_matrix(
-            excess[(name, step)],
-            ax=axes[row, col],
-            kind="excess",
-            vmax=vmax,
-            title=f"{runs[name].label}\nstep {step}",
-            key_name="symbol carried by key",
-            query_name="symbol carried by query",
-        )
-fig.suptitle("Who reads whom: attention by symbol, in excess of uniform attention")
+fig = traced_runs.plot_routing_by_symbol(runs, snapshots)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -366,87 +240,11 @@ plotting.plt.show()
 # settles first is set by the learning-rate ratio.
 
 # %% tags=["trained-output", "hide-input"]
-stability = {
-    name: (
-        diagnostics.routing_stability(runs[name].at(0), runs[name].at(cfg.mid_step))[0],
-        diagnostics.routing_stability(runs[name].at(cfg.mid_step), runs[name].at(cfg.steps))[0],
-    )
-    for name in ("sgd", "em_like")
-}
-run_params = {
-    "seed": seed,
-    "steps": cfg.steps,
-    "chain": "reference",
-    "T": int(chain.x.shape[0]),
-    "full_batch": True,
-}
-for name in ("sgd", "em_like"):
-    start, end = runs[name].at(0).heads[0].metrics, runs[name].at(cfg.steps).heads[0].metrics
-    spec = runs[name].at(cfg.steps).specializations[0]
-    params = {**run_params, "schedule": name}
-    claims.record(
-        f"diagnostics.{name}_final_norm_entropy",
-        end.normalized_attention_entropy,
-        unit="",
-        description=f"mean H(α_i)/log n_i of the sticky-chain head after {cfg.steps} steps "
-        f"({name})",
-        params=params,
-    )
-    claims.record(
-        f"diagnostics.{name}_final_mi_nats",
-        spec.mutual_information_nats,
-        unit="nats",
-        params=params,
-        description=f"I(query symbol; key symbol) under the head's attention after {cfg.steps} "
-        f"steps ({name})",
-    )
-    claims.record(
-        f"diagnostics.{name}_final_value_pc1",
-        end.value_pc1_fraction,
-        unit="fraction of variance",
-        params=params,
-        description=f"variance share of the values' first principal component after {cfg.steps} "
-        f"steps ({name})",
-    )
-    claims.glue(
-        f"diagnostics.{name}_routing_signal_growth",
-        end.routing_gradient_norm / start.routing_gradient_norm,
-    )
-    claims.record(
-        f"diagnostics.{name}_routing_tv_first_half",
-        stability[name][0].attention_tv,
-        unit="",
-        params=params,
-        description=f"mean total variation between attention rows at steps 0 and {cfg.mid_step} "
-        f"({name})",
-    )
-    claims.record(
-        f"diagnostics.{name}_value_change_first_half",
-        stability[name][0].value_relative_change,
-        unit="",
-        params=params,
-        description=f"‖V(step {cfg.mid_step}) − V(0)‖ / ‖V(0)‖ of the value vectors ({name})",
-    )
-claims.glue(
-    "diagnostics.em_like_final_mi_chance_nats",
-    runs["em_like"].at(cfg.steps).specializations[0].chance_mutual_information_nats,
+run_params = {"seed": seed, "steps": cfg.steps, "chain": "reference", "T": int(chain.x.shape[0])}
+run_params["full_batch"] = True
+traced_runs.record_schedule_claims(
+    runs, steps=cfg.steps, mid_step=cfg.mid_step, run_params=run_params
 )
-claims.glue(
-    "diagnostics.initial_value_pc1", runs["em_like"].at(0).heads[0].metrics.value_pc1_fraction
-)
-pd.DataFrame(
-    {
-        runs[n].label: {
-            "TV 0→mid": a.attention_tv,
-            "TV mid→end": b.attention_tv,
-            "top key kept 0→mid": a.top_key_agreement,
-            "top key kept mid→end": b.top_key_agreement,
-            "ΔV 0→mid": a.value_relative_change,
-            "ΔV mid→end": b.value_relative_change,
-        }
-        for n, (a, b) in stability.items()
-    }
-).T.map(lambda v: f"{v:.3g}")
 
 # %% [markdown] tags=[]
 # The position-level matrices are what the tool draws for one head (`AttentionDiagnostics.plot_head`);
@@ -460,15 +258,8 @@ T = int(chain.x.shape[0])
 window = slice(T - cfg.window, T)
 claims.glue("diagnostics.positions", T)
 claims.glue("diagnostics.window", cfg.window)
-fig = (
-    runs["em_like"]
-    .at(cfg.steps)
-    .plot_head(
-        queries=window,
-        keys=window,
-        title=f"EM-like schedule, step {cfg.steps}: the last {cfg.window} positions",
-    )
-)
+title = f"EM-like schedule, step {cfg.steps}: the last {cfg.window} positions"
+fig = runs["em_like"].at(cfg.steps).plot_head(queries=window, keys=window, title=title)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -483,129 +274,25 @@ plotting.plt.show()
 
 # %% tags=["hide-input", "trained-output"]
 healthy, broken = runs["healthy"], runs["broken"]
-alarm = diagnostics.collapse_alarm(broken)
-behind = diagnostics.loss_falls_behind(
-    broken.losses, healthy.losses
-)  # None: not behind at the last step
-behind_or_end = behind if behind is not None else cfg.steps
-steps_axis = np.arange(cfg.steps)
-fig, axes = plotting.new_figure(4, width=3.1, height=2.9)
-for run, color in (
-    (healthy, plotting.schedule_color("sgd_matched")),
-    (broken, plotting.PALETTE[3]),
-):
-    axes[0].plot(steps_axis, run.losses, color=color, label=run.label)
-    for ax, key in zip(
-        axes[1:], ("normalized_attention_entropy", "starved_fraction", "routing_gradient_norm")
-    ):
-        ax.plot(run.steps, run.metric(key), color=color, marker=".", ms=3)
-titles = [
-    ("training loss", "nats"),
-    ("attention entropy", "H(α)/log n"),
-    ("starved keys", "fraction of keys"),
-    ("routing signal", "‖∂L/∂S‖ (nats)"),
-]
-for ax, (title, ylabel) in zip(axes, titles):
-    ax.set(xscale="symlog", xlabel="step (symlog)", title=title, ylabel=ylabel, xlim=(0, cfg.steps))
-    if alarm is not None:
-        ax.axvline(alarm, color=plotting.PALETTE[3], ls="--", lw=1)
-    ax.axvline(behind_or_end, color="#555555", ls=":", lw=1)
-axes[3].set_yscale("log")
-fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2)
-fig.suptitle(
-    "Healthy vs broken routing: dashed = the diagnostics' alarm, dotted = the loss falls behind "
-    "for good"
-)
+reading = traced_runs.read_alarm(healthy, broken, cfg.steps)
+fig = traced_runs.plot_healthy_vs_broken(healthy, broken, reading, cfg.steps)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
+claims.glue("diagnostics.broken_routing_lr", cfg.broken_routing_lr)
+claims.glue("diagnostics.track_every", cfg.track_every)
+claims.glue("diagnostics.early_horizon", max(cfg.early_track))
 pair_params = {
     **run_params,
     "healthy": "lr 0.1 on W_Q, W_K, W_V, W_O",
     "broken": f"lr {cfg.broken_routing_lr:g} on W_Q, W_K and 0.1 on W_V, W_O",
     "alarm": "H/log n < 0.1 or starved > 0.5",
 }
-at_alarm = broken.metrics[list(broken.steps).index(alarm)][0] if alarm is not None else None
-claims.glue("diagnostics.broken_routing_lr", cfg.broken_routing_lr)
-claims.glue("diagnostics.track_every", cfg.track_every)
-claims.glue("diagnostics.early_horizon", max(cfg.early_track))
-claims.record(
-    "diagnostics.broken_alarm_step",
-    alarm,
-    unit="steps",
-    params=pair_params,
-    description="first recorded step at which the broken run's attention has collapsed (entropy or "
-    "starved keys)",
+traced_runs.record_alarm_claims(healthy, broken, reading, steps=cfg.steps, params=pair_params)
+print(
+    f"alarm at step {reading.alarm}; the loss falls behind for good from step "
+    f"{reading.behind_or_end}"
 )
-claims.record(
-    "diagnostics.broken_loss_behind_step",
-    behind_or_end,
-    unit="steps",
-    params=pair_params,
-    description="first step from which the broken run's training loss stays above the healthy "
-    "run's "
-    "(the number of steps if it is not behind at the end)",
-)
-claims.record(
-    "diagnostics.alarm_lead_steps",
-    behind_or_end - alarm,
-    unit="steps",
-    lower=1,
-    params=pair_params,
-    description="steps by which the diagnostics flag the broken run before its loss falls behind "
-    "for good "
-    "(target: the matrices come first)",
-)
-claims.record(
-    "diagnostics.broken_starved_at_alarm",
-    at_alarm["starved_fraction"],
-    unit="fraction of keys",
-    params=pair_params,
-    description="share of starved keys in the broken run at the alarm step",
-)
-claims.record(
-    "diagnostics.broken_entropy_at_alarm",
-    at_alarm["normalized_attention_entropy"],
-    unit="",
-    params=pair_params,
-    description="normalized attention entropy of the broken run at the alarm step",
-)
-ahead = float(np.mean(broken.losses[:behind_or_end] < healthy.losses[:behind_or_end]))
-claims.record(
-    "diagnostics.broken_ahead_fraction",
-    ahead,
-    unit="fraction of steps",
-    params=pair_params,
-    description="share of the steps before the loss falls behind at which the broken run's loss is "
-    "the lower one",
-)
-for name, run in (("healthy", healthy), ("broken", broken)):
-    claims.record(
-        f"diagnostics.{name}_final_loss",
-        run.metric("loss")[-1],
-        unit="nats",
-        params=pair_params,
-        description=f"training loss of the {name} run after {cfg.steps} steps",
-    )
-    claims.record(
-        f"diagnostics.{name}_final_routing_signal",
-        run.metric("routing_gradient_norm")[-1],
-        unit="nats",
-        params=pair_params,
-        description=f"‖∂L/∂S‖ of the {name} run after {cfg.steps} steps",
-    )
-    claims.record(
-        f"diagnostics.{name}_final_starved",
-        run.metric("starved_fraction")[-1],
-        unit="fraction of keys",
-        params=pair_params,
-        description=f"share of starved keys in the {name} run after {cfg.steps} steps",
-    )
-claims.glue(
-    "diagnostics.healthy_final_mi_nats",
-    healthy.at(cfg.steps).specializations[0].mutual_information_nats,
-)
-print(f"alarm at step {alarm}; the loss falls behind for good from step {behind_or_end}")
 
 # %% [markdown] tags=[]
 # The diagnostics raise the alarm at step {glue:text}`diagnostics.broken_alarm_step`: after a single update
@@ -634,19 +321,7 @@ print(f"alarm at step {alarm}; the loss falls behind for good from step {behind_
 
 # %% tags=["hide-input", "trained-output"]
 claims.glue("diagnostics.snapshot_step", cfg.snapshot_step)
-first = slice(
-    0, cfg.window
-)  # early queries see few keys, so a collapsed row's one key is in the picture
-fig, axes = plotting.new_figure(3, 2, width=3.5, height=3.1)
-for row, run in enumerate((healthy, broken)):
-    diagnostics.plot_head(
-        run.at(cfg.snapshot_step).heads[0], queries=first, keys=first, axes=axes[row]
-    )
-    axes[row, 0].set_title(f"{run.label}\n" + axes[row, 0].get_title())
-fig.suptitle(
-    f"Step {cfg.snapshot_step}, the first {cfg.window} positions: collapsed attention has no "
-    f"advantage signal"
-)
+fig = traced_runs.plot_collapsed_heads(healthy, broken, cfg.snapshot_step, cfg.window)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -672,111 +347,20 @@ plotting.plt.show()
 tunnel = runs["tunnel"]
 tunnel_settings = wind_tunnel.SETTINGS[cfg.tunnel_scale]
 probe = wind_tunnel.bijection_probe_batch(tunnel_settings, seed=cfg.tunnel_seed)
-tunnel_floor = float(
-    torch.special.entr(probe.posterior).sum(-1).mean()
-)  # mean posterior entropy (nats)
-n_heads = len(tunnel.metrics[0])
-fig, axes = plotting.new_figure(4, width=3.1, height=2.9)
-axes[0].plot(tunnel.steps, tunnel.metric("loss"), color=plotting.PALETTE[0], marker=".", ms=3)
-axes[0].axhline(tunnel_floor, color="#555555", ls="--", lw=1, label="Bayes floor")
-axes[0].legend()
-for h in range(n_heads):
-    name = tunnel.at(tunnel.steps[-1]).heads[h].name
-    color = plotting.PALETTE[h % len(plotting.PALETTE)]
-    for ax, key in zip(
-        axes[1:],
-        ("normalized_attention_entropy", "routing_gradient_norm", "specialization_mi_nats"),
-    ):
-        ax.plot(tunnel.steps, tunnel.metric(key, head=h), color=color, marker=".", ms=3, label=name)
-axes[3].plot(
-    tunnel.steps,
-    tunnel.metric("specialization_chance_mi_nats"),
-    color="#555555",
-    ls="--",
-    lw=1,
-    label="chance",
-)
-titles = [
-    ("probe loss", "nats"),
-    ("attention entropy", "H(α)/log n"),
-    ("routing signal", "‖∂L/∂S‖ (nats)"),
-    ("routing by token type", "mutual information (nats)"),
-]
-for ax, (title, ylabel) in zip(axes, titles):
-    ax.set(
-        xscale="symlog",
-        xlabel="training step (symlog)",
-        title=title,
-        ylabel=ylabel,
-        xlim=(0, tunnel.steps[-1]),
-    )
-axes[2].set_yscale("log")
-axes[3].legend(fontsize=8)
-fig.suptitle("Chapter 6's bijection transformer, diagnosed at its checkpoints")
+tunnel_floor = float(stats.entropy(probe.posterior).mean())  # mean posterior entropy (nats)
+fig = traced_runs.plot_tunnel_trace(tunnel, tunnel_floor)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
-tunnel_steps = sorted(tunnel.kept)
-tunnel_mid, tunnel_end = tunnel.at(tunnel_steps[1]), tunnel.at(tunnel_steps[-1])
-tunnel_stability = diagnostics.routing_stability(tunnel_mid, tunnel_end)
-tunnel_params = {
-    "scale": cfg.tunnel_scale,
-    "seed": cfg.tunnel_seed,
-    "probe_sequences": int(probe.tokens.shape[0]),
-    **{
-        k: tunnel_settings[k]
-        for k in ("V", "L", "bij_d_model", "bij_n_layers", "bij_n_heads", "bij_steps")
-    },
-}
+tunnel_params = {"scale": cfg.tunnel_scale, "seed": cfg.tunnel_seed}
+tunnel_params["probe_sequences"] = int(probe.tokens.shape[0])
+for key in ("V", "L", "bij_d_model", "bij_n_layers", "bij_n_heads", "bij_steps"):
+    tunnel_params[key] = tunnel_settings[key]
 claims.glue("diagnostics.tunnel_layers", tunnel_settings["bij_n_layers"])
 claims.glue("diagnostics.tunnel_heads", tunnel_settings["bij_n_heads"])
 claims.glue("diagnostics.tunnel_V", tunnel_settings["V"])
 claims.glue("diagnostics.tunnel_vocab", 2 * tunnel_settings["V"])
-claims.glue("diagnostics.tunnel_floor", tunnel_floor)
-claims.glue("diagnostics.tunnel_mid_step", tunnel_steps[1])
-claims.glue("diagnostics.tunnel_end_step", tunnel_steps[-1])
-claims.record(
-    "diagnostics.tunnel_final_loss",
-    tunnel_end.loss,
-    unit="nats",
-    params=tunnel_params,
-    description="soft-target cross-entropy of chapter 6's bijection transformer on its probe "
-    "batch, end of training",
-)
-reading = [
-    s.routing_matrix[0, 1] for s in tunnel_end.specializations
-]  # key-token queries → value tokens
-best, least = int(np.argmax(reading)), int(np.argmin(reading))
-claims.glue("diagnostics.tunnel_best_head", tunnel_end.heads[best].name)
-claims.glue("diagnostics.tunnel_least_head", tunnel_end.heads[least].name)
-claims.glue("diagnostics.tunnel_least_value_reading", reading[least])
-claims.record(
-    "diagnostics.tunnel_value_reading",
-    reading[best],
-    unit="attention mass",
-    params=tunnel_params,
-    description="largest mean attention mass, over heads, that key-token queries put on value "
-    "tokens (end of training)",
-)
-claims.glue(
-    "diagnostics.tunnel_value_reading_chance",
-    tunnel_end.specializations[best].chance_routing_matrix[0, 1],
-)
-claims.record(
-    "diagnostics.tunnel_routing_tv_mid_to_end",
-    max(x.attention_tv for x in tunnel_stability),
-    unit="",
-    params=tunnel_params,
-    description="largest over heads of the mean total variation between attention rows "
-    "at the middle and the last checkpoint",
-)
-claims.record(
-    "diagnostics.tunnel_value_change_mid_to_end",
-    min(x.value_relative_change for x in tunnel_stability),
-    unit="",
-    params=tunnel_params,
-    description="smallest over heads of ‖V(end) − V(mid)‖ / ‖V(mid)‖",
-)
+tunnel_end = traced_runs.record_tunnel_claims(tunnel, floor_nats=tunnel_floor, params=tunnel_params)
 print(tunnel_end.summary())
 
 # %% [markdown] tags=[]
@@ -821,46 +405,14 @@ encoder_end = encoder_trace.at(cfg.encoder_steps)
 print(encoder_end.summary())
 
 # %% tags=["hide-input", "trained-output"]
-floor = bijection.bayes_ce_floor_nats(8, 8)
-encoder_params = {
-    "seed": seed,
-    "V": 8,
-    "L": 8,
-    "steps": cfg.encoder_steps,
-    "batch_size": 64,
-    "lr": 3e-3,
-    "optimizer": "AdamW",
-    "d_model": 64,
-    "n_heads": 4,
-    "n_layers": 2,
-    "eval_sequences": 256,
-}
-claims.record(
-    "diagnostics.encoder_final_loss",
-    encoder_end.loss,
-    unit="nats",
-    params=encoder_params,
-    description="cross-entropy at the key positions of the nn.TransformerEncoder on held-out "
-    "bijection sequences",
+encoder_params = {"seed": seed, "V": 8, "L": 8, "steps": cfg.encoder_steps, "batch_size": 64}
+encoder_params.update(
+    lr=3e-3, optimizer="AdamW", d_model=64, n_heads=4, n_layers=2, eval_sequences=256
 )
-claims.glue("diagnostics.encoder_bayes_floor", floor)
+traced_runs.record_encoder_claims(encoder_trace, steps=cfg.encoder_steps, params=encoder_params)
+claims.glue("diagnostics.encoder_bayes_floor", bijection.bayes_ce_floor_nats(8, 8))
 claims.glue("diagnostics.encoder_blind_loss", float(np.log(8)))
 claims.glue("diagnostics.encoder_steps", cfg.encoder_steps)
-value_reading = [
-    s.routing_matrix[0, 1] for s in encoder_end.specializations
-]  # key-token queries → value tokens
-value_chance = [s.chance_routing_matrix[0, 1] for s in encoder_end.specializations]
-best = int(np.argmax(np.array(value_reading) - np.array(value_chance)))
-claims.glue("diagnostics.encoder_best_head", encoder_end.heads[best].name)
-claims.record(
-    "diagnostics.encoder_best_value_reading",
-    value_reading[best],
-    unit="attention mass",
-    params=encoder_params,
-    description="largest mean attention mass, over heads, that key-token queries put on value "
-    "tokens",
-)
-claims.glue("diagnostics.encoder_value_reading_chance", value_chance[best])
 fig = diagnostics.plot_overview(
     [encoder_trace.at(0), encoder_end], labels=["step 0", f"step {cfg.encoder_steps}"]
 )
