@@ -383,3 +383,25 @@ def test_the_null_fit_breaks_an_exact_advantage_form():
     assert routing_fit.advantage_form_fit(exact, alpha, b).r2 == pytest.approx(1.0, abs=1e-12)
     null = routing_fit.advantage_form_fit(exact, alpha, routing_fit.permute_within_rows(b, alpha > 0, g))
     assert null.r2 < 0.5
+
+
+def test_a_does_not_realise_row_is_undecided_while_the_positive_control_fails():
+    """LSTM on the HMM: Paper I says it does not realise transport; if our transformer does not either, the
+    row passing says nothing about the LSTM, so it is undecided; once the transformer realises it, decided."""
+    from types import SimpleNamespace
+
+    levels = arch.ReferenceLevels(bayes={"hmm": {"kl_bits": 0.0, "entropy_mae_bits": 0.0}},
+                                  context_blind={"hmm": {"kl_bits": 0.03, "entropy_mae_bits": 0.08}})
+
+    def run(kl):
+        return SimpleNamespace(metrics={"kl_bits": kl, "entropy_mae_bits": 2 * kl}, n_params=1, width=1, steps=1)
+
+    threshold = arch.realised_threshold("hmm", "kl_bits", levels)
+    assert threshold == pytest.approx(arch.TRANSPORT_FRACTION_OF_BLIND * 0.03)
+    for transformer_kl, lstm_status in ((0.05, "undecided"), (0.5 * threshold, "pass")):
+        results = {("transformer", "hmm"): run(transformer_kl), ("lstm", "hmm"): run(0.06)}
+        assert arch.positive_control_fails("hmm", results, levels) == (lstm_status == "undecided")
+        recorded = arch.record_table_claims(results, levels, params={})
+        assert recorded["architectures.hmm_kl_bits_lstm"].status == lstm_status
+        assert recorded["architectures.hmm_kl_bits_transformer"].status == ("fail" if transformer_kl > threshold
+                                                                             else "pass")

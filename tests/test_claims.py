@@ -46,6 +46,10 @@ from attention_dynamics.notebooks import book_chapters
         (0.05, dict(upper=0.1, interval=(0.02, 0.12)), "undecided"),
         (0.5, dict(lower=0.4, upper=0.6, interval=(0.3, 0.7)), "undecided"),  # spans the whole band
         (0.9, dict(lower=0.0, upper=0.6, interval=(0.7, 1.1)), "fail"),
+        # a measurement that cannot decide (its positive control fails): undecided whatever the value
+        (0.9, dict(lower=0.5, undecided_because="the control fails"), "undecided"),
+        (0.1, dict(lower=0.5, undecided_because="the control fails"), "undecided"),
+        (0.1, dict(undecided_because="the control fails"), "new"),  # nothing to decide against
     ],
 )
 def test_claim_status_rules(value, kwargs, status):
@@ -281,3 +285,14 @@ def test_measure_tolerances_takes_the_spread_across_machines_where_seeds_do_not_
     assert out["a.fixed"]["perturbed_values"] == [2.02]
     only_seeds = measure_tolerances(ref, seeds)
     assert only_seeds["a.fixed"]["rtol"] == 1e-6 and "perturbed_values" not in only_seeds["a.fixed"]
+
+
+def test_a_claim_that_cannot_be_decided_carries_its_reason_and_passes_the_ledger_check():
+    from attention_dynamics.claims import ledger_problems, record
+
+    claim = record("chapter.vacuous", 0.9, unit="", description="a row its control cannot decide", lower=0.5,
+                   undecided_because="the positive control fails at this budget")
+    assert claim.status == "undecided" and claim.explanation == "the positive control fails at this budget"
+    assert ledger_problems([claim]) == []
+    forged = {**claim.to_json(), "undecided_because": None}
+    assert any("stored status" in p for p in ledger_problems([forged]))

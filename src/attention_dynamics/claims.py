@@ -75,6 +75,10 @@ class Claim:
     #: (measured from the seed-to-seed spread, see :func:`measure_tolerances`); ``None`` for a
     #: claim with a closed form (``expected``), whose own ``tolerance`` applies.
     cross_machine_rtol: float | None = None
+    #: Why the measurement cannot decide this claim whatever its value (e.g. its positive control
+    #: fails at this budget, so a "does not realise" row would pass vacuously): the status is then
+    #: ``"undecided"`` (see :func:`claim_status`).
+    undecided_because: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the claim as a JSON-ready dict (key order fixed)."""
@@ -90,8 +94,12 @@ def claim_status(
     lower: float | None = None,
     upper: float | None = None,
     interval: Sequence[float] | None = None,
+    undecided_because: str | None = None,
 ) -> str:
     """Return ``"pass"``, ``"fail"``, ``"undecided"`` or ``"new"`` for a value against its reference.
+
+    With ``undecided_because`` (a reason the measurement cannot decide the claim, such as a failing
+    positive control) a claim that the references would decide is ``"undecided"``.
 
     Precedence: an ``expected`` closed form within ``tolerance``; else bounds ``[lower, upper]``
     (either may be open); else the ``paper_value`` within ``tolerance``; else ``"new"`` (a number
@@ -99,6 +107,12 @@ def claim_status(
     the whole interval decides: ``"pass"`` if it lies within the bounds, ``"fail"`` if it lies
     entirely outside them, ``"undecided"`` if it reaches both sides.
     """
+    status = _reference_status(value, expected=expected, paper_value=paper_value, tolerance=tolerance,
+                               lower=lower, upper=upper, interval=interval)
+    return "undecided" if undecided_because and status in ("pass", "fail") else status
+
+
+def _reference_status(value, *, expected, paper_value, tolerance, lower, upper, interval) -> str:
     if interval is not None:
         if lower is None and upper is None:
             raise ValueError("an interval claim needs a bound (lower and/or upper) to be decided against")
@@ -140,13 +154,15 @@ def record(
     explanation: str | None = None,
     params: Mapping[str, Any] | None = None,
     glue_value: bool = True,
+    undecided_because: str | None = None,
 ) -> Claim:
     """Record a claim from inside a chapter and return it (with its status computed).
 
     ``explanation`` is the chapter's account of why a number does not reproduce, or why it cannot be
     decided; it is kept when the status is ``"fail"`` or ``"undecided"`` (the tests reject an
     unexplained one). ``interval`` (low, high): the value's confidence interval, which then decides
-    the status against the bounds. The value is glued
+    the status against the bounds. ``undecided_because``: why the measurement cannot decide the claim
+    at all (the status is then ``"undecided"`` and this reason is its explanation). The value is glued
     under ``claim_id`` for the prose, and the claim itself under ``"claim::" + claim_id``.
     """
     if not isinstance(claim_id, str) or not _ID_PATTERN.match(claim_id):
@@ -162,8 +178,10 @@ def record(
         interval = [_plain_number(v, f"claim {claim_id!r} interval") for v in interval]
         if len(interval) != 2:
             raise ValueError(f"claim {claim_id!r}: interval must be (low, high), got {interval}")
-    status = claim_status(value, interval=interval,
+    status = claim_status(value, interval=interval, undecided_because=undecided_because,
                           **{k: refs[k] for k in ("expected", "paper_value", "tolerance", "lower", "upper")})
+    if status == "undecided" and undecided_because:
+        explanation = undecided_because
     claim = Claim(
         id=claim_id,
         description=description,
@@ -173,6 +191,7 @@ def record(
         interval=interval,
         explanation=explanation if status in ("fail", "undecided") else None,
         params=_jsonable(dict(params or {})),
+        undecided_because=undecided_because or None,
         **refs,
     )
     _glue_claim(claim, glue_value=glue_value)
@@ -272,6 +291,7 @@ def ledger_problems(claims: Iterable[Claim | Mapping[str, Any]]) -> list[str]:
             recomputed = claim_status(
                 d["value"], expected=d["expected"], paper_value=d["paper_value"],
                 tolerance=d["tolerance"], lower=d["lower"], upper=d["upper"], interval=d["interval"],
+                undecided_because=d.get("undecided_because"),
             )
         except (TypeError, ValueError) as exc:
             problems.append(f"{cid}: cannot recompute status ({exc})")
@@ -493,6 +513,7 @@ def margin_problems(claims: Iterable[Claim]) -> list[str]:
         slack = tol.atol + tol.rtol * abs(c.value)
         statuses = {
             claim_status(v, paper_value=c.paper_value, tolerance=c.tolerance, lower=c.lower, upper=c.upper,
+                         undecided_because=c.undecided_because,
                          interval=None if c.interval is None else [end + (v - c.value) for end in c.interval])
             for v in (c.value - slack, c.value, c.value + slack)
         }

@@ -52,6 +52,9 @@ __all__ = [
     "PAPER_I_RESULTS",
     "HEADLINE_METRIC",
     "REALISED_FRACTION_OF_BLIND",
+    "TRANSPORT_FRACTION_OF_BLIND",
+    "realised_threshold",
+    "positive_control_fails",
     "REALISED_BINDING_ACCURACY",
     "TRANSFORMER_BINDING_TARGET",
     "RunResult",
@@ -301,6 +304,10 @@ def _job_cost(job: dict[str, Any]) -> float:
 #: A model "realises" a primitive when its calibration error is at most this fraction of the
 #: context-blind level (bits tasks) ...
 REALISED_FRACTION_OF_BLIND = 0.1
+#: ... except transport (the HMM's KL), whose whole value is small on Paper I's random HMMs: there a model
+#: realises it at this fraction of the context-blind level, chapter 6's transport target (Paper I's own
+#: transformer sits at about 0.6 of the context-blind entropy error).
+TRANSPORT_FRACTION_OF_BLIND = 0.6
 #: ... or its binding accuracy is at least this.
 REALISED_BINDING_ACCURACY = 0.9
 #: Paper I's transformer answers every binding query (100%); the book asks at least this of its own.
@@ -360,12 +367,35 @@ def reference_levels(tasks: Sequence[WindTunnel], eval_batches: Mapping[str, Tas
 HEADLINE_METRIC = {"bijection": "entropy_mae_bits", "hmm": "kl_bits", "binding": "accuracy"}
 
 
+def realised_threshold(task: str, metric: str, levels: ReferenceLevels) -> float:
+    """Return the threshold of ``metric`` on ``task`` at which a model realises the primitive.
+
+    Accuracy: :data:`REALISED_BINDING_ACCURACY`. Errors in bits: a fraction of the context-blind level
+    (:data:`TRANSPORT_FRACTION_OF_BLIND` for the HMM, :data:`REALISED_FRACTION_OF_BLIND` otherwise).
+    """
+    if metric == "accuracy":
+        return REALISED_BINDING_ACCURACY
+    fraction = TRANSPORT_FRACTION_OF_BLIND if task == "hmm" else REALISED_FRACTION_OF_BLIND
+    return fraction * levels.context_blind[task][metric]
+
+
 def realises_primitive(task: str, metrics: Mapping[str, float], levels: ReferenceLevels) -> bool:
-    """Return whether a model realises the task's primitive: error ≤ 10% of the context-blind level, or accuracy ≥ 0.9."""
+    """Return whether a model realises the task's primitive (its headline metric on the right side of
+    :func:`realised_threshold`)."""
     metric = HEADLINE_METRIC[task]
     if metric == "accuracy":
-        return metrics[metric] >= REALISED_BINDING_ACCURACY
-    return metrics[metric] <= REALISED_FRACTION_OF_BLIND * levels.context_blind[task][metric]
+        return metrics[metric] >= realised_threshold(task, metric, levels)
+    return metrics[metric] <= realised_threshold(task, metric, levels)
+
+
+def positive_control_fails(task: str, results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels) -> bool:
+    """Return whether the transformer, which Paper I finds realises every primitive, fails to realise ``task``'s here.
+
+    Then a "does not realise" row of another model passes vacuously: the budget, not the architecture,
+    may be what stops it.
+    """
+    return ("transformer", task) in results and not realises_primitive(task, results[("transformer", task)].metrics,
+                                                                       levels)
 
 
 def paper_verdict_bounds(family: str, task: str, levels: ReferenceLevels, metric: str | None = None) -> dict[str, float | None]:
@@ -381,12 +411,11 @@ def paper_verdict_bounds(family: str, task: str, levels: ReferenceLevels, metric
     if verdicts is None:
         return {"lower": None, "upper": None}
     metric = metric or HEADLINE_METRIC[task]
+    threshold = realised_threshold(task, metric, levels)
     if metric == "accuracy":
-        threshold = REALISED_BINDING_ACCURACY
         if family == "transformer":
             return {"lower": TRANSFORMER_BINDING_TARGET, "upper": None}
         return {"lower": threshold, "upper": None} if verdicts[task] else {"lower": None, "upper": threshold}
-    threshold = REALISED_FRACTION_OF_BLIND * levels.context_blind[task][metric]
     return {"lower": None, "upper": threshold} if verdicts[task] else {"lower": threshold, "upper": None}
 
 
@@ -494,8 +523,15 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
                 value, interval = ci["mean"], (ci["low"], ci["high"])
                 description += f"; mean over {ci['n']} seeds with its 95% interval"
                 run_params = {**run_params, "seed": None, "seeds": list(ci["seeds"]), "interval": "Student-t 95%"}
+            vacuous = (verdict is not None and not verdict[task] and family != "transformer"
+                       and positive_control_fails(task, results, levels))
+            because = (f"The positive control fails: the transformer, which Paper I finds realises "
+                       f"{TASK_PRIMITIVES[task]}, does not realise it here either at this budget, so this model's "
+                       f"not realising it says nothing about its architecture: not decided at this scale."
+                       if vacuous else None)
             recorded[claim_id] = claims.record(
                 claim_id, value, unit=unit, description=description, paper_value=paper, interval=interval,
+                undecided_because=because,
                 explanation=explanations.get(claim_id) or _default_explanation(family, task, metric, run, levels),
                 params=run_params, **paper_verdict_bounds(family, task, levels, metric))
     return recorded
@@ -522,8 +558,12 @@ def verdict_summary(results: Mapping[tuple[str, str], RunResult], levels: Refere
             lines.append(f"- **{FAMILY_LABELS[family]}** realises here: {ours}. Paper I does not test this model.")
             continue
         theirs = ", ".join(TASK_PRIMITIVES[t] for t in TASKS if verdict[t]) or "none"
-        differ = [TASK_PRIMITIVES[t] for t in got if got[t] != verdict[t]]
+        open_ = [t for t in got if not verdict[t] and family != "transformer" and positive_control_fails(t, results, levels)]
+        differ = [TASK_PRIMITIVES[t] for t in got if got[t] != verdict[t] and t not in open_]
         agreement = "agrees with Paper I" if not differ else f"differs from Paper I on {', '.join(differ)}"
+        if open_:
+            agreement += (f"; not decided on {', '.join(TASK_PRIMITIVES[t] for t in open_)} (the transformer, the "
+                          f"positive control, does not realise it at this budget either)")
         lines.append(f"- **{FAMILY_LABELS[family]}** realises here: {ours}; Paper I: {theirs} — {agreement}.")
     return "\n".join(lines)
 
