@@ -231,7 +231,9 @@ table = arch.results_table(results, levels)
 table
 
 # %% tags=["hide-input", "trained-output"]
-summary = arch.record_results(results, levels, cfg, params=run_params, spread=seed_spread.load())
+summary = arch.record_results(
+    results, levels, cfg, params=run_params, spread=seed_spread.load(), floors=floors
+)
 display(Markdown(summary))
 
 # %% [markdown] tags=[]
@@ -449,7 +451,7 @@ plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
 mamba_clusters, purity_table = arch.record_state_clusters(
-    results, hmm_task, cfg, seed=seed, params=run_params
+    results, hmm_task, cfg, seed=seed, params=run_params, floor_nats=floors["hmm"]
 )
 purity_table
 

@@ -33,6 +33,7 @@ from ..diagnostics.state_clusters import StateClustering
 from ..models import count_parameters
 from ..models.factory import FAMILIES, FAMILY_LABELS, build_model, matched_width
 from ..seeding import stream, torch_generator
+from ..settling import PLATEAU_TOLERANCE, late_drop
 from ..settings import check_positive_int
 from ..tasks import associative_recall, bijection, hmm
 from ..tasks.wind_tunnels import (
@@ -488,7 +489,8 @@ _PAPER_KEYS = {"bijection_mae_bits": "bijection_mae_bits", "hmm_mae_bits": "hmm_
 
 def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels, *,
                         params: Mapping[str, Any], explanations: Mapping[str, str] | None = None,
-                        seed_means: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                        seed_means: Mapping[str, Mapping[str, Any]] | None = None,
+                        floors: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Record every number of the results table in the claims ledger (ids ``architectures.<metric>_<family>``).
 
     Each claim carries Paper I's number (where it gives one) and, as bounds, Paper I's verdict
@@ -496,7 +498,13 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
     it does not reproduce or cannot be decided (kept only then). ``seed_means`` maps a claim id to a
     mean over seeds with its 95 % interval (:func:`seed_spread.t_interval`, plus ``"seeds"``): that
     claim is then stated as the mean, decided by the whole interval, instead of this run's value.
-    Returns the claims by id.
+
+    Two rules keep a verdict from outrunning its evidence (the claim is then ``undecided``, with the
+    reason): a "does not realise" row while the transformer, the positive control, fails the same
+    primitive (:func:`positive_control_fails`); and, given the tasks' Bayes ``floors`` (nats), a row that
+    would fail while its run's training loss is still falling toward the floor
+    (:func:`~attention_dynamics.settling.has_plateaued`: more than a 5% drop of the excess over the
+    last 20% of training). Returns the claims by id.
     """
     from .. import claims
 
@@ -523,17 +531,25 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
                 value, interval = ci["mean"], (ci["low"], ci["high"])
                 description += f"; mean over {ci['n']} seeds with its 95% interval"
                 run_params = {**run_params, "seed": None, "seeds": list(ci["seeds"]), "interval": "Student-t 95%"}
-            vacuous = (verdict is not None and not verdict[task] and family != "transformer"
-                       and positive_control_fails(task, results, levels))
-            because = (f"The positive control fails: the transformer, which Paper I finds realises "
-                       f"{TASK_PRIMITIVES[task]}, does not realise it here either at this budget, so this model's "
-                       f"not realising it says nothing about its architecture: not decided at this scale."
-                       if vacuous else None)
+            bounds = paper_verdict_bounds(family, task, levels, metric)
+            because = None
+            if (verdict is not None and not verdict[task] and family != "transformer"
+                    and positive_control_fails(task, results, levels)):
+                because = (f"The positive control fails: the transformer, which Paper I finds realises "
+                           f"{TASK_PRIMITIVES[task]}, does not realise it here either at this budget, so this model's "
+                           f"not realising it says nothing about its architecture: not decided at this scale.")
+            elif floors is not None and claims.claim_status(value, interval=interval, **bounds) == "fail":
+                drop = late_drop(run.losses, floors[task])
+                if drop >= PLATEAU_TOLERANCE:
+                    because = (f"Not decided at this scale: the run's training loss was still falling toward the "
+                               f"Bayes floor (its excess fell by {drop:.0%} over the last 20% of training; a plateau "
+                               f"is less than {PLATEAU_TOLERANCE:.0%}), so more training may change this verdict. "
+                               + (explanations.get(claim_id) or _default_explanation(family, task, metric, run, levels)))
             recorded[claim_id] = claims.record(
                 claim_id, value, unit=unit, description=description, paper_value=paper, interval=interval,
                 undecided_because=because,
                 explanation=explanations.get(claim_id) or _default_explanation(family, task, metric, run, levels),
-                params=run_params, **paper_verdict_bounds(family, task, levels, metric))
+                params=run_params, **bounds)
     return recorded
 
 
@@ -767,7 +783,7 @@ def glue_reference_levels(cfg: Mapping[str, Any], setup: ChapterSetup) -> None:
 
 
 def record_results(results: Mapping[tuple[str, str], RunResult], levels: "ReferenceLevels", cfg: Mapping[str, Any],
-                   *, params: Mapping[str, Any], spread: Mapping[str, Any]) -> str:
+                   *, params: Mapping[str, Any], spread: Mapping[str, Any], floors: Mapping[str, float]) -> str:
     """Record the results table's claims, with the explanations of the fails and Mamba's binding as a mean over
     seeds (``spread``: :func:`attention_dynamics.experiments.seed_spread.load`); return the verdict summary (markdown).
     """
@@ -800,7 +816,7 @@ def record_results(results: Mapping[tuple[str, str], RunResult], levels: "Refere
         ),
     }
     record_table_claims(results, levels, params=params, explanations=explanations,
-                        seed_means={"architectures.binding_accuracy_mamba": mamba_ci})
+                        seed_means={"architectures.binding_accuracy_mamba": mamba_ci}, floors=floors)
     claims.glue("architectures.mamba_binding_this_seed", results[("mamba", "binding")].metrics["accuracy"])
     claims.glue("architectures.mamba_binding_low", mamba_ci["low"])
     claims.glue("architectures.mamba_binding_high", mamba_ci["high"])
@@ -853,11 +869,22 @@ def record_mamba_routing_fits(results: Mapping[tuple[str, str], RunResult], task
     return fits
 
 
+def _cluster_account(mamba: StateClustering, results: Mapping[tuple[str, str], RunResult], cfg: Mapping[str, Any]) -> str:
+    return (f"Our Mamba's states form five clusters too, but they are the five observation symbols: purity "
+            f"{mamba.other_purities['current observation']:.2f} against the current observation and {mamba.purity:.2f} "
+            f"against the most probable hidden state (chance {mamba.chance:.2f}); the observation explains "
+            f"{mamba.between_group_variance:.0%} of the states' variance. The belief is inside the clusters: with each "
+            f"observation's mean state removed, purity against the most probable state is {mamba.centred_purity:.2f}. "
+            f"With as many symbols as states, five clusters alone do not say which of the two they are. (Our model: "
+            f"{results[('mamba', 'hmm')].n_params} parameters, {cfg['steps']} steps.)")
+
+
 def record_state_clusters(results: Mapping[tuple[str, str], RunResult], hmm_task: WindTunnel, cfg: Mapping[str, Any],
-                          *, seed: int, params: Mapping[str, Any]):
+                          *, seed: int, params: Mapping[str, Any], floor_nats: float):
     """Cluster the final-layer HMM states of Mamba, the transformer and the LSTM; record Mamba's purity claim
     (against the most probable hidden state, with the current observation as the confound it is checked
-    against); return ``(Mamba's StateClustering, purity table)``."""
+    against; undecided while the Mamba run's loss still falls toward the Bayes floor ``floor_nats``, as in
+    :func:`record_table_claims`); return ``(Mamba's StateClustering, purity table)``."""
     from .. import claims
     from ..diagnostics.state_clusters import final_layer_states, state_clustering
     from ..models.factory import FAMILY_LABELS
@@ -882,22 +909,21 @@ def record_state_clusters(results: Mapping[tuple[str, str], RunResult], hmm_task
         "cluster_lstm_purity": clusterings["lstm"].purity,
     }.items():
         claims.glue(f"architectures.{name}", value)
+    drop = late_drop(results[("mamba", "hmm")].losses, floor_nats)
+    still_falling = (f"Not decided at this scale: the Mamba run's training loss was still falling toward the Bayes "
+                     f"floor (its excess fell by {drop:.0%} over the last 20% of training; a plateau is less than "
+                     f"{PLATEAU_TOLERANCE:.0%}), so its states may still organise by belief. "
+                     if drop >= PLATEAU_TOLERANCE else "")
+    lower = mamba.chance + 0.5 * (mamba.posterior_purity - mamba.chance)
     claims.record(
         "architectures.mamba_hmm_cluster_purity", mamba.purity, unit="fraction",
+        undecided_because=(still_falling + "The clusters found: " + _cluster_account(mamba, results, cfg)
+                           if still_falling and mamba.purity < lower else None),
         description="k-means (5 clusters) purity of the trained Mamba's final-layer HMM states against the most "
                     "probable hidden state (Paper I v3: five discrete clusters); bound: halfway from chance to the "
                     "purity of clustering the exact posteriors",
-        lower=mamba.chance + 0.5 * (mamba.posterior_purity - mamba.chance),
-        explanation=(
-            f"Paper I v3 reports five discrete clusters. Our Mamba's states form five clusters too, but they are the "
-            f"five observation symbols: purity {mamba.other_purities['current observation']:.2f} against the current "
-            f"observation and {mamba.purity:.2f} against the most probable hidden state (chance {mamba.chance:.2f}); "
-            f"the observation explains {mamba.between_group_variance:.0%} of the states' variance. The belief is "
-            f"inside the clusters: with each observation's mean state removed, purity against the most probable "
-            f"state is {mamba.centred_purity:.2f}. With as many symbols as states, five clusters alone do not say "
-            f"which of the two they are. (Our model: {results[('mamba', 'hmm')].n_params} parameters, "
-            f"{cfg['steps']} steps.)"
-        ),
+        lower=lower,
+        explanation="Paper I v3 reports five discrete clusters. " + _cluster_account(mamba, results, cfg),
         params={**params, "cluster_sequences": cfg["cluster_sequences"], "n_clusters": 5},
     )
     table = pd_table({FAMILY_LABELS[f]: {"vs most probable state": c.purity,
