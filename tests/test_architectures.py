@@ -13,6 +13,7 @@ from sklearn.metrics.cluster import contingency_matrix
 from attention_dynamics import gradients
 from attention_dynamics.diagnostics import routing_fit, state_clusters
 from attention_dynamics.experiments import architectures as arch
+from attention_dynamics.experiments import architectures_report as report
 from attention_dynamics.models import factory, routing
 from attention_dynamics.tasks import wind_tunnels as tunnels
 from attention_dynamics import calibration
@@ -341,20 +342,20 @@ def test_figures_draw_without_error():
     matplotlib.use("Agg")
     batches = {t.name: arch.evaluation_batch(t, 8, 0) for t in SMALL_TASKS}
     results = _fake_results({})
-    fig, _ = arch.plot_training_losses(results, SMALL_TASKS, arch.bayes_floor_nats(batches))
+    fig, _ = report.plot_training_losses(results, SMALL_TASKS, arch.bayes_floor_nats(batches))
     gen = torch.Generator().manual_seed(0)
     alpha = torch.softmax(torch.randn(3, 5, dtype=torch.float64, generator=gen), -1)
     b = torch.randn(3, 5, dtype=torch.float64, generator=gen)
     fit = routing_fit.advantage_form_fit(alpha * b, alpha, b)
-    fig, _ = arch.plot_advantage_fits((fit.true, fit.fitted), fit, {"trained": [0.5, 0.6]}, ["layer 1", "layer 2"])
+    fig, _ = report.plot_advantage_fits((fit.true, fit.fitted), fit, {"trained": [0.5, 0.6]}, ["layer 1", "layer 2"])
     rng = np.random.default_rng(0)
     clustering = state_clusters.state_clustering(torch.as_tensor(rng.normal(size=(60, 4))),
                                        torch.softmax(torch.as_tensor(rng.normal(size=(60, 5))), -1))
-    fig, _ = arch.plot_state_clusters(clustering, title="random")
+    fig, _ = report.plot_state_clusters(clustering, title="random")
     levels = arch.reference_levels(SMALL_TASKS, batches)
     for (family, task), run in results.items():
         run.kl_by_position = np.linspace(0.1, 0.2, len(batches[task].positions))
-    fig, ax = arch.plot_hmm_kl_by_position(results, levels)
+    fig, ax = report.plot_hmm_kl_by_position(results, levels)
     assert len(ax.lines) == len(factory.FAMILIES) + 1
 
 
