@@ -177,7 +177,7 @@ def test_verdict_bounds_follow_paper_i():
 def test_softmax_content_routing_gradient_has_the_advantage_form(score_function, seed):
     """Whatever differentiable function of content the logits are, ∂L/∂s = alpha ⊙ (b − E_alpha[b])."""
     torch.manual_seed(seed)
-    router = ContentRouter = routing.ContentRouter(6, score_function=score_function).double()
+    router = routing.ContentRouter(6, score_function=score_function).double()
     x = torch.randn(3, 7, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     y = torch.randint(0, 5, (3, 7), generator=torch.Generator().manual_seed(seed + 10))
     autograd_grad, law, alpha, b = routing_fit.softmax_routing_gradients(router, x, y)
