@@ -210,6 +210,19 @@ def run_case(case: Case, variants, *, rounds: int, steps_per_round: int, agreeme
     return out
 
 
+def _write(out: Path, args, variants, results, load, rounds, spr, agreement) -> None:
+    result = {
+        "scale": args.scale, "variants": variants, "cases": results,
+        "largest_peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+        "settings": {"threads": args.threads, "rounds": rounds, "steps_per_round": spr,
+                     "agreement_steps": agreement, "interleaved": True, "dtype": "float32"},
+        "machine": {"cpu_count": os.cpu_count(), "load_average_1min": load,
+                    "platform": platform.platform(terse=True), "cpu_model": cpu_model()},
+        "provenance": {"package_version": __version__, "torch": torch.__version__, "python": platform.python_version()},
+    }
+    atomic_write_text(out, json.dumps(result, indent=1) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", choices=("fast", "book", "paper"), default="book")
@@ -240,7 +253,9 @@ def main() -> None:
           f"{args.threads} thread(s); scale {args.scale}")
     print(f"interleaved: {rounds} rounds x {spr} steps per variant, variants alternating (order rotated), medians; "
           f"agreement over {agreement} steps from the same initial weights and batches")
-    results = []
+    out = Path(args.output or data_path("wind_tunnel_benchmark.json" if args.scale == "book"
+                                        else f"wind_tunnel_benchmark_{args.scale}.json"))
+    results: list[dict[str, Any]] = []
     for case in cases:
         r = run_case(case, variants, rounds=rounds, steps_per_round=spr, agreement_steps=agreement)
         results.append(r)
@@ -252,19 +267,9 @@ def main() -> None:
                          f"rerun {r['max_abs_loss_difference_run_to_run'][v]:.0e})")
         line += f" | peak RSS {r['peak_rss_mb']:.0f} MB"
         print(line, flush=True)
+        _write(out, args, variants, results, load, rounds, spr, agreement)  # kept case by case
     peak = max(r["peak_rss_mb"] for r in results)
     print(f"largest peak resident set: {peak:.0f} MB ({'within' if peak <= 4096 else 'ABOVE'} 4 GB)")
-    result = {
-        "scale": args.scale, "variants": variants, "cases": results, "largest_peak_rss_mb": peak,
-        "settings": {"threads": args.threads, "rounds": rounds, "steps_per_round": spr,
-                     "agreement_steps": agreement, "interleaved": True, "dtype": "float32"},
-        "machine": {"cpu_count": os.cpu_count(), "load_average_1min": load,
-                    "platform": platform.platform(terse=True), "cpu_model": cpu_model()},
-        "provenance": {"package_version": __version__, "torch": torch.__version__, "python": platform.python_version()},
-    }
-    out = Path(args.output or data_path("wind_tunnel_benchmark.json" if args.scale == "book"
-                                        else f"wind_tunnel_benchmark_{args.scale}.json"))
-    atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
 
 
