@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 def test_protocol_reimplementation_trains_the_same_head_as_the_engine():
     """The authors'-protocol timing loop and the engine follow the same loss curve (same head, data, schedule)."""
     import sticky_chain as bench
+
     from attention_dynamics.tasks import sticky_chain
 
     data = sticky_chain.make_sticky_chain_data(42, length=300)
