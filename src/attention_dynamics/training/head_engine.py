@@ -146,24 +146,33 @@ def _block_group(sh: _SharedInputs, starts: list[int]) -> tuple[torch.Tensor, ..
     """Run the fused forward/backward of the query blocks beginning at ``starts``; return their sums.
 
     Returns (summed −log p, ∂L/∂kᵀ, ∂L/∂vᵀ, ∂L/∂W_O, soft counts); ∂L/∂qᵀ is written into ``sh.grad_q_t``
-    (each block owns its columns).
+    (each block owns its columns). The two ``(rows, keys)`` matrices of a block (the attention
+    weights, then the compatibilities turned in place into ∂L/∂s) live in two buffers allocated once
+    per call, every product writes into its destination, and the soft counts come out of the value
+    gradient's product (a column of ones beside the error signals), so a block makes five passes
+    over its keys: scores, softmax, compatibilities, their advantage, and the three products that read them.
     """
     q_t, k_t, v_t = sh.q_t, sh.k_t, sh.v_t
-    T = q_t.shape[1]
+    d_v, T = v_t.shape
+    bs, dtype, device = sh.block_size, q_t.dtype, q_t.device
     grad_k_t = torch.zeros_like(k_t)  # (d_k, T)
-    grad_v_t = torch.zeros_like(v_t)  # (d_v, T)
+    grad_vn_t = torch.zeros(d_v + 1, T, dtype=dtype, device=device)  # (∂L/∂vᵀ; soft counts)
     grad_W_O = torch.zeros_like(sh.W_O)  # (d_v, C)
-    soft_counts = torch.zeros(T, dtype=q_t.dtype, device=q_t.device)
-    loss = torch.zeros((), dtype=torch.float64, device=q_t.device)
-    future = torch.ones(sh.block_size, sh.block_size, dtype=torch.bool, device=q_t.device).triu(1)  # key after query
-    row_index = torch.arange(sh.block_size, device=q_t.device)
+    loss = torch.zeros((), dtype=torch.float64, device=device)
+    longest = max(min(s + bs, T) for s in starts) * bs
+    alpha_buf = torch.empty(longest, dtype=dtype, device=device)
+    grad_s_buf = torch.empty(longest, dtype=dtype, device=device)
+    u_ones = torch.ones(bs, d_v + 1, dtype=dtype, device=device)  # (error signal u_i, 1)
+    future = torch.ones(bs, bs, dtype=torch.bool, device=device).triu(1)  # key after query
+    row_index = torch.arange(bs, device=device)
     for start in starts:
-        end = min(start + sh.block_size, T)
+        end = min(start + bs, T)
         rows = end - start
         q_block = q_t[:, start:end].T  # (rows, d_k)
-        scores = q_block @ k_t[:, :end]  # (rows, end): only keys j < end
-        scores[:, start:end].masked_fill_(future[:rows, :rows], float("-inf"))
-        alpha = torch.softmax(scores, dim=1)  # attention over the visible keys  (rows, end)
+        alpha = alpha_buf[: rows * end].view(rows, end)
+        torch.mm(q_block, k_t[:, :end], out=alpha)  # scores: only keys j < end
+        alpha[:, start:end].masked_fill_(future[:rows, :rows], float("-inf"))
+        torch.softmax(alpha, dim=1, out=alpha)  # attention over the visible keys, in place
         g = (v_t[:, :end] @ alpha.T).T  # context g_i = Σ_j alpha_ij v_j  (rows, d_v)
         log_p = torch.log_softmax(g @ sh.W_O, dim=1)  # (rows, C)
         y = sh.targets[start:end]
@@ -172,15 +181,16 @@ def _block_group(sh: _SharedInputs, starts: list[int]) -> tuple[torch.Tensor, ..
         delta[row_index[:rows], y] -= 1.0
         delta /= T  # ∂L/∂logits of the mean loss  (rows, C)
         grad_W_O.addmm_(g.T, delta)
-        u = delta @ sh.W_O_t  # error signal u_i = ∂L/∂g_i  (rows, d_v)
-        b = u @ v_t[:, :end]  # compatibility b_ij = u_i·v_j  (rows, end)
+        u = u_ones[:rows, :d_v]
+        torch.mm(delta, sh.W_O_t, out=u)  # error signal u_i = ∂L/∂g_i  (rows, d_v)
+        grad_s = grad_s_buf[: rows * end].view(rows, end)
+        torch.mm(u, v_t[:, :end], out=grad_s)  # compatibility b_ij = u_i·v_j
         expected_b = (u * g).sum(dim=1, keepdim=True)  # E_alpha_i[b] = u_i·g_i  (rows, 1)
-        grad_scores = b.sub_(expected_b).mul_(alpha)  # advantage routing law, in place  (rows, end)
-        sh.grad_q_t[:, start:end] = k_t[:, :end] @ grad_scores.T  # Σ_j ∂L/∂s_ij k_j
-        grad_k_t[:, :end].addmm_(q_block.T, grad_scores)  # += Σ_i ∂L/∂s_ij q_i
-        grad_v_t[:, :end].addmm_(u.T, alpha)  # += Σ_i alpha_ij u_i, the responsibility-weighted value law
-        soft_counts[:end] += alpha.sum(dim=0)
-    return loss, grad_k_t, grad_v_t, grad_W_O, soft_counts
+        grad_s.sub_(expected_b).mul_(alpha)  # advantage routing law, in place  (rows, end)
+        torch.mm(k_t[:, :end], grad_s.T, out=sh.grad_q_t[:, start:end])  # Σ_j ∂L/∂s_ij k_j
+        grad_k_t[:, :end].addmm_(q_block.T, grad_s)  # += Σ_i ∂L/∂s_ij q_i
+        grad_vn_t[:, :end].addmm_(u_ones[:rows].T, alpha)  # += Σ_i alpha_ij (u_i, 1): value law, soft counts
+    return loss, grad_k_t, grad_vn_t[:d_v], grad_W_O, grad_vn_t[d_v]
 
 
 def _balanced_groups(starts: list[int], block_size: int, T: int, n_groups: int) -> list[list[int]]:
