@@ -45,15 +45,16 @@ def test_values_only_run_is_the_em_like_run():
 
 def test_stages_cover_the_conditions_and_the_grid_once():
     stages = lr_surface.surface_stages()
-    assert [name for name, _, _ in stages] == ["paper", "twenty_claims", "twenty_rest", "grid"]
+    assert [name for name, _, _ in stages] == ["paper", "values_axis", "twenty_claims", "twenty_rest", "grid"]
     paper = stages[0]
     assert paper[1] == list(sticky_chain.PAPER_SEEDS) and set(paper[2]) == set(lr_surface.CONDITIONS.values())
-    extra = set(stages[1][2]) | set(stages[2][2])
-    assert extra == set(lr_surface.CONDITIONS.values()) and not set(stages[1][2]) & set(stages[2][2])
-    grid = stages[3][2]
+    assert stages[1][2] == [(1, 30, 1)]
+    extra = set(stages[2][2]) | set(stages[3][2])
+    assert extra == set(lr_surface.CONDITIONS.values()) and not set(stages[2][2]) & set(stages[3][2])
+    grid = stages[4][2]
     assert len(grid) == 27 - 8 and set(grid).isdisjoint(lr_surface.CONDITIONS.values())
     jobs = lr_surface.surface_jobs()
-    assert len(jobs) == 8 * 5 + 8 * 15 + 19 * 5
+    assert len(jobs) == 8 * 5 + 1 * 5 + 8 * 15 + 19 * 5
     assert len({json.dumps(j, sort_keys=True) for j in jobs}) == len(jobs)
 
 
@@ -100,7 +101,7 @@ def test_m_step_value_step_ratio_against_a_dense_computation():
 
 
 REDUCED = {**lr_surface.SURFACE_CONFIG, "steps": 12, "length": 80, "paper_seeds": [1, 2], "extra_seeds": [3],
-           "grid_levels": [1, 10], "bootstrap_resamples": 200}
+           "values_axis_levels": [3], "grid_levels": [1, 10], "bootstrap_resamples": 200}
 
 
 def test_surface_regenerates_at_reduced_size(tmp_path):
@@ -126,7 +127,7 @@ def test_surface_regenerates_at_reduced_size(tmp_path):
             assert cond["ci"]["low"] <= cond["speedup"] * (1 + 1e-12) and cond["speedup"] <= cond["ci"]["high"] * (1 + 1e-12)
         assert set(block["comparisons"]) == {f"values_only_over_{n}" for n in lr_surface.CONDITIONS
                                              if n not in ("sgd", "values_only")}
-    assert {tuple(p["ratios"]) for p in loaded["grid"]} == set(lr_surface.CONDITIONS.values())
+    assert {tuple(p["ratios"]) for p in loaded["grid"]} == set(lr_surface.CONDITIONS.values()) | {(1, 3, 1)}
     table = lr_surface.surface_table(loaded)
     assert len(table) == len(lr_surface.CONDITIONS)
     fig = lr_surface.plot_lr_surface(loaded)
@@ -139,7 +140,7 @@ def test_partial_cache_gives_a_partial_file(tmp_path):
     lr_surface.compute_lr_surface(REDUCED, cache_dir=tmp_path, stages=["paper"], processes=1)
     out = lr_surface.collect_surface_results(REDUCED, cache_dir=tmp_path)
     assert out["twenty_seeds"] is None
-    assert set(out["missing"]) == {"twenty_claims", "twenty_rest"}
+    assert set(out["missing"]) == {"values_axis", "twenty_claims", "twenty_rest"}
     assert len(out["grid"]) == 8
     finals = dict(zip(out["paper_seeds"]["seeds"], out["paper_seeds"]["sgd_final_loss"]))
     with_file = lr_surface.collect_surface_results(REDUCED, cache_dir=tmp_path, baseline_finals={**finals, 3: 2.0})
@@ -176,3 +177,13 @@ def test_committed_surface_file_is_consistent():
     by_ratio = {tuple(p["ratios"]): p for p in results["grid"]}
     for name, ratios in lr_surface.CONDITIONS.items():
         assert by_ratio[tuple(ratios)]["speedup"] == pytest.approx(paper["conditions"][name]["speedup"])
+
+
+def test_values_axis_interpolates_in_log_log():
+    results = {"grid": [{"ratios": [1, 1, 1], "speedup": 1.0}, {"ratios": [1, 10, 1], "speedup": 4.0},
+                        {"ratios": [1, 1, 10], "speedup": 9.0}]}
+    assert lr_surface.values_axis(results) == {"ratio": [1.0, 10.0], "speedup": [1.0, 4.0]}
+    assert lr_surface.values_axis_speedup_at(results, math.sqrt(10)) == pytest.approx(2.0)
+    assert math.isnan(lr_surface.values_axis_speedup_at(results, 30.0))
+    fig = lr_surface.plot_values_axis(results, {0.3: (3.0, 1.5)})
+    assert len(fig.axes) == 1

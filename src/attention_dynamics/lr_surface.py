@@ -49,7 +49,11 @@ __all__ = [
     "compute_lr_surface",
     "intervals_separate",
     "surface_table",
+    "with_values_only_from",
     "m_step_value_step_ratio",
+    "values_axis",
+    "values_axis_speedup_at",
+    "plot_values_axis",
     "plot_condition_speedups",
     "plot_lr_surface",
 ]
@@ -75,6 +79,7 @@ SURFACE_CONFIG: dict[str, Any] = {
     "length": sticky_chain.SEQUENCE_LENGTH,
     "paper_seeds": _PAPER,
     "extra_seeds": list(range(1, 16)),
+    "values_axis_levels": [30],
     "grid_levels": [1, 3, 10],
     "bootstrap_resamples": 10_000,
     "confidence": 0.95,
@@ -90,22 +95,23 @@ def surface_stages(config: Mapping[str, Any] = SURFACE_CONFIG) -> list[tuple[str
     """Return the computation's stages, most important first: ``(name, seeds, list of ratio triples)``.
 
     1. ``paper``: SGD and the seven ×10 conditions on the paper's five seeds;
-    2. ``twenty_claims``: SGD and the four claimed conditions on the extra seeds (twenty in all);
-    3. ``twenty_rest``: the other three conditions on the extra seeds;
-    4. ``grid``: the grid points (levels³) that are not conditions, on the paper's seeds, the three
-       single-group axes first.
+    2. ``values_axis``: values only at the ratios ``values_axis_levels`` on the paper's seeds (where
+       the closed-form M-step's step size lies);
+    3. ``twenty_claims``: the four claimed conditions and SGD on the extra seeds (twenty in all);
+    4. ``twenty_rest``: the other three conditions on the extra seeds;
+    5. ``grid``: the other grid points (levels³) on the paper's seeds, the single-group axes first.
     """
     paper, extra = list(config["paper_seeds"]), list(config["extra_seeds"])
     corners = list(CONDITIONS.values())
-    # SGD and values-only last: the paper-scale file already has SGD's final losses on these seeds
-    # (the baseline the metric needs) and the values-only twenty-seed interval
-    claimed = [CONDITIONS[c] for c in ("readout_only", "routing_only", "values_readout", "values_only", "sgd")]
+    # SGD last: the paper-scale file already has SGD's final losses on these seeds (the baseline)
+    claimed = [CONDITIONS[c] for c in ("readout_only", "routing_only", "values_only", "values_readout", "sgd")]
     rest = [r for r in corners if r not in claimed]
+    values_axis = [(1, v, 1) for v in config["values_axis_levels"]]
     levels = config["grid_levels"]
-    grid = [tuple(p) for p in itertools.product(levels, repeat=3) if tuple(p) not in corners]
+    grid = [tuple(p) for p in itertools.product(levels, repeat=3) if tuple(p) not in corners + values_axis]
     grid.sort(key=lambda p: (sum(r != 1 for r in p), p))  # single-group points (axes) first
-    return [("paper", paper, corners), ("twenty_claims", extra, claimed), ("twenty_rest", extra, rest),
-            ("grid", paper, grid)]
+    return [("paper", paper, corners), ("values_axis", paper, values_axis), ("twenty_claims", extra, claimed),
+            ("twenty_rest", extra, rest), ("grid", paper, grid)]
 
 
 def surface_jobs(config: Mapping[str, Any] = SURFACE_CONFIG, stages: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -251,7 +257,8 @@ def collect_surface_results(
         "code_version": _code_version(),
     }
     levels = config["grid_levels"]
-    for ratios in itertools.product(levels, repeat=3):
+    values_axis = [(1, v, 1) for v in config["values_axis_levels"] if (1, v, 1) not in itertools.product(levels, repeat=3)]
+    for ratios in list(itertools.product(levels, repeat=3)) + values_axis:
         if done(ratios, paper):
             speed = paper_speedup([finals[s] for s in paper], [runs[(tuple(ratios), s)]["losses"] for s in paper])
             results["grid"].append({"ratios": list(ratios), "speedup": speed["speedup"],
@@ -273,6 +280,26 @@ def compute_lr_surface(
         job["cache_dir"] = str(cache_dir)
     map_parallel(run_heavy_job, jobs, processes=processes)
     return collect_surface_results(config, cache_dir=cache_dir, baseline_finals=baseline_finals)
+
+
+def with_values_only_from(twenty: Mapping[str, Any] | None, paper_scale_block: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the twenty-seed block with values only taken from the paper-scale file where the surface lacks it.
+
+    ``paper_scale_block`` is the paper-scale file's ``ci["reference"]``; its ``em_like`` runs are the
+    values-only condition (the same learning rates, seeds, steps and SGD baseline). Returns an empty
+    block when neither has twenty seeds of it.
+    """
+    block = {"seeds": [], "conditions": {}, "comparisons": {}, **(twenty or {})}
+    block["conditions"] = dict(block["conditions"])
+    if "values_only" not in block["conditions"] and "em_like" in paper_scale_block.get("speedup_ci", {}):
+        speed = paper_scale_block["speedup"]["em_like"]
+        block["conditions"]["values_only"] = {
+            "ratios": list(CONDITIONS["values_only"]), "first_steps": speed["first_steps"],
+            "mean_first_step": speed["mean_first_step"], "speedup": speed["speedup"],
+            "ci": dict(paper_scale_block["speedup_ci"]["em_like"]), "source": "paper-scale file (em_like)",
+            "seeds": list(paper_scale_block["seeds"]["em_like"]),
+        }
+    return block
 
 
 def surface_table(results: Mapping[str, Any], digits: int = 3):
@@ -316,6 +343,51 @@ def m_step_value_step_ratio(seed: int, rho: float, *, length: int = sticky_chain
     return float(rho * torch.linalg.norm(direction) / (BASE_LR * torch.linalg.norm(grad)))
 
 
+def values_axis(results: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Return the values-only points on the paper's seeds: ``ratio`` (η_V / 0.01, from 1 = SGD) and ``speedup``."""
+    points = sorted((p["ratios"][1], p["speedup"]) for p in results["grid"]
+                    if p["ratios"][0] == 1 and p["ratios"][2] == 1)
+    return {"ratio": [float(r) for r, _ in points], "speedup": [float(v) for _, v in points]}
+
+
+def values_axis_speedup_at(results: Mapping[str, Any], ratio: float) -> float:
+    """Return the values-only speed-up at value-rate ``ratio``, interpolated linearly in log-log between points.
+
+    ``nan`` outside the computed range (no extrapolation).
+    """
+    axis = values_axis(results)
+    r, v = np.log(axis["ratio"]), np.log(axis["speedup"])
+    x = math.log(ratio)
+    if not len(r) or x < r[0] or x > r[-1]:
+        return math.nan
+    return float(np.exp(np.interp(x, r, v)))
+
+
+def plot_values_axis(results: Mapping[str, Any], m_step: Mapping[float, tuple[float, float]]):
+    """Plot the values-only speed-up against η_V / 0.01 and the M-step at its first step's size; return the figure.
+
+    ``m_step`` maps rho to (value-step ratio at initialisation, speed-up) on the same seeds.
+    """
+    from . import plotting
+
+    axis = values_axis(results)
+    fig, ax = plotting.new_figure(width=5.2, height=3.4)
+    ax.plot(axis["ratio"], axis["speedup"], "o-", color=plotting.schedule_color("em_like"),
+            label="gradient step, ×η_V on W_V only")
+    for k, (rho, (ratio, speed)) in enumerate(sorted(m_step.items())):
+        ax.plot(ratio, speed, "s", color=plotting.schedule_color("m_step"),
+                label="closed-form M-step (ρ = 0.1, 0.3, 1, 3)" if k == 0 else None)
+        ax.annotate(f"ρ = {rho:g}", (ratio, speed), textcoords="offset points", xytext=(5, -10), fontsize=7)
+    ax.axhline(1.0, color="0.4", ls=":", lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("size of the W_V step / SGD's (η_V / 0.01; M-step: at initialisation)")
+    ax.set_ylabel("speed-up over SGD (log scale)")
+    ax.set_title("The values axis of the surface, paper's five seeds")
+    ax.legend(fontsize=7)
+    return fig
+
+
 def plot_condition_speedups(results: Mapping[str, Any], *, m_step: Mapping[str, float] | None = None):
     """Plot the speed-up of every ×10 condition with its 95% interval, on 5 and 20 seeds; return the figure.
 
@@ -339,13 +411,18 @@ def plot_condition_speedups(results: Mapping[str, Any], *, m_step: Mapping[str, 
                 hi.append(cond["ci"]["high"] - cond["speedup"])
         ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=label,
                     color=plotting.PALETTE[0 if key == "paper_seeds" else 1])
-    ax.axhline(1.0, color="0.4", ls=":", lw=1, label="1: no faster than SGD")
+    ax.axhline(1.0, color="0.4", ls=":", lw=1, label="1: threshold reached at SGD's last step")
+    sgd = (results.get("paper_seeds") or {}).get("conditions", {}).get("sgd")
+    if sgd:
+        ax.axhline(sgd["speedup"], color="0.2", ls="--", lw=1, label="SGD's own score (paper's seeds)")
     for k, (label, value) in enumerate((m_step or {}).items()):
         ax.axhline(value, color=plotting.PALETTE[3 + k % 5], ls="--", lw=1, label=label)
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(["({:g}, {:g}, {:g})".format(*CONDITIONS[n]) for n in names], fontsize=8)
-    ax.set_xlabel("learning-rate ratios (W_Q+W_K, W_V, W_O) / 0.01")
+    short = {"values_only": "W_V", "readout_only": "W_O", "routing_only": "W_Q, W_K", "values_readout": "W_V, W_O",
+             "routing_values": "W_QK, W_V", "routing_readout": "W_QK, W_O", "all_three": "all"}
+    ax.set_xticklabels([f"{short[n]}\n" + "({:g}, {:g}, {:g})".format(*CONDITIONS[n]) for n in names], fontsize=7)
+    ax.set_xlabel("groups raised ×10; ratios (W_Q+W_K, W_V, W_O) / 0.01")
     ax.set_ylabel("speed-up over SGD (log scale)")
     ax.set_title("The paper's metric, ×10 on each group and pair (95% bootstrap intervals)")
     ax.legend(fontsize=7, loc="upper left")
