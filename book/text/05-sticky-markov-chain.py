@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@bd5744d4facf1222baf8f221bb100f658bc26e1b"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@9e348e08c4108e5708cc5a1a4fe2447ea0825ccd"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
