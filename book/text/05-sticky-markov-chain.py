@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@9e348e08c4108e5708cc5a1a4fe2447ea0825ccd"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@bd5744d4facf1222baf8f221bb100f658bc26e1b"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
@@ -607,8 +607,8 @@ for name in lr_surface.CLAIM_CONDITIONS:
         lower=sgd_self,
         interval=(cond["ci"]["low"], cond["ci"]["high"]),
         description="the paper's speed-up over SGD with the learning rate ×10 on "
-        + "(W_Q+W_K, W_V, W_O) × ({:g}, {:g}, {:g}); passes if its 95% bootstrap interval lies above "
-        "SGD's own score by the metric (no faster than SGD)".format(*cond["ratios"]),
+        + "(W_Q+W_K, W_V, W_O) × ({:g}, {:g}, {:g}); passes if its 95% bootstrap interval lies "
+        "above SGD's own score by the metric (no faster than SGD)".format(*cond["ratios"]),
         explanation="the 95% interval reaches down to SGD's own score by the paper's metric: this "
         "condition is not shown to be faster than SGD",
         params={
