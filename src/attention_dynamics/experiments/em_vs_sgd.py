@@ -62,6 +62,7 @@ __all__ = [
     "PAPER_SCALE_CONFIG",
     "PAPER_SCALE_FILE",
     "run_heavy_job",
+    "heavy_job_cache_path",
     "compute_paper_scale_results",
 ]
 
@@ -610,6 +611,12 @@ PAPER_SCALE_CONFIG: dict[str, Any] = {
 }
 
 
+def heavy_job_cache_path(cache_dir: str | Path, task: str, group: str = "", **options: Any) -> Path:
+    """Return the file in ``cache_dir`` where :func:`run_heavy_job` stores the job's result."""
+    key = f"{group}-{task}-" + "-".join(f"{k}={options[k]}" for k in sorted(options))
+    return Path(cache_dir) / (key.replace("/", "_") + ".json")
+
+
 def run_heavy_job(task: str, group: str = "", cache_dir: str | None = None, **options: Any) -> dict[str, Any]:
     """Return the JSON-ready result of one paper-scale job (``task`` = ``"head"`` or ``"deep"``).
 
@@ -618,8 +625,7 @@ def run_heavy_job(task: str, group: str = "", cache_dir: str | None = None, **op
     job's result is stored there and read back on a second call, so an interrupted paper-scale run
     resumes where it stopped.
     """
-    key = f"{group}-{task}-" + "-".join(f"{k}={options[k]}" for k in sorted(options))
-    cache = Path(cache_dir) / (key.replace("/", "_") + ".json") if cache_dir else None
+    cache = heavy_job_cache_path(cache_dir, task, group, **options) if cache_dir else None
     if cache is not None and cache.exists():
         return json.loads(cache.read_text(encoding="utf-8"))
     opts = dict(options)

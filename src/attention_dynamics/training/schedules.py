@@ -25,10 +25,16 @@ positions, ``u_i`` the error signal of the mean loss and ``ū_i = N u_i`` the pe
   0.01 from the same forward pass.
 
 The closed form is :func:`value_m_step`; :func:`m_step_objective` is J itself, for checking.
+
+Learning-rate ratio schedules (:func:`lr_ratio_schedule`) scale SGD's 0.01 by a factor per group:
+``W_Q``+``W_K`` (routing), ``W_V`` (values) and ``W_O`` (readout). They are named
+``lr_qk{a}_v{b}_o{c}`` and :func:`get_schedule` builds one from its name, so ``em_like`` is
+``lr_qk1_v10_o1`` and ``sgd_matched`` is ``lr_qk10_v10_o10``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -42,6 +48,8 @@ __all__ = [
     "PAPER_SCHEDULES",
     "DEFAULT_M_STEP_RHO",
     "get_schedule",
+    "BASE_LR",
+    "lr_ratio_schedule",
     "make_optimizer",
     "make_backward",
     "responsibility_weighted_input_moment",
@@ -95,12 +103,40 @@ SCHEDULES: dict[str, Schedule] = {
 PAPER_SCHEDULES = ("sgd", "em_like")
 
 
+#: SGD's learning rate in the paper's experiment; ratio schedules multiply it per group.
+BASE_LR = 0.01
+_RATIO_NAME = re.compile(r"^lr_qk([0-9.]+)_v([0-9.]+)_o([0-9.]+)$")
+
+
+def lr_ratio_schedule(query_key: float, values: float, readout: float) -> Schedule:
+    """Return the SGD schedule with learning rates ``BASE_LR`` × (``query_key``, ``values``, ``readout``).
+
+    ``query_key`` scales W_Q and W_K, ``values`` W_V, ``readout`` W_O. The name is
+    ``lr_qk{query_key:g}_v{values:g}_o{readout:g}``; (1, 1, 1) is ``sgd``, (1, 10, 1) ``em_like`` and
+    (10, 10, 10) ``sgd_matched``, with the same learning rates.
+    """
+    ratios = (float(query_key), float(values), float(readout))
+    if not all(r > 0 for r in ratios):
+        raise ValueError(f"learning-rate ratios must be positive, got {ratios}")
+    qk, v, o = ratios
+    name = f"lr_qk{qk:g}_v{v:g}_o{o:g}"
+    label = f"lr × ({qk:g}, {v:g}, {o:g}) on (W_Q+W_K, W_V, W_O)"
+    return Schedule(name, label, round(BASE_LR * qk, 12), round(BASE_LR * o, 12), round(BASE_LR * v, 12))
+
+
 def get_schedule(schedule: str | Schedule) -> Schedule:
-    """Return the :class:`Schedule` named ``schedule`` (or ``schedule`` itself), with a clear error."""
+    """Return the :class:`Schedule` named ``schedule`` (or ``schedule`` itself), with a clear error.
+
+    Besides the names of :data:`SCHEDULES`, a name ``lr_qk{a}_v{b}_o{c}`` gives :func:`lr_ratio_schedule`.
+    """
     if isinstance(schedule, Schedule):
         return schedule
+    match = _RATIO_NAME.match(schedule) if isinstance(schedule, str) else None
+    if match:
+        return lr_ratio_schedule(*(float(g) for g in match.groups()))
     if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}")
+        raise ValueError(f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)} "
+                         "or lr_qk{a}_v{b}_o{c}")
     return SCHEDULES[schedule]
 
 

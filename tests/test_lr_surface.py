@@ -1,0 +1,189 @@
+"""The learning-rate surface of chapter 5: ratio schedules, the paired bootstrap, the reduced regeneration, the file."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attention_dynamics.experiments import lr_surface
+from attention_dynamics.experiments import em_vs_sgd as sticky
+from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss
+from attention_dynamics.paths import data_path
+from attention_dynamics.training.schedules import SCHEDULES, get_schedule, lr_ratio_schedule
+from attention_dynamics.tasks import sticky_chain
+
+
+def _rates(s):
+    return (s.query_key_lr, s.value_lr, s.readout_lr, s.value_update)
+
+
+def test_ratio_schedules_are_the_papers_schedules_at_their_corners():
+    assert _rates(lr_ratio_schedule(1, 1, 1)) == _rates(SCHEDULES["sgd"])
+    assert _rates(lr_ratio_schedule(1, 10, 1)) == _rates(SCHEDULES["em_like"])
+    assert _rates(lr_ratio_schedule(10, 10, 10)) == _rates(SCHEDULES["sgd_matched"])
+    s = get_schedule("lr_qk3_v1_o10")
+    assert (s.query_key_lr, s.value_lr, s.readout_lr) == pytest.approx((0.03, 0.01, 0.1))
+    assert get_schedule(lr_surface.condition_schedule((10, 1, 1))).query_key_lr == pytest.approx(0.1)
+    with pytest.raises(ValueError):
+        lr_ratio_schedule(0, 1, 1)
+    with pytest.raises(ValueError):
+        get_schedule("lr_qk1_v1")
+
+
+def test_values_only_run_is_the_em_like_run():
+    a = sticky.train_sticky_head(3, "em_like", steps=6, length=60)
+    b = sticky.train_sticky_head(3, lr_surface.condition_schedule(lr_surface.CONDITIONS["values_only"]),
+                                 steps=6, length=60)
+    np.testing.assert_array_equal(a.losses, b.losses)
+    c = sticky.train_sticky_head(3, lr_surface.condition_schedule((1, 1, 10)), steps=6, length=60)
+    assert not np.array_equal(a.losses, c.losses)
+
+
+def test_stages_cover_the_conditions_and_the_grid_once():
+    stages = lr_surface.surface_stages()
+    assert [name for name, _, _ in stages] == ["paper", "values_axis", "twenty_claims", "twenty_rest", "grid"]
+    paper = stages[0]
+    assert paper[1] == list(sticky_chain.PAPER_SEEDS) and set(paper[2]) == set(lr_surface.CONDITIONS.values())
+    assert stages[1][2] == [(1, 30, 1)]
+    extra = set(stages[2][2]) | set(stages[3][2])
+    assert extra == set(lr_surface.CONDITIONS.values()) and not set(stages[2][2]) & set(stages[3][2])
+    grid = stages[4][2]
+    assert len(grid) == 27 - 8 and set(grid).isdisjoint(lr_surface.CONDITIONS.values())
+    jobs = lr_surface.surface_jobs()
+    assert len(jobs) == 8 * 5 + 1 * 5 + 8 * 15 + 19 * 5
+    assert len({json.dumps(j, sort_keys=True) for j in jobs}) == len(jobs)
+
+
+def test_paired_ratio_interval_against_a_direct_resampling_loop():
+    rng = np.random.default_rng(0)
+    finals = 2.06 + 0.004 * rng.standard_normal(10)
+    a = [2.08 - np.linspace(0, 0.2 + 0.05 * rng.random(), 200) for _ in range(10)]
+    b = [2.08 - np.linspace(0, 0.1 + 0.05 * rng.random(), 200) for _ in range(10)]
+    ci = lr_surface.bootstrap_speedup_ratio_ci(finals, a, b, n_resamples=2000, seed=1)
+    point = sticky.paper_speedup(finals, a)["speedup"] / sticky.paper_speedup(finals, b)["speedup"]
+    assert ci["point"] == pytest.approx(point)
+    draws = np.random.default_rng(5).integers(0, 10, size=(2000, 10))
+    stats = [sticky.paper_speedup(finals[d], [a[i] for i in d])["speedup"]
+             / sticky.paper_speedup(finals[d], [b[i] for i in d])["speedup"] for d in draws]
+    low, high = np.percentile(stats, [2.5, 97.5])
+    assert ci["low"] <= ci["point"] <= ci["high"]
+    assert ci["low"] == pytest.approx(low, rel=0.03)
+    assert ci["high"] == pytest.approx(high, rel=0.03)
+    same = lr_surface.bootstrap_speedup_ratio_ci(finals, a, a, n_resamples=200)
+    assert same["low"] == same["high"] == same["point"] == pytest.approx(1.0)
+
+
+def test_intervals_separate():
+    assert lr_surface.intervals_separate({"low": 1, "high": 2}, {"low": 2.5, "high": 3})
+    assert not lr_surface.intervals_separate({"low": 1, "high": 2.6}, {"low": 2.5, "high": 3})
+
+
+def test_m_step_value_step_ratio_against_a_dense_computation():
+    seed, rho, T = 4, 0.7, 40
+    ratio = lr_surface.m_step_value_step_ratio(seed, rho, length=T)
+    data = sticky_chain.make_sticky_chain_data(seed, length=T)
+    x = data.x.double()
+    model = SingleHeadModule(sticky.initial_head(seed, dtype=torch.float64))
+    autograd_head_loss(model, (x, data.y)).backward()
+    g = model.W_V.grad.numpy()
+    with torch.no_grad():
+        scores = (x @ model.W_Q) @ (x @ model.W_K).T / math.sqrt(model.W_Q.shape[1])
+        scores = scores.masked_fill(torch.ones(len(x), len(x), dtype=torch.bool).triu(1), -math.inf)
+        counts = torch.softmax(scores, dim=-1).sum(0).numpy()  # N_j = Σ_i α_ij
+    xn = x.numpy()
+    S = (xn.T * counts) @ xn / counts.sum()
+    expected = rho * np.linalg.norm(np.linalg.solve(S, g)) / (0.01 * np.linalg.norm(g))
+    assert ratio == pytest.approx(expected, rel=1e-10)
+
+
+REDUCED = {**lr_surface.SURFACE_CONFIG, "steps": 12, "length": 80, "paper_seeds": [1, 2], "extra_seeds": [3],
+           "values_axis_levels": [3], "grid_levels": [1, 10], "bootstrap_resamples": 200}
+
+
+def test_surface_regenerates_at_reduced_size(tmp_path):
+    """The committed file's path (run the jobs, collect, save, load) at a reduced size, checked against direct runs."""
+    results = lr_surface.compute_lr_surface(REDUCED, cache_dir=tmp_path / "cache", processes=1)
+    loaded = sticky.load_results(sticky.save_results(results, tmp_path / lr_surface.SURFACE_FILE))
+    assert loaded["missing"] == {}
+    for key, seeds in (("paper_seeds", [1, 2]), ("twenty_seeds", [1, 2, 3])):
+        block = loaded[key]
+        assert block["seeds"] == seeds
+        assert set(block["conditions"]) == set(lr_surface.CONDITIONS)
+        direct = {name: [sticky.train_sticky_head(s, name, steps=12, length=80) for s in seeds]
+                  for name in ("sgd", "em_like", "sgd_matched")}
+        baseline = [r.final["loss"] for r in direct["sgd"]]
+        assert block["sgd_final_loss"] == pytest.approx(baseline, abs=1e-12)
+        for name, condition in (("em_like", "values_only"), ("sgd_matched", "all_three")):
+            expected = sticky.paper_speedup(baseline, [r.losses for r in direct[name]])
+            got = block["conditions"][condition]
+            assert got["first_steps"] == expected["first_steps"]
+            assert got["speedup"] == pytest.approx(expected["speedup"])
+        for cond in block["conditions"].values():
+            assert cond["speedup"] == pytest.approx(12 / np.mean(cond["first_steps"]))
+            assert cond["ci"]["low"] <= cond["speedup"] * (1 + 1e-12) and cond["speedup"] <= cond["ci"]["high"] * (1 + 1e-12)
+        assert set(block["comparisons"]) == {f"values_only_over_{n}" for n in lr_surface.CONDITIONS
+                                             if n not in ("sgd", "values_only")}
+    assert {tuple(p["ratios"]) for p in loaded["grid"]} == set(lr_surface.CONDITIONS.values()) | {(1, 3, 1)}
+    table = lr_surface.surface_table(loaded)
+    assert len(table) == len(lr_surface.CONDITIONS)
+    fig = lr_surface.plot_lr_surface(loaded)
+    assert len(fig.axes) == 2
+    fig = lr_surface.plot_condition_speedups(loaded, m_step={"M-step": 2.0})
+    assert len(fig.axes) == 1
+
+
+def test_partial_cache_gives_a_partial_file(tmp_path):
+    lr_surface.compute_lr_surface(REDUCED, cache_dir=tmp_path, stages=["paper"], processes=1)
+    out = lr_surface.collect_surface_results(REDUCED, cache_dir=tmp_path)
+    assert out["twenty_seeds"] is None
+    assert set(out["missing"]) == {"values_axis", "twenty_claims", "twenty_rest"}
+    assert len(out["grid"]) == 8
+    finals = dict(zip(out["paper_seeds"]["seeds"], out["paper_seeds"]["sgd_final_loss"]))
+    with_file = lr_surface.collect_surface_results(REDUCED, cache_dir=tmp_path, baseline_finals={**finals, 3: 2.0})
+    assert with_file["baseline_source"] == {"from_paper_scale_file": [3], "max_abs_difference_where_both": 0.0}
+
+
+def test_committed_surface_file_is_consistent():
+    path = data_path(lr_surface.SURFACE_FILE)
+    results = json.loads(path.read_text(encoding="utf-8"))
+    assert results["config"] == json.loads(json.dumps(lr_surface.SURFACE_CONFIG))  # today's settings
+    assert results["code_version"] and set(results["provenance"]) >= {"package_version", "torch", "numpy"}
+    heavy = sticky.load_results(data_path(sticky.PAPER_SCALE_FILE))["ci"]["reference"]
+    stored_sgd = dict(zip(heavy["seeds"]["sgd"], (f["loss"] for f in heavy["final"]["sgd"])))
+    steps = results["config"]["steps"]
+    paper = results["paper_seeds"]
+    assert set(paper["conditions"]) == set(lr_surface.CONDITIONS)  # the first stage is complete
+    for block in (paper, results["twenty_seeds"]):
+        if block is None:
+            continue
+        # the baseline is the paper-scale file's SGD: the same computation, and here the same numbers
+        assert block["sgd_final_loss"] == pytest.approx([stored_sgd[s] for s in block["seeds"]], rel=1e-6)
+        assert block["threshold"] == pytest.approx(np.mean(block["sgd_final_loss"]))
+        for cond in block["conditions"].values():
+            assert len(cond["first_steps"]) == len(block["seeds"])
+            assert cond["speedup"] == pytest.approx(steps / np.mean(cond["first_steps"]))
+            assert cond["ci"]["low"] <= cond["speedup"] <= cond["ci"]["high"]
+            assert all(0.5 < f < math.log(8) + 0.1 for f in cond["final_loss"])
+    # the corners the paper-scale file also ran agree with it (EM-like and the matched control)
+    for heavy_name, condition, block in (("em_like", "values_only", results["twenty_seeds"]),
+                                         ("sgd_matched", "all_three", paper)):
+        if block is not None and condition in block["conditions"]:
+            assert block["conditions"][condition]["speedup"] == pytest.approx(
+                heavy["speedup"][heavy_name]["speedup"], rel=1e-6)
+    by_ratio = {tuple(p["ratios"]): p for p in results["grid"]}
+    for name, ratios in lr_surface.CONDITIONS.items():
+        assert by_ratio[tuple(ratios)]["speedup"] == pytest.approx(paper["conditions"][name]["speedup"])
+
+
+def test_values_axis_interpolates_in_log_log():
+    results = {"grid": [{"ratios": [1, 1, 1], "speedup": 1.0}, {"ratios": [1, 10, 1], "speedup": 4.0},
+                        {"ratios": [1, 1, 10], "speedup": 9.0}]}
+    assert lr_surface.values_axis(results) == {"ratio": [1.0, 10.0], "speedup": [1.0, 4.0]}
+    assert lr_surface.values_axis_speedup_at(results, math.sqrt(10)) == pytest.approx(2.0)
+    assert math.isnan(lr_surface.values_axis_speedup_at(results, 30.0))
+    fig = lr_surface.plot_values_axis(results, {0.3: (3.0, 1.5)})
+    assert len(fig.axes) == 1
