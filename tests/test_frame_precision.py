@@ -99,3 +99,14 @@ def test_reduced_freeze_experiment_regenerates_the_committed_kinds(tmp_path):
         assert committed[kind]["settings"] == fp.HEAVY_SETTINGS[kind]["settings"]
         assert committed[kind]["freeze_steps"] == fp.HEAVY_SETTINGS[kind]["freeze_steps"]
         assert len(committed[kind]["runs"]) == len(committed[kind]["seeds"]) * (1 + len(committed[kind]["freeze_steps"]))
+
+
+def test_order_statistics_intervals():
+    row = {"frame": [10, 20, 30, 40, 50, 60], "values": [20, 30, 40, 50, 60, 70]}
+    out = fp.order_statistics(row)
+    assert out["frame_first_fraction"] == 1.0
+    lo, hi = out["fraction_interval"]
+    assert hi == 1.0 and lo == pytest.approx(0.025 ** (1 / 6), rel=1e-9)  # Clopper–Pearson, k = n
+    assert out["ratio_interval"][0] > 1.0
+    half = fp.order_statistics({"frame": [10, 20, 30, 40], "values": [20, 10, 40, 30]})
+    assert half["fraction_interval"][0] < 0.5 < half["fraction_interval"][1]
