@@ -323,7 +323,7 @@ HEAVY_SETTINGS: dict[str, dict[str, Any]] = {
                      "bij_batch": 64, "bij_lr": 1e-3, "bijection_target": "posterior", "warmup_steps": 50,
                      "n_checkpoints": 2, "n_eval": 1000},
         "seeds": [0, 1],
-        "freeze_steps": [0, 50, 100, 200, 350],
+        "freeze_steps": [0, 50, 200],
     },
 }
 
