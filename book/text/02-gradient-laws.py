@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@9ae389cd648fc6e53278b70cff212bae497992d0"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@9e030ae383f73cc0c6c0c082de9f1a051c3049d6"
 
 # %% [markdown] tags=[]
 # # The gradient laws

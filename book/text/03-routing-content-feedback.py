@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@472ea2928044a77c9284ff410ae37803e07d3fda"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@9e030ae383f73cc0c6c0c082de9f1a051c3049d6"
 
 # %% [markdown] tags=[]
 # # Routing–content feedback
