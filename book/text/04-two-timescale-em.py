@@ -603,7 +603,8 @@ for name, r in (("low", min(cfg.ratios)), ("high", max(cfg.ratios))):
     claims.glue(f"ch4.sweep_path_{name}_high", row["high"])
     claims.glue(f"ch4.sweep_path_{name}_verdict", row["verdict"])
 print(
-    f"{'value/routing lr':>16s} {'mean t_P - t_F (path, f = 10%)':>32s} {'95% interval':>20s}  verdict"
+    f"{'value/routing lr':>16s} {'mean t_P - t_F (path, f = 10%)':>32s} "
+    f"{'95% interval':>20s}  verdict"
 )
 for r, row in sweep_paths.items():
     print(
@@ -690,7 +691,8 @@ for kind, prefix in (
         f"{prefix}_step",
         step,
         unit="step",
-        description=f"{where}: earliest step t from which freezing W_Q, W_K costs every seed at most "
+        description=f"{where}: earliest step t from which freezing W_Q, W_K costs every "
+        f"seed at most "
         f"{MARGIN:.0%} of its untrained gap in final {'probe loss' if kind == 'head' else 'KL'} "
         "(the run's length if none does)",
         params=params,
