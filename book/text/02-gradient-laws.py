@@ -827,7 +827,9 @@ claims.glue(
 # there: $\Delta q = -\eta\, \partial L/\partial q$ and $\Delta k = -\eta\, \partial L/\partial k$, but the score
 # change $\bigl(\Delta q_i \cdot k_j + q_i \cdot \Delta k_j\bigr)/\sqrt{d_k}$ passes the routing gradient through
 # $K K^\top$ and $Q Q^\top$, and the share moving with the advantage is {glue:text}`ch2.ws_ref_sign_min:.2f` to
-# {glue:text}`ch2.ws_ref_sign_max:.2f`. For the values, then, the paper's law describes a head whose inputs are
+# {glue:text}`ch2.ws_ref_sign_max:.2f`. Both runs cover the paper's training budget, not a converged head: their losses are still
+# close to the plateau at $\ln 8$ nats that chapter 5 discusses, so a head trained much further is not covered here.
+# For the values, then, the paper's law describes a head whose inputs are
 # orthonormal; for the scores it describes no head whose scores come from $W_Q$ and $W_K$, only their direction of
 # steepest descent. What the paper's claims about trained heads rest on is therefore measured on trained heads in the
 # chapters that follow, not inferred from the laws.
