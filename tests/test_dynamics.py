@@ -290,3 +290,76 @@ def test_prototype_trajectories_preserve_the_final_geometry():
     d_before = np.linalg.norm(protos[:, :, None] - protos[:, None], axis=-1)
     d_after = np.linalg.norm(coords[:, :, None] - coords[:, None], axis=-1)
     np.testing.assert_allclose(d_after, d_before, atol=1e-10)
+
+
+# --- The rich-get-richer threshold (the advantage's change under a value step) ----------------
+
+
+@pytest.mark.parametrize("seed,smoothing", [(3, 0.0), (4, 0.2)])
+def test_advantage_change_rate_equals_forward_mode_autograd(seed, smoothing):
+    """The closed form (self + cross + response terms) equals d/deta of the advantage through a real step."""
+    params, batch = _setup(seed, smoothing=smoothing)
+    closed = dynamics.advantage_change_rate(params, batch)
+    exact = dynamics.advantage_change_autograd(params, batch)
+    scale = float(exact.abs().max())
+    assert scale > 0
+    torch.testing.assert_close(closed.total, exact, rtol=0, atol=1e-12 * scale)
+    # leaving out the error signal's response (the u-fixed picture) is visibly wrong
+    assert float((closed.total - closed.response_term - exact).abs().max()) > 1e-3 * scale
+
+
+def test_advantage_change_rate_is_the_first_order_term_of_a_finite_step():
+    """(A(eta) − A(0))/eta − dA/deta shrinks like eta: halving eta halves the gap."""
+    params, batch = _setup(5)
+    rate = dynamics.advantage_change_rate(params, batch)
+    gaps = []
+    for eta in (1e-2, 5e-3):
+        finite = (dynamics.advantage_after_value_step(params, batch, eta) - rate.advantage) / eta
+        gaps.append(float((finite - rate.total).abs().max()))
+    assert gaps[1] == pytest.approx(gaps[0] / 2, rel=0.05)
+
+
+def test_self_term_is_the_rich_get_richer_threshold():
+    """The self term is |u_i|² (alpha_ij − Σ alpha²): positive exactly above the threshold, written out here."""
+    params, batch = _setup(6)
+    ch = dynamics.advantage_change_rate(params, batch)
+    fwd = sp.query_forward(params, batch)
+    K = batch.n_sources
+    a = fwd.alpha[:, K:]
+    u2 = (fwd.u[:, K:] ** 2).sum(-1, keepdim=True)
+    expected = torch.where(a > 0, u2 * (a - (a * a).sum(-1, keepdim=True)), torch.zeros(()))
+    torch.testing.assert_close(ch.self_term, expected, rtol=0, atol=1e-15)
+    # a single query (Q = 1) has no cross term
+    g = torch.Generator().manual_seed(1)
+    one = sp.sample_specialization_batch(1, generator=g, dtype=torch.float64, n_sources=3, n_queries=1,
+                                         n_tags=5, n_labels=6)
+    assert float(dynamics.advantage_change_rate(params, one).cross_term.abs().max()) < 1e-15
+
+
+def test_advantage_change_along_training_reports_fractions():
+    run = dynamics.train_specialization_head(0, steps=60, lr=1.0, n_train=32, n_probe=16, record_every=20,
+                                             settle_window=20, task_sizes=SIZES)
+    g = torch.Generator().manual_seed(2)
+    batch = sp.sample_specialization_batch(8, generator=g, dtype=torch.float64, **SIZES)
+    trace = dynamics.advantage_change_along_training(run, batch)
+    assert len(trace["steps"]) == 4
+    for key in ("gain_correct", "gain_other_source", "rule_agreement", "correct_rich", "self_share"):
+        assert np.all((trace[key] >= 0) & (trace[key] <= 1))
+
+
+# --- Freezing the frame and the fine path record ------------------------------------------------
+
+
+def test_freezing_routing_later_keeps_it_from_that_step_and_path_is_recorded():
+    kw = dict(steps=60, lr=1.0, n_train=32, n_probe=16, record_every=20, settle_window=20, path_every=2)
+    run = dynamics.train_specialization_head(1, freeze_routing_at=20, **kw)
+    Wq = run.param_history["W_Q"]  # checkpoints at 0, 20, 40, 60
+    assert not np.array_equal(Wq[0], Wq[1])
+    np.testing.assert_array_equal(Wq[1], Wq[-1])
+    assert not np.array_equal(run.param_history["W_V"][1], run.param_history["W_V"][-1])
+    free = dynamics.train_specialization_head(1, **kw)
+    np.testing.assert_array_equal(free.train_loss[:20], run.train_loss[:20])
+    assert list(run.path_steps) == list(range(0, 62, 2))
+    assert run.frame_path.shape == run.value_path.shape == (30,)
+    # the recorded increments are the distances between the heavy checkpoints' neighbours too
+    assert np.all(run.frame_path >= 0) and run.value_path[:10].sum() > 0

@@ -377,6 +377,10 @@ class SpecializationRun:
     ``param_history`` name → ``(n_ckpt, *shape)`` the head at every checkpoint;
     ``shown_sequences`` the inputs and ground truth of the probe sequences in the snapshots
     (``x``, ``correct_source``, ``requests``, ``source_tags``, ``source_labels``, ``targets``).
+    With ``path_every``: ``path_steps`` (every ``path_every`` steps and the end) and the distance each
+    quantity moves between consecutive ones, ``frame_path`` (mean total variation of the query
+    attention rows) and ``value_path`` (RMS distance of the sources' values); see
+    :func:`path_settling_step`.
     """
 
     settings: dict[str, Any]
@@ -397,6 +401,9 @@ class SpecializationRun:
     specialization: np.ndarray
     param_history: dict[str, np.ndarray] = field(default_factory=dict)
     shown_sequences: dict[str, np.ndarray] = field(default_factory=dict)
+    path_steps: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int))
+    frame_path: np.ndarray = field(default_factory=lambda: np.empty(0))
+    value_path: np.ndarray = field(default_factory=lambda: np.empty(0))
 
     @property
     def change_steps(self) -> np.ndarray:
@@ -461,6 +468,8 @@ def train_specialization_head(
     n_show: int = 2,
     data_seed: int | None = None,
     task_sizes: dict[str, int] | None = None,
+    path_every: int | None = None,
+    freeze_routing_at: int | None = None,
 ) -> SpecializationRun:
     """Return a :class:`SpecializationRun`: full-batch gradient descent on the recall task, measured.
 
@@ -469,7 +478,10 @@ def train_specialization_head(
     (W_V) ``lr · value_lr_ratio``; matrices named in ``frozen`` keep their initial values (for
     ablations). Every ``record_every`` steps the E-step, M-step and specialization measures are
     taken on a fixed probe set of ``n_probe`` sequences. ``data_seed`` (default: ``seed``) draws
-    the data, so runs can share a task and differ only in initialisation.
+    the data, so runs can share a task and differ only in initialisation. ``path_every``: also record
+    the frame and the values every that many steps (cheap; for :func:`path_settling_step`).
+    ``freeze_routing_at`` = t: W_Q and W_K stop training from step t on (the frame frozen), the rest
+    trains on.
     """
     steps = check_positive_int("steps", steps)
     record_every = check_positive_int("record_every", record_every)
@@ -493,7 +505,22 @@ def train_specialization_head(
     values: list[torch.Tensor] = []
     snapshots: list[dict[str, np.ndarray]] = []
 
-    def measure(step: int, module: TrainableSingleHead, loss: float) -> dict[str, Any]:
+    path_at = set(range(0, steps, path_every)) | {steps} if path_every else set()
+    path: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+
+    def batches(step: int) -> SpecializationBatch:
+        if freeze_routing_at is not None and step == freeze_routing_at:
+            model.W_Q.requires_grad_(False)
+            model.W_K.requires_grad_(False)
+        return train
+
+    def measure(step: int, module: TrainableSingleHead, loss: float) -> dict[str, Any] | None:
+        if step in path_at:
+            with torch.no_grad():
+                fwd = task.query_forward(module.params, probe)
+                path.append((step, fwd.alpha[:, K:].clone(), fwd.v[:, :K].clone()))
+        if step % record_every and step != steps:
+            return None
         with torch.no_grad():
             p = module.params
             fwd = task.query_forward(p, probe)
@@ -512,9 +539,9 @@ def train_specialization_head(
                 "specialization": specialization_matrix(fwd.alpha, probe),
             }
 
-    history = fit(model, lambda step: train, steps=steps, optimizer=optimizer,
+    history = fit(model, batches, steps=steps, optimizer=optimizer,
                   loss_fn=lambda module, batch: task.query_loss(module.params, batch),
-                  callback=measure, callback_steps=range(0, steps, record_every))
+                  callback=measure, callback_steps=set(range(0, steps, record_every)) | path_at)
     recs = history.records
 
     def col(name: str) -> np.ndarray:
@@ -527,7 +554,8 @@ def train_specialization_head(
     settings = dict(seed=seed, steps=steps, lr=lr, value_lr_ratio=value_lr_ratio, frozen=list(frozen),
                     n_train=n_train, n_probe=n_probe, record_every=record_every, settle_window=settle_window,
                     d_k=d_k, d_v=d_v, init_std=init_std,
-                    data_seed=seed if data_seed is None else data_seed, **sizes)
+                    data_seed=seed if data_seed is None else data_seed, path_every=path_every,
+                    freeze_routing_at=freeze_routing_at, **sizes)
     return SpecializationRun(
         settings=settings,
         steps=col("step"),
@@ -548,6 +576,9 @@ def train_specialization_head(
         param_history={k: np.stack([s[k] for s in snapshots]) for k in snapshots[0]},
         shown_sequences={name: getattr(probe, name)[:n_show].numpy().copy() for name in
                          ("x", "correct_source", "requests", "source_tags", "source_labels", "targets")},
+        path_steps=np.array([t for t, _, _ in path], dtype=int),
+        frame_path=np.array([attention_distance(a, b) for (_, a, _), (_, b, _) in zip(path[:-1], path[1:])]),
+        value_path=np.array([value_distance(a, b) for (_, _, a), (_, _, b) in zip(path[:-1], path[1:])]),
     )
 
 
@@ -601,3 +632,257 @@ def prototype_trajectories(run: SpecializationRun, n_components: int = 2) -> tup
     n_ckpt, C, d_v = run.label_prototypes.shape
     coords = pca.transform(run.label_prototypes.reshape(-1, d_v)).reshape(n_ckpt, C, n_components)
     return coords, pca.explained_variance_ratio_
+
+
+# ---------------------------------------------------------------------------------------------
+# The rich-get-richer threshold: how a value step changes the advantage (issue 16, item 2)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AdvantageChange:
+    """The first-order change of the query rows' advantages under the value-only step (rates d/deta).
+
+    The step moves every value by ``Δv_j = eta w_j`` with ``w_j = −Σ_i' alpha_i'j u_i'`` (the value
+    law), the attention held (scores do not move). The advantage ``A_ij = Σ_j' alpha_ij' b_ij' − b_ij``
+    (:func:`attention_dynamics.gradients.advantage`; positive: the score rises) then changes at the rate
+    ``dA_ij/deta = self_term + cross_term + response_term``, all ``(B, Q, T)`` over the query rows:
+
+    - ``self_term = |u_i|² (alpha_ij − Σ_j' alpha_ij'²)``: query i's own pull on the values. Alone, it
+      makes A_ij grow exactly when alpha_ij exceeds Σ_j' alpha_ij'² (rich get richer);
+    - ``cross_term = c_ij − Σ_j' alpha_ij' c_ij'`` with ``c_ij = Σ_{i'≠i} alpha_i'j u_i·u_i'``: the pull
+      of the other queries that share the values;
+    - ``response_term = du_i·(g_i − v_j)``: the error signal's own change, ``du_i = H_i dg_i`` with
+      ``dg_i = Σ_j alpha_ij w_j`` and ``H_i = W_O (diag p_i − p_i p_iᵀ) W_Oᵀ / N`` (the readout's
+      response to the moved values; the paper's u-fixed picture leaves it out).
+
+    ``threshold = alpha_ij − Σ_j' alpha_ij'²``; ``mask`` ``(Q, T)``: True where key j ≤ query i.
+    """
+
+    alpha: torch.Tensor
+    advantage: torch.Tensor
+    self_term: torch.Tensor
+    cross_term: torch.Tensor
+    response_term: torch.Tensor
+    threshold: torch.Tensor
+    mask: torch.Tensor
+
+    @property
+    def total(self) -> torch.Tensor:
+        """Return the whole first-order rate ``dA_ij/deta`` ``(B, Q, T)``."""
+        return self.self_term + self.cross_term + self.response_term
+
+
+def _centred_rows(c: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """Return ``c_ij − Σ_j' alpha_ij' c_ij'`` (zero where alpha is 0)."""
+    out = c - (alpha * c).sum(-1, keepdim=True)
+    return torch.where(alpha > 0, out, torch.zeros((), dtype=c.dtype))
+
+
+def advantage_change_rate(params: SingleHeadParams, batch: SpecializationBatch) -> AdvantageChange:
+    """Return the :class:`AdvantageChange` of the value-only step on ``batch`` (closed form; use float64)."""
+    with torch.no_grad():
+        fwd = task.query_forward(params, batch)
+        K = batch.n_sources
+        alpha, u, v = fwd.alpha, fwd.u, fwd.v  # (B, T, T), (B, T, d_v) with u = 0 on sources
+        w = -responsibility_weighted_value_gradient(alpha, u)  # (B, T, d_v): dv_j/deta
+        uu = u @ u.transpose(-1, -2)  # (B, T, T): u_i·u_i'
+        a_q = alpha[:, K:]  # (B, Q, T)
+        u_sq = (u[:, K:] ** 2).sum(-1, keepdim=True)  # (B, Q, 1)
+        purity = (a_q ** 2).sum(-1, keepdim=True)  # Σ_j' alpha_ij'²
+        threshold = torch.where(a_q > 0, a_q - purity, torch.zeros((), dtype=a_q.dtype))
+        self_term = u_sq * threshold
+        c_all = (uu @ alpha)[:, K:]  # Σ_i' (u_i·u_i') alpha_i'j, every i' (u = 0 on sources)
+        cross = c_all - u_sq * a_q  # leave out i' = i
+        cross_term = _centred_rows(cross, a_q)
+        dg = (a_q @ w)  # (B, Q, d_v)
+        p = fwd.p[:, K:]  # (B, Q, C)
+        dz = dg @ params.W_O  # (B, Q, C)
+        dp = p * dz - p * (p * dz).sum(-1, keepdim=True)
+        du = dp @ params.W_O.transpose(0, 1) / batch.targets.numel()  # (B, Q, d_v)
+        r = du @ v.transpose(-1, -2)  # (B, Q, T): du_i·v_j
+        response_term = -_centred_rows(r, a_q)  # du_i·(g_i − v_j)
+        A = advantage(a_q, compatibility(u[:, K:], v))
+    T = batch.x.shape[1]
+    return AdvantageChange(alpha=a_q, advantage=A, self_term=self_term, cross_term=cross_term,
+                           response_term=response_term, threshold=threshold,
+                           mask=torch.ones(T, T, dtype=torch.bool).tril()[K:])
+
+
+def advantage_after_value_step(params: SingleHeadParams, batch: SpecializationBatch, eta: float) -> torch.Tensor:
+    """Return the query rows' advantages ``(B, Q, T)`` after a real value-only step of size ``eta``.
+
+    Independent of :func:`advantage_change_rate`: the error signal after the step is recomputed by
+    autograd of the query loss with respect to the mixtures g (attention held).
+    """
+    with torch.no_grad():
+        fwd = task.query_forward(params, batch)
+        K = batch.n_sources
+        v_new = fwd.v - eta * responsibility_weighted_value_gradient(fwd.alpha, fwd.u)
+    with torch.enable_grad():
+        g_new = (fwd.alpha @ v_new).requires_grad_(True)
+        loss = task.query_cross_entropy(g_new[:, K:] @ params.W_O, batch)
+        (u_new,) = torch.autograd.grad(loss, g_new)
+    return advantage(fwd.alpha[:, K:], compatibility(u_new[:, K:], v_new)).detach()
+
+
+def advantage_change_autograd(params: SingleHeadParams, batch: SpecializationBatch) -> torch.Tensor:
+    """Return ``dA_ij/deta`` at eta = 0 ``(B, Q, T)`` by forward-mode autograd through a real value step.
+
+    The error signal is the autograd gradient of the query loss with respect to the mixtures, so this
+    shares nothing with the closed form of :func:`advantage_change_rate` but the forward pass.
+    """
+    from torch.func import grad, jvp
+
+    with torch.no_grad():
+        fwd = task.query_forward(params, batch)
+        K = batch.n_sources
+        alpha = fwd.alpha
+        w = -responsibility_weighted_value_gradient(alpha, fwd.u)
+        v0 = fwd.v
+
+    def loss_of_g(g: torch.Tensor) -> torch.Tensor:
+        return task.query_cross_entropy(g[:, K:] @ params.W_O, batch)
+
+    def adv(eta: torch.Tensor) -> torch.Tensor:
+        v = v0 + eta * w
+        u = grad(loss_of_g)(alpha @ v)
+        return advantage(alpha[:, K:], compatibility(u[:, K:], v))
+
+    zero = torch.zeros((), dtype=v0.dtype)
+    return jvp(adv, (zero,), (torch.ones((), dtype=v0.dtype),))[1].detach()
+
+
+def advantage_change_along_training(run: "SpecializationRun", batch: SpecializationBatch) -> dict[str, np.ndarray]:
+    """Return, at every checkpoint of ``run``, which attended keys gain advantage under a value step.
+
+    Keys (arrays over checkpoints, fractions of attended (query, key) pairs): ``gain_correct``
+    / ``gain_other_source`` / ``gain_query_key``: the share whose total first-order change
+    ``dA/deta`` is positive, for the key holding the answer, the other sources and earlier queries;
+    ``rule_agreement``: the share whose total change has the sign of ``alpha_ij − Σ alpha_ij'²`` (the
+    rich-get-richer rule); ``correct_rich``: the share of correct-source pairs above that threshold;
+    ``self_share``: ``Σ|self_term| / (Σ|self| + Σ|cross| + Σ|response|)``. ``steps``: the checkpoints.
+    """
+    K = batch.n_sources
+    correct = F.one_hot(batch.correct_source, batch.x.shape[1]).bool()  # (B, Q, T)
+    is_source = torch.zeros(batch.x.shape[1], dtype=torch.bool)
+    is_source[:K] = True
+    out: dict[str, list[float]] = {k: [] for k in ("gain_correct", "gain_other_source", "gain_query_key",
+                                                   "rule_agreement", "correct_rich", "self_share")}
+    for index in range(len(run.steps)):
+        ch = advantage_change_rate(run.head_at(index), batch)
+        attended = (ch.alpha > 0) & ((ch.alpha > 0).sum(-1, keepdim=True) >= 2)
+        gain = ch.total > 0
+        other = attended & is_source & ~correct
+        queries = attended & ~is_source
+        out["gain_correct"].append(float(gain[attended & correct].double().mean()))
+        out["gain_other_source"].append(float(gain[other].double().mean()))
+        out["gain_query_key"].append(float(gain[queries].double().mean()) if queries.any() else float("nan"))
+        decided = attended & (ch.total != 0) & (ch.threshold != 0)
+        out["rule_agreement"].append(float((torch.sign(ch.total[decided]) == torch.sign(ch.threshold[decided]))
+                                           .double().mean()))
+        out["correct_rich"].append(float((ch.threshold[attended & correct] > 0).double().mean()))
+        parts = [t[attended].abs().sum() for t in (ch.self_term, ch.cross_term, ch.response_term)]
+        out["self_share"].append(float(parts[0] / sum(parts)))
+    return {"steps": np.asarray(run.steps), **{k: np.array(v) for k, v in out.items()}}
+
+
+def plot_advantage_change(trace: dict[str, np.ndarray], *, axes=None):
+    """Plot :func:`advantage_change_along_training`: who gains advantage, and how often the rule predicts it."""
+    from . import plotting
+
+    if axes is None:
+        _, axes = plotting.new_figure(2, width=4.4, height=3.2)
+    steps = trace["steps"]
+    ax = axes[0]
+    for key, label, colour in (("gain_correct", "the source holding the answer", 0),
+                               ("gain_other_source", "the other sources", 1),
+                               ("gain_query_key", "earlier queries", 2)):
+        ax.plot(steps, trace[key], color=plotting.PALETTE[colour], label=label)
+    ax.set(title="keys gaining advantage under a value step", xlabel="training step",
+           ylabel="share of attended pairs with dA/dη > 0", ylim=(-0.02, 1.02))
+    ax.legend(loc="best", fontsize=8)
+    ax = axes[1]
+    ax.plot(steps, trace["rule_agreement"], color=plotting.PALETTE[3],
+            label=r"sign of dA/dη = sign of $\alpha_{ij} - \sum_{j'} \alpha_{ij'}^2$")
+    ax.plot(steps, trace["correct_rich"], color=plotting.PALETTE[0], ls="--",
+            label="answer's source above the threshold")
+    ax.plot(steps, trace["self_share"], color=plotting.PALETTE[4], ls=":", label="self term's share of |dA/dη|")
+    ax.axhline(0.5, color="grey", lw=0.8)
+    ax.set(title="the rich-get-richer rule", xlabel="training step", ylabel="fraction", ylim=(-0.02, 1.02))
+    ax.legend(loc="best", fontsize=8)
+    return axes
+
+
+# ---------------------------------------------------------------------------------------------
+# The free-activation picture along training of the sticky-chain head (issue 16, item 1)
+# ---------------------------------------------------------------------------------------------
+
+
+def weight_step_along_training(
+    seed: int = 42, *, schedule: str = "sgd", steps: int = 1000, every: int = 100, eta: float = 0.01,
+    length: int = 2000,
+) -> dict[str, Any]:
+    """Return how far the free-activation laws are from a real weight step, along training of the sticky head.
+
+    The paper's sticky-chain head (chapter 5; :func:`attention_dynamics.experiments.em_vs_sgd.train_sticky_head`'s
+    data, initialisation and ``schedule``) is trained for ``steps`` steps; every ``every`` steps and at
+    the end, :func:`attention_dynamics.gradients.weight_step_check` takes one step of size ``eta`` on
+    its weights (float64) and returns the share of attended pairs whose attention moves with the sign of
+    their advantage (``sign_agreement``) and the cosine of the law's Δv with the actual one
+    (``value_cosine``). The same is measured on a reference input set where the two value pictures
+    coincide: ``d_in`` orthonormal inputs (``ref_*``; labels: the sequence's first ``d_in`` targets).
+    Returns lists keyed ``steps``, ``loss``, ``sign_agreement``, ``value_cosine``,
+    ``ref_sign_agreement``, ``ref_value_cosine``, and ``settings``.
+    """
+    from .experiments import em_vs_sgd as sticky
+    from .gradients import weight_step_check
+    from .training.head_engine import SingleHeadModule
+    from .training.schedules import get_schedule, make_backward, make_optimizer
+    from .tasks import sticky_chain
+
+    sched = get_schedule(schedule)
+    data = sticky_chain.make_sticky_chain_data(seed, length=length)
+    model = SingleHeadModule(sticky.initial_head(seed))
+    d_in = data.x.shape[-1]
+    basis = torch.linalg.qr(torch.randn(d_in, d_in, generator=torch_generator(seed), dtype=torch.float64))[0]
+    ref_y = data.y[:d_in]
+
+    def measure(step: int, m: SingleHeadModule, loss: float) -> dict[str, Any]:
+        params = m.head_params()
+        real = weight_step_check(data.x, params, data.y, eta=eta)
+        ref = weight_step_check(basis, params, ref_y, eta=eta)
+        return {"sign_agreement": real["sign_agreement"], "value_cosine": real["value_cosine"],
+                "ref_sign_agreement": ref["sign_agreement"], "ref_value_cosine": ref["value_cosine"]}
+
+    history = fit(model, lambda step: (data.x, data.y), steps=steps, optimizer=make_optimizer(model, sched),
+                  backward=make_backward(sched), callback=measure, callback_steps=range(0, steps, every))
+    recs = history.records
+    losses = list(history.losses)
+    out: dict[str, Any] = {"steps": [r["step"] for r in recs],
+                           "loss": [losses[min(r["step"], steps - 1)] for r in recs]}
+    for key in ("sign_agreement", "value_cosine", "ref_sign_agreement", "ref_value_cosine"):
+        out[key] = [r[key] for r in recs]
+    out["settings"] = dict(seed=seed, schedule=sched.name, steps=steps, every=every, eta=eta, length=length)
+    return out
+
+
+def plot_weight_step_along_training(traces: dict[str, dict[str, Any]], *, axes=None):
+    """Plot :func:`weight_step_along_training` traces (one per schedule): sign agreement and value cosine."""
+    from . import plotting
+
+    if axes is None:
+        _, axes = plotting.new_figure(2, width=4.2, height=3.1)
+    for n, (name, tr) in enumerate(traces.items()):
+        colour = plotting.PALETTE[n]
+        axes[0].plot(tr["steps"], tr["sign_agreement"], color=colour, marker="o", ms=3, label=f"{name}: sticky chain")
+        axes[0].plot(tr["steps"], tr["ref_sign_agreement"], color=colour, ls="--", label=f"{name}: orthonormal inputs")
+        axes[1].plot(tr["steps"], tr["value_cosine"], color=colour, marker="o", ms=3, label=f"{name}: sticky chain")
+        axes[1].plot(tr["steps"], tr["ref_value_cosine"], color=colour, ls="--", label=f"{name}: orthonormal inputs")
+    axes[0].axhline(0.5, color="grey", lw=0.8)
+    axes[0].set(title="attention moves with the advantage", xlabel="training step",
+                ylabel="share of attended pairs", ylim=(0.3, 1.02))
+    axes[1].set(title="value step: law vs real", xlabel="training step", ylabel="cos(law Δv, actual Δv)",
+                ylim=(-0.05, 1.05))
+    axes[0].legend(fontsize=7, loc="lower right")
+    return axes

@@ -47,6 +47,7 @@ __all__ = [
     "SETTINGS",
     "BIJECTION_TARGETS",
     "TrainedRun",
+    "freeze_query_key",
     "make_bijection_transformer",
     "make_hmm_transformer",
     "warmup_cosine",
@@ -187,12 +188,14 @@ def _set_threads(device: torch.device) -> int:
 
 
 def train_bijection(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", checkpoints: bool = True,
-                    progress: bool = False) -> TrainedRun:
+                    progress: bool = False, freeze_routing_at: int | None = None) -> TrainedRun:
     """Return the :class:`TrainedRun` of a transformer trained on fresh bijection-elimination batches.
 
     Loss: cross-entropy in nats at the key positions, against the exact posterior or the sampled
     value (``settings["bijection_target"]``). AdamW with warm-up and cosine decay, gradients clipped
     at 1. With ``checkpoints``, the weights at :func:`checkpoint_schedule` steps are kept.
+    ``freeze_routing_at`` = t: every layer's query and key weights keep their step-t values from then
+    on (:func:`freeze_query_key`); everything else trains on.
     """
     s = dict(settings)
     if s["bijection_target"] not in BIJECTION_TARGETS:
@@ -208,7 +211,11 @@ def train_bijection(settings: Mapping[str, Any], *, seed: int, device: str = "cp
         data = torch_generator(seed + _TRAIN_STREAM)
         V, L, B = s["V"], s["L"], s["bij_batch"]
 
+        frozen = freeze_query_key(model) if freeze_routing_at is not None else None
+
         def batches(step: int) -> bijection.BijectionBatch:
+            if frozen is not None and step >= freeze_routing_at:
+                frozen(step == freeze_routing_at)
             return bijection.sample_bijection_batch(B, V, L, generator=data).to(dev)
 
         def loss_fn(m: nn.Module, batch: bijection.BijectionBatch) -> torch.Tensor:
@@ -228,9 +235,33 @@ def train_bijection(settings: Mapping[str, Any], *, seed: int, device: str = "cp
         history = fit(model, batches, steps=steps, optimizer=optimizer, loss_fn=loss_fn,
                       scheduler=warmup_cosine(optimizer, steps, s["warmup_steps"]), grad_clip=1.0,
                       callback=keep if at else None, callback_steps=at, progress=progress, desc="bijection")
+        if frozen is not None and freeze_routing_at < steps:
+            frozen(False)  # undo the last step's move of the frozen rows
         return TrainedRun("bijection", s, _cpu_state(model), history.losses, kept)
     finally:
         torch.set_num_threads(threads)
+
+
+def freeze_query_key(model: CausalTransformer):
+    """Return ``hold(take)``: ``hold(True)`` stores every layer's query and key weights, ``hold(False)`` restores them.
+
+    Query and key are the first two thirds of each fused ``qkv`` projection (weights and bias).
+    Restoring them before every forward pass keeps them exactly where they were stored while the
+    optimiser moves everything else (AdamW's decay and moments of those rows have no effect).
+    """
+    held: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def hold(take: bool) -> None:
+        rows = [t[: 2 * attn.qkv.weight.shape[1]] for attn in model.attention_modules()
+                for t in (attn.qkv.weight, attn.qkv.bias) if t is not None]
+        with torch.no_grad():
+            if take:
+                held[:] = [r.clone() for r in rows]
+            else:
+                for r, h in zip(rows, held):
+                    r.copy_(h)
+
+    return hold
 
 
 def train_hmm(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", progress: bool = False) -> TrainedRun:
