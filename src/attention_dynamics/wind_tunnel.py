@@ -54,6 +54,7 @@ __all__ = [
     "train_bijection",
     "train_hmm",
     "train_both",
+    "bijection_settings",
     "bijection_log_probs",
     "hmm_log_probs",
     "bijection_batch_for_eval",
@@ -72,6 +73,8 @@ __all__ = [
     "geometry_summary",
     "bijection_geometry_nulls",
     "bijection_geometry_through_training",
+    "plot_hmm_kl_through_training",
+    "plot_geometry_through_training",
 ]
 
 #: Offsets added to the seed for the independent random streams of an experiment.
@@ -92,7 +95,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "V": 10, "L": 10, "bij_d_model": 64, "bij_n_layers": 4, "bij_n_heads": 2, "bij_steps": 2000,
         "bij_batch": 64, "bij_lr": 1e-3, "bijection_target": "posterior",
         "hmm_states": 5, "hmm_symbols": 5, "hmm_length": 20, "hmm_test_lengths": (20, 30, 50), "hmm_grid": None,
-        "hmm_d_model": 64, "hmm_n_layers": 2, "hmm_n_heads": 4, "hmm_steps": 3000, "hmm_batch": 64, "hmm_lr": 2e-3,
+        "hmm_d_model": 64, "hmm_n_layers": 2, "hmm_n_heads": 4, "hmm_steps": 8000, "hmm_batch": 64, "hmm_lr": 3e-3,
         "warmup_steps": 100, "n_checkpoints": 30, "n_eval": 2000, "n_probe": 256,
     },
     "paper": {
@@ -304,6 +307,11 @@ def train_both(settings: Mapping[str, Any], *, seed: int, device: str = "cpu") -
     jobs = [dict(task=t, settings=s, seed=int(seed), device=device) for t in ("bijection", "hmm")]
     bij, hmm_run = map_parallel(_train_job, jobs)
     return bij, hmm_run
+
+
+def bijection_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the settings the bijection run reads (every one but the ``hmm_*`` entries)."""
+    return {k: v for k, v in settings.items() if not k.startswith("hmm_")}
 
 
 def _plain_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -556,12 +564,17 @@ def _pc1(X: torch.Tensor, entropy: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return scores, ratios, rho
 
 
-def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch) -> GeometryReport:
-    """Return the :class:`GeometryReport` of a trained bijection transformer on the ``probe`` batch."""
+def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch, *,
+                       table: bool = True) -> GeometryReport:
+    """Return the :class:`GeometryReport` of a trained bijection transformer on the ``probe`` batch.
+
+    ``table=False`` leaves ``manifold_table`` empty (it is the costly part; the curves through
+    training do not need it).
+    """
     _, layers = probe_activations(model, probe.tokens)
     entropy = np.broadcast_to(bijection.bayes_entropy_bits(probe.V, probe.L), (len(probe), probe.L)).reshape(-1).copy()
     key_cos, key_cos_values, key_cos_keys, attn_entropy, attended, visible = [], [], [], [], [], []
-    table: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     for l, lay in enumerate(layers):
         keys = lay["keys"]  # (B, H, T, d_head)
         key_cos.append(float(geometry.mean_abs_cosine_per_set(keys).mean()))
@@ -572,14 +585,16 @@ def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch
         a, v = geometry.query_key_alignment(lay["queries"], lay["keys"], lay["attn_weights"])
         attended.append(a)
         visible.append(v)
-        for name, label in (("values", "values v_j"), ("context", "attention output g_i"), ("residual", "residual stream (in)")):
+        for name, label in (("values", "values v_j"), ("context", "attention output g_i"),
+                            ("residual", "residual stream (in)")) if table else ():
             t = lay[name][:, 0::2] if name == "residual" else _heads_concatenated(lay[name][:, :, 0::2])
             _, ratios, rho = _pc1(t.reshape(len(entropy), -1), entropy)
-            table.append({"layer": l, "representation": label, "pc1_ratio": float(ratios[0]), "spearman": rho})
-    out = layers[-1]["residual_out"][:, 0::2].reshape(len(entropy), -1)
-    _, ratios, rho = _pc1(out, entropy)
-    table.append({"layer": len(layers) - 1, "representation": "residual stream (out)", "pc1_ratio": float(ratios[0]),
-                  "spearman": rho})
+            rows.append({"layer": l, "representation": label, "pc1_ratio": float(ratios[0]), "spearman": rho})
+    if table:
+        out = layers[-1]["residual_out"][:, 0::2].reshape(len(entropy), -1)
+        _, ratios, rho = _pc1(out, entropy)
+        rows.append({"layer": len(layers) - 1, "representation": "residual stream (out)",
+                     "pc1_ratio": float(ratios[0]), "spearman": rho})
     v_scores, v_ratios, v_rho = _pc1(_heads_concatenated(layers[-1]["context"][:, :, 0::2]), entropy)
     first = F.normalize(layers[0]["keys"][0, 0].double(), dim=-1)  # (T, d_head): sequence 0, head 0
     T = probe.tokens.shape[1]
@@ -592,7 +607,7 @@ def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch
         attention_entropy_bits=np.array(attn_entropy), attention_entropy_uniform_bits=uniform,
         qk_alignment_attended=np.array(attended), qk_alignment_visible=np.array(visible),
         value_scores=v_scores, value_ratios=v_ratios, value_pc1_entropy_spearman=v_rho,
-        manifold_table=table, entropy_bits=entropy,
+        manifold_table=rows, entropy_bits=entropy,
     )
 
 
@@ -696,9 +711,9 @@ def bijection_geometry_nulls(run: TrainedRun, probe: bijection.BijectionBatch,
     """
     if 0 not in run.checkpoints:
         raise ValueError("the run kept no checkpoint at step 0; train with checkpoints=True")
-    return {"trained": geometry_summary(bijection_geometry(run.model(), probe)),
-            "untrained": geometry_summary(bijection_geometry(run.model(0), probe)),
-            "scrambled values": geometry_summary(bijection_geometry(run.model(), scrambled))}
+    return {"trained": geometry_summary(bijection_geometry(run.model(), probe, table=False)),
+            "untrained": geometry_summary(bijection_geometry(run.model(0), probe, table=False)),
+            "scrambled values": geometry_summary(bijection_geometry(run.model(), scrambled, table=False))}
 
 
 def bijection_geometry_through_training(run: TrainedRun, probe: bijection.BijectionBatch) -> dict[str, np.ndarray]:
@@ -706,5 +721,47 @@ def bijection_geometry_through_training(run: TrainedRun, probe: bijection.Biject
     if not run.checkpoints:
         raise ValueError("this run kept no checkpoints; train with checkpoints=True")
     steps = sorted(run.checkpoints)
-    rows = [geometry_summary(bijection_geometry(run.model(int(t)), probe)) for t in steps]
+    rows = [geometry_summary(bijection_geometry(run.model(int(t)), probe, table=False)) for t in steps]
     return {"step": np.array(steps), **{k: np.array([r[k] for r in rows]) for k in rows[0]}}
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def plot_hmm_kl_through_training(ax, curve: HMMCurve, *, target: float = 0.6) -> None:
+    """Draw the HMM model's KL at every checkpoint as a multiple of the context-blind level, one line per length.
+
+    1 (dashed) is the level of a model with no memory; ``target`` (dotted) is the book's transport bound.
+    """
+    from .plotting import PALETTE
+
+    x = np.maximum(curve.steps, 1)
+    for i, K in enumerate(curve.kl_bits):
+        ax.plot(x, curve.ratio(K), "o-", ms=3, color=PALETTE[i], label=f"K = {K}")
+    ax.axhline(1.0, color="k", ls="--", lw=1, label="context-blind level")
+    ax.axhline(target, color="k", ls=":", lw=1, label=f"transport bound ({target}×)")
+    ax.set(xscale="log", xlabel="training step (step 0 drawn at 1)", ylabel="KL / context-blind KL",
+           ylim=(0, min(3.0, 1.1 * max(float(np.max(curve.ratio(K)[1:])) for K in curve.kl_bits) + 0.1)))
+    ax.legend(frameon=False, fontsize=8)
+
+
+def plot_geometry_through_training(axes, curve: Mapping[str, np.ndarray], nulls: Mapping[str, Mapping[str, float]],
+                                   panels: Sequence[tuple[str, float]]) -> None:
+    """Draw geometry measures through training, one panel per ``(name, paper bound)`` in ``panels``.
+
+    Each panel shows the checkpoint values (:func:`bijection_geometry_through_training`), the paper's
+    bound (dotted) and the scrambled-values control (dashed); step 0 is the untrained model. The last
+    20 % of training is shaded: the window in which a plateau is judged (:func:`geometry.late_change`).
+    """
+    from .plotting import PALETTE
+
+    x = np.maximum(curve["step"], 1)
+    for ax, (name, bound) in zip(axes, panels):
+        ax.plot(x, curve[name], "o-", ms=3, color=PALETTE[0], label="trained (step 0: untrained)")
+        ax.axhline(nulls["scrambled values"][name], color=PALETTE[1], ls="--", lw=1, label="scrambled-values control")
+        ax.axhline(bound, color="k", ls=":", lw=1, label="Paper I's bound")
+        ax.axvspan(0.8 * curve["step"][-1], curve["step"][-1], color="grey", alpha=0.15, lw=0)
+        ax.set(xscale="log", xlabel="training step", title=name)
+    axes[0].legend(frameon=False, fontsize=7)
