@@ -95,7 +95,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "V": 10, "L": 10, "bij_d_model": 64, "bij_n_layers": 4, "bij_n_heads": 2, "bij_steps": 2000,
         "bij_batch": 64, "bij_lr": 1e-3, "bijection_target": "posterior",
         "hmm_states": 5, "hmm_symbols": 5, "hmm_length": 20, "hmm_test_lengths": (20, 30, 50), "hmm_grid": None,
-        "hmm_d_model": 64, "hmm_n_layers": 2, "hmm_n_heads": 4, "hmm_steps": 8000, "hmm_batch": 64, "hmm_lr": 3e-3,
+        "hmm_d_model": 64, "hmm_n_layers": 2, "hmm_n_heads": 4, "hmm_steps": 3000, "hmm_batch": 64, "hmm_lr": 2e-3,
         "warmup_steps": 100, "n_checkpoints": 30, "n_eval": 2000, "n_probe": 256,
     },
     "paper": {
