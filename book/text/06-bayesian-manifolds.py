@@ -399,7 +399,9 @@ claims.record(
     params={**hmm_params, "length": K_long},
 )
 # The KL at every checkpoint, as a multiple of the context-blind level: has it plateaued?
-hmm_curve = wind_tunnel.hmm_kl_through_training(hmm_run, {K: eval_hmm[K] for K in (K_train, K_long)})
+hmm_curve = wind_tunnel.hmm_kl_through_training(
+    hmm_run, {K: eval_hmm[K] for K in (K_train, K_long)}
+)
 PLATEAU_RATIO = 0.05  # plateau: the ratio moves by less than this over the last 20 % of training
 hmm_late = {K: geometry.late_change(hmm_curve.steps, hmm_curve.ratio(K)) for K in (K_train, K_long)}
 UNDER_BUDGET = (
@@ -529,7 +531,7 @@ plotting.plt.show()
 # does not accumulate error, but it has no transport to generalise either.
 #
 # **Through training.** The second figure follows the KL at every checkpoint as a multiple of the context-blind level,
-# at $K =$ {glue:text}`manifolds.hmm_K_train` and {glue:text}`manifolds.hmm_K_long`. At initialisation the model is more than ten times worse than the context-blind level; the ratio falls steeply, then flattens just above 1, where the run ends. Over the last 20 % of
+# at $K =$ {glue:text}`manifolds.hmm_K_train` and {glue:text}`manifolds.hmm_K_long`. The ratio falls steeply over the first thousand steps, then more slowly as the learning rate decays, and the run ends just above 1. Over the last 20 % of
 # training the ratio moves by {glue:text}`manifolds.hmm_late_change_train:.3f` at the training length and
 # {glue:text}`manifolds.hmm_late_change_long:.3f` at 2.5 times it (the book calls a metric *plateaued* when it moves by
 # less than {glue:text}`manifolds.plateau_ratio` there). The learning rate decays to zero along a cosine, so a flat end
@@ -565,7 +567,7 @@ plotting.plt.show()
 probe = wind_tunnel.bijection_probe_batch(cfg, seed=seed)
 geo = wind_tunnel.bijection_geometry(bij_model, probe)
 geo_params = {**bij_params, "n_probe": cfg.n_probe, "d_head": cfg.bij_d_model // cfg.bij_n_heads}
-# Nulls: the same model untrained (step 0) and on scrambled values; and every number through training.
+# Nulls: the same model untrained (step 0) and on scrambled values; every number through training.
 nulls = wind_tunnel.bijection_geometry_nulls(
     bij_run, probe, wind_tunnel.bijection_scrambled_probe(cfg, seed=seed)
 )
@@ -582,8 +584,11 @@ late = {name: geometry.late_change(geo_curve["step"], geo_curve[name]) for name 
 def plateau_note(name):
     moved, amount = late[name], PLATEAU[name]
     if moved < amount:
-        return f"the metric has plateaued (it moved {moved:.3f} < {amount} over the last 20 % of training)"
-    return f"the metric still moved {moved:.3f} ≥ {amount} over the last 20 % of training: not decided"
+        return (
+            f"the metric has plateaued (it moved {moved:.3f} < {amount} over the last 20 % "
+            "of training)"
+        )
+    return f"it still moved {moved:.3f} ≥ {amount} over the last 20 % of training: not decided"
 
 
 claims.record(
