@@ -530,7 +530,7 @@ plotting.plt.show()
 # entropy errors of 0.012 and 0.029 bits at 30 and 50. A model that scores the context-blind level at every length
 # does not accumulate error, but it has no transport to generalise either.
 #
-# **Through training.** The second figure follows the KL at every checkpoint as a multiple of the context-blind level,
+# **Through training.** The last figure follows the KL at every checkpoint as a multiple of the context-blind level,
 # at $K =$ {glue:text}`manifolds.hmm_K_train` and {glue:text}`manifolds.hmm_K_long`. The ratio falls steeply over the first thousand steps, then more slowly as the learning rate decays, and the run ends just above 1. Over the last 20 % of
 # training the ratio moves by {glue:text}`manifolds.hmm_late_change_train:.3f` at the training length and
 # {glue:text}`manifolds.hmm_late_change_long:.3f` at 2.5 times it (the book calls a metric *plateaued* when it moves by
@@ -851,7 +851,7 @@ plotting.plt.show()
 # {glue:text}`geometry.value_pc1_ratio_this_seed_untrained:.2f` and $\rho =$
 # {glue:text}`geometry.value_pc1_entropy_spearman_this_seed_untrained:.2f`, and the trained model on scrambled values,
 # where there is no bijection to eliminate, {glue:text}`geometry.value_pc1_ratio_this_seed_scrambled:.2f` and
-# $\rho =$ {glue:text}`geometry.value_pc1_entropy_spearman_this_seed_scrambled:.2f`. Untrained, the attention output is already ordered by entropy — an average over the $2t + 1$ tokens a query sees carries position — though PC1 holds little of the variance; and on scrambled values the trained model keeps almost all of its ordering and most of its PC1 share. What training adds is the concentration on one direction, and that direction is ordered by position whether or not there is a bijection to eliminate: the ordering is no evidence that the model computes the posterior. The HMM, whose
+# $\rho =$ {glue:text}`geometry.value_pc1_entropy_spearman_this_seed_scrambled:.2f`. Untrained, the attention output is already partly ordered by entropy — an average over the $2t + 1$ tokens a query sees carries position — though PC1 holds little of the variance; and on scrambled values the trained model keeps almost all of its ordering and most of its PC1 share. What training adds is the concentration on one direction, and that direction is ordered by position whether or not there is a bijection to eliminate: the ordering is no evidence that the model computes the posterior. The HMM, whose
 # posterior entropy varies from sequence to sequence at a fixed step, separates the two:
 
 # %% tags=["trained-output", "hide-input"]
