@@ -133,3 +133,16 @@ def test_stays_above_step():
     assert geometry.stays_above_step(steps, [0.5, 0.96, 0.97, 0.99], 0.95) == 10
     assert geometry.stays_above_step(steps, [0.96, 0.97, 0.98, 0.99], 0.95) == 0
     assert geometry.stays_above_step(steps, [0.96, 0.97, 0.98, 0.90], 0.95) is None
+
+
+def test_late_change_is_the_range_over_the_last_fifth():
+    steps = np.arange(0, 101, 10)
+    values = np.array([5.0, 4, 3, 2, 1, 0.5, 0.4, 0.3, 0.25, 0.31, 0.2])
+    # steps 80, 90, 100 lie in the last 20 %: range of (0.25, 0.31, 0.2)
+    assert geometry.late_change(steps, values) == pytest.approx(0.11)
+    assert geometry.late_change(steps, values, last=0.45) == pytest.approx(0.4 - 0.2)  # steps 60..100
+    assert geometry.late_change(steps, np.full(11, 7.0)) == 0.0
+    with pytest.raises(ValueError):
+        geometry.late_change(steps[::-1], values)
+    with pytest.raises(ValueError):
+        geometry.late_change(steps, values, last=1.0)

@@ -40,7 +40,9 @@ def test_committed_file_is_consistent_with_its_runs_and_the_chapters_settings():
 
     stored = json.loads(data_path(seed_spread.SPREAD_FILE).read_text(encoding="utf-8"))
     assert stored["scale"] == "book" and stored["seeds"] == list(seed_spread.SEEDS)
-    assert stored["settings"]["geometry"] == json.loads(json.dumps(wind_tunnel.SETTINGS["book"]))
+    bij = wind_tunnel.bijection_settings(wind_tunnel.SETTINGS["book"])
+    assert stored["settings"]["geometry"] == json.loads(json.dumps(bij))
+    assert "bij_steps" in bij and not any(k.startswith("hmm_") for k in bij)
     assert stored["settings"]["binding"] == json.loads(json.dumps({**arch.SETTINGS["book"], "family": "mamba"}))
     runs = stored["runs"]
     for name, key, group in (("value_pc1_ratio", "value_pc1_ratio", "geometry"),

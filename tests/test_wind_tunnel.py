@@ -137,3 +137,60 @@ def test_parallel_training_equals_in_process_training():
     bij, hmm_run = wind_tunnel.train_both(TINY, seed=5)
     for run, direct in ((bij, wind_tunnel.train_bijection(TINY, seed=5)), (hmm_run, wind_tunnel.train_hmm(TINY, seed=5))):
         np.testing.assert_array_equal(run.losses, direct.losses)
+
+
+def test_geometry_nulls_untrained_is_the_initialisation_and_control_keeps_positions(tiny_run):
+    probe = wind_tunnel.bijection_probe_batch(TINY, seed=3)
+    scrambled = wind_tunnel.bijection_scrambled_probe(TINY, seed=3)
+    V = TINY["V"]
+    # the control keeps the keys and the token types, and its values are no longer a bijection's
+    torch.testing.assert_close(scrambled.tokens[:, 0::2], probe.tokens[:, 0::2], rtol=0, atol=0)
+    assert ((scrambled.tokens[:, 1::2] >= V) & (scrambled.tokens[:, 1::2] < 2 * V)).all()
+    repeats = [len(set(row.tolist())) < len(row) for row in scrambled.tokens[:, 1::2]]
+    assert any(repeats)
+    nulls = wind_tunnel.bijection_geometry_nulls(tiny_run, probe, scrambled)
+    assert set(nulls) == {"trained", "untrained", "scrambled values"}
+    # the untrained column is a freshly initialised model of the same size and seed, measured independently
+    torch.manual_seed(3)
+    fresh = wind_tunnel.make_bijection_transformer(V, TINY["L"], d_model=TINY["bij_d_model"],
+                                                   n_layers=TINY["bij_n_layers"], n_heads=TINY["bij_n_heads"]).eval()
+    geo = wind_tunnel.bijection_geometry(fresh, probe)
+    assert nulls["untrained"]["key |cos|, layer 0, all positions"] == pytest.approx(geo.key_abs_cos[0], rel=1e-9)
+    assert nulls["untrained"]["key |cos|, layer 0, key tokens"] == pytest.approx(geo.key_abs_cos_key_tokens[0], rel=1e-9)
+    reduction = 1 - geo.attention_entropy_bits[-1] / geo.attention_entropy_bits[0]
+    assert nulls["untrained"]["attention entropy reduction, first → last layer"] == pytest.approx(reduction, rel=1e-9)
+    # the trained column is the final model's; the curve through training ends on it and starts untrained
+    curve = wind_tunnel.bijection_geometry_through_training(tiny_run, probe)
+    np.testing.assert_array_equal(curve["step"], sorted(tiny_run.checkpoints))
+    for name, value in nulls["trained"].items():
+        assert curve[name][-1] == pytest.approx(value, rel=1e-9, abs=1e-12)
+        assert curve[name][0] == pytest.approx(nulls["untrained"][name], rel=1e-9, abs=1e-12)
+    assert nulls["scrambled values"]["value PC1 share"] != nulls["trained"]["value PC1 share"]
+
+
+def test_hmm_checkpoints_and_the_kl_curve_against_the_context_blind_level():
+    run = wind_tunnel.train_hmm(TINY, seed=4)
+    plain = wind_tunnel.train_hmm(TINY, seed=4, checkpoints=False)
+    np.testing.assert_array_equal(run.losses, plain.losses)  # keeping checkpoints changes nothing
+    assert sorted(run.checkpoints) == wind_tunnel.checkpoint_schedule(30, 6) and not plain.checkpoints
+    batches = {K: wind_tunnel.hmm_batch_for_eval(TINY, K, seed=4, n=16) for K in (8, 20)}
+    curve = wind_tunnel.hmm_kl_through_training(run, batches)
+    for K, b in batches.items():
+        # independent computation: KL(filter ‖ model) and KL(filter ‖ current observation only), by hand
+        p = b.posterior
+        q = wind_tunnel.hmm_log_probs(run.model(), b).exp()
+        kl = (p * (p.log() - q.log())).sum(-1).mean() / math.log(2)
+        assert curve.kl_bits[K][-1] == pytest.approx(float(kl), rel=1e-9)
+        prior = torch.full((16, 5), 0.2, dtype=torch.float64)
+        blind = []
+        for t in range(K):
+            r = prior * b.emission[torch.arange(16), :, b.observations[:, t]]
+            blind.append(r / r.sum(-1, keepdim=True))
+            prior = torch.einsum("bs,bst->bt", prior, b.transition)
+        blind = torch.stack(blind, 1)
+        expected = (p * (p.log() - blind.log())).sum(-1).mean() / math.log(2)
+        assert curve.context_blind_kl_bits[K] == pytest.approx(float(expected), rel=1e-9)
+        np.testing.assert_allclose(curve.ratio(K), curve.kl_bits[K] / float(expected), rtol=1e-9)
+    assert curve.kl_bits[8].shape == (len(run.checkpoints),)
+    with pytest.raises(ValueError, match="checkpoints"):
+        wind_tunnel.hmm_kl_through_training(plain, batches)

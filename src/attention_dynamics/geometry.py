@@ -29,6 +29,7 @@ __all__ = [
     "attention_pattern_similarity",
     "settle_step",
     "stays_above_step",
+    "late_change",
 ]
 
 
@@ -195,3 +196,21 @@ def stays_above_step(steps, values, threshold: float) -> int | None:
     if below[-1] == s.size - 1:
         return None
     return int(s[below[-1] + 1])
+
+
+def late_change(steps, values, *, last: float = 0.2) -> float:
+    """Return how much a trajectory still moves over the last ``last`` fraction of training: max − min there.
+
+    The values m(s) at increasing ``steps`` are taken at every step s ≥ (1 − last) · s_final (the
+    final one included). A metric has *plateaued* at a stated amount δ when this is below δ. Under a
+    learning rate that decays to zero the late steps move little by construction, so a plateau says
+    that this schedule is done, not that a longer one would end at the same value.
+    """
+    s = np.asarray(steps, dtype=np.float64)
+    m = np.asarray(values, dtype=np.float64)
+    if s.ndim != 1 or m.shape != s.shape or s.size < 2 or np.any(np.diff(s) <= 0):
+        raise ValueError("steps must be increasing and values must have one entry per step (at least two)")
+    if not 0 < last < 1:
+        raise ValueError(f"last must be in (0, 1), got {last}")
+    late = m[s >= (1.0 - last) * s[-1]]
+    return float(late.max() - late.min())

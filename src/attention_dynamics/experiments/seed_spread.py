@@ -126,7 +126,7 @@ def compute(scale: str = "book", seeds: Sequence[int] = SEEDS, *, processes: int
                  "their threshold; written by `python -m attention_dynamics.experiments.seed_spread`.",
         "scale": scale,
         "seeds": seeds,
-        "settings": {"geometry": dict(wind_tunnel.SETTINGS[scale]),
+        "settings": {"geometry": wind_tunnel.bijection_settings(wind_tunnel.SETTINGS[scale]),
                      "binding": {**arch.SETTINGS[scale], "family": "mamba"}},
         "runs": {"geometry": geometry_runs, "binding_mamba": binding_runs},
         "intervals": {

@@ -55,11 +55,14 @@ __all__ = [
     "train_bijection",
     "train_hmm",
     "train_both",
+    "bijection_settings",
     "bijection_log_probs",
     "hmm_log_probs",
     "bijection_batch_for_eval",
     "bijection_probe_batch",
     "hmm_batch_for_eval",
+    "HMMCurve",
+    "hmm_kl_through_training",
     "trained_bijection_transformer",
     "FramePrecision",
     "frame_precision",
@@ -67,6 +70,12 @@ __all__ = [
     "bijection_geometry",
     "HMMManifold",
     "hmm_manifold",
+    "bijection_scrambled_probe",
+    "geometry_summary",
+    "bijection_geometry_nulls",
+    "bijection_geometry_through_training",
+    "plot_hmm_kl_through_training",
+    "plot_geometry_through_training",
 ]
 
 #: Offsets added to the seed for the independent random streams of an experiment.
@@ -264,11 +273,14 @@ def freeze_query_key(model: CausalTransformer):
     return hold
 
 
-def train_hmm(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", progress: bool = False) -> TrainedRun:
+def train_hmm(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", checkpoints: bool = True,
+              progress: bool = False) -> TrainedRun:
     """Return the :class:`TrainedRun` of a transformer trained on fresh HMM-filtering batches of length K.
 
     Loss: soft-target cross-entropy in nats against the exact filtering posterior (its minimum is
     the mean posterior entropy). AdamW with warm-up and cosine decay, gradients clipped at 1.
+    With ``checkpoints``, the weights at :func:`checkpoint_schedule` steps are kept (for the
+    calibration curve through training, :func:`hmm_kl_through_training`).
     """
     s = dict(settings)
     dev = resolve_device(device)
@@ -289,11 +301,17 @@ def train_hmm(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", pr
             return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
 
         steps = s["hmm_steps"]
+        kept: dict[int, dict[str, torch.Tensor]] = {}
+        at = checkpoint_schedule(steps, s["n_checkpoints"]) if checkpoints else []
+
+        def keep(step: int, m: nn.Module, _loss: float) -> None:
+            kept[step] = _cpu_state(m)
+
         optimizer = _optimizer(model, s["hmm_lr"])
         history = fit(model, batches, steps=steps, optimizer=optimizer, loss_fn=loss_fn,
                       scheduler=warmup_cosine(optimizer, steps, s["warmup_steps"]), grad_clip=1.0,
-                      progress=progress, desc="HMM")
-        return TrainedRun("hmm", s, _cpu_state(model), history.losses)
+                      callback=keep if at else None, callback_steps=at, progress=progress, desc="HMM")
+        return TrainedRun("hmm", s, _cpu_state(model), history.losses, kept)
     finally:
         torch.set_num_threads(threads)
 
@@ -320,6 +338,11 @@ def train_both(settings: Mapping[str, Any], *, seed: int, device: str = "cpu") -
     jobs = [dict(task=t, settings=s, seed=int(seed), device=device) for t in ("bijection", "hmm")]
     bij, hmm_run = map_parallel(_train_job, jobs)
     return bij, hmm_run
+
+
+def bijection_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the settings the bijection run reads (every one but the ``hmm_*`` entries)."""
+    return {k: v for k, v in settings.items() if not k.startswith("hmm_")}
 
 
 def _plain_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -367,6 +390,38 @@ def hmm_log_probs(model: nn.Module, batch: hmm.HMMBatch) -> torch.Tensor:
     model.eval()
     device = next(model.parameters()).device
     return torch.log_softmax(model(batch.inputs.to(device)).double().cpu(), dim=-1)
+
+
+@dataclass
+class HMMCurve:
+    """HMM calibration through training, at the checkpoint steps of a run.
+
+    ``kl_bits[K]`` ``(n_ckpt,)``: mean KL(exact filter ‖ model) in bits on the batch of length ``K``;
+    ``context_blind_kl_bits[K]``: the same for the posterior given only the current observation
+    (:func:`~attention_dynamics.tasks.hmm.context_blind_posterior`), the level a model with no memory
+    reaches; ``ratio(K)``: the model's KL over that level.
+    """
+
+    steps: np.ndarray
+    kl_bits: dict[int, np.ndarray]
+    context_blind_kl_bits: dict[int, float]
+
+    def ratio(self, K: int) -> np.ndarray:
+        """Return the KL at every checkpoint as a multiple of the context-blind level at length ``K``."""
+        return self.kl_bits[K] / self.context_blind_kl_bits[K]
+
+
+def hmm_kl_through_training(run: TrainedRun, batches: Mapping[int, hmm.HMMBatch]) -> HMMCurve:
+    """Return the :class:`HMMCurve` of an HMM run with checkpoints, on held-out ``batches`` (length → batch)."""
+    if not run.checkpoints:
+        raise ValueError("this run kept no checkpoints; train with checkpoints=True")
+    steps = np.array(sorted(run.checkpoints))
+    kl = {K: np.array([calibration.calibration_report(b.posterior, hmm_log_probs(run.model(int(t)), b)).kl_bits
+                       for t in steps]) for K, b in batches.items()}
+    blind = {K: calibration.calibration_report(
+        b.posterior, hmm.context_blind_posterior(b.transition, b.emission, b.observations).log()).kl_bits
+        for K, b in batches.items()}
+    return HMMCurve(steps=steps, kl_bits=kl, context_blind_kl_bits=blind)
 
 
 @lru_cache(maxsize=4)
@@ -540,12 +595,17 @@ def _pc1(X: torch.Tensor, entropy: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return scores, ratios, rho
 
 
-def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch) -> GeometryReport:
-    """Return the :class:`GeometryReport` of a trained bijection transformer on the ``probe`` batch."""
+def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch, *,
+                       table: bool = True) -> GeometryReport:
+    """Return the :class:`GeometryReport` of a trained bijection transformer on the ``probe`` batch.
+
+    ``table=False`` leaves ``manifold_table`` empty (it is the costly part; the curves through
+    training do not need it).
+    """
     _, layers = probe_activations(model, probe.tokens)
     entropy = np.broadcast_to(bijection.bayes_entropy_bits(probe.V, probe.L), (len(probe), probe.L)).reshape(-1).copy()
     key_cos, key_cos_values, key_cos_keys, attn_entropy, attended, visible = [], [], [], [], [], []
-    table: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     for l, lay in enumerate(layers):
         keys = lay["keys"]  # (B, H, T, d_head)
         key_cos.append(float(geometry.mean_abs_cosine_per_set(keys).mean()))
@@ -556,14 +616,16 @@ def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch
         a, v = geometry.query_key_alignment(lay["queries"], lay["keys"], lay["attn_weights"])
         attended.append(a)
         visible.append(v)
-        for name, label in (("values", "values v_j"), ("context", "attention output g_i"), ("residual", "residual stream (in)")):
+        for name, label in (("values", "values v_j"), ("context", "attention output g_i"),
+                            ("residual", "residual stream (in)")) if table else ():
             t = lay[name][:, 0::2] if name == "residual" else _heads_concatenated(lay[name][:, :, 0::2])
             _, ratios, rho = _pc1(t.reshape(len(entropy), -1), entropy)
-            table.append({"layer": l, "representation": label, "pc1_ratio": float(ratios[0]), "spearman": rho})
-    out = layers[-1]["residual_out"][:, 0::2].reshape(len(entropy), -1)
-    _, ratios, rho = _pc1(out, entropy)
-    table.append({"layer": len(layers) - 1, "representation": "residual stream (out)", "pc1_ratio": float(ratios[0]),
-                  "spearman": rho})
+            rows.append({"layer": l, "representation": label, "pc1_ratio": float(ratios[0]), "spearman": rho})
+    if table:
+        out = layers[-1]["residual_out"][:, 0::2].reshape(len(entropy), -1)
+        _, ratios, rho = _pc1(out, entropy)
+        rows.append({"layer": len(layers) - 1, "representation": "residual stream (out)",
+                     "pc1_ratio": float(ratios[0]), "spearman": rho})
     v_scores, v_ratios, v_rho = _pc1(_heads_concatenated(layers[-1]["context"][:, :, 0::2]), entropy)
     first = F.normalize(layers[0]["keys"][0, 0].double(), dim=-1)  # (T, d_head): sequence 0, head 0
     T = probe.tokens.shape[1]
@@ -576,7 +638,7 @@ def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch
         attention_entropy_bits=np.array(attn_entropy), attention_entropy_uniform_bits=uniform,
         qk_alignment_attended=np.array(attended), qk_alignment_visible=np.array(visible),
         value_scores=v_scores, value_ratios=v_ratios, value_pc1_entropy_spearman=v_rho,
-        manifold_table=table, entropy_bits=entropy,
+        manifold_table=rows, entropy_bits=entropy,
     )
 
 
@@ -625,3 +687,112 @@ def hmm_manifold(model: CausalTransformer, batch: hmm.HMMBatch) -> HMMManifold:
     scores, ratios, rho, within = measure(_heads_concatenated(layers[-1]["context"]))
     return HMMManifold(scores=scores, ratios=ratios, spearman=rho, within_position_spearman=within,
                        manifold_table=table, entropy_bits=entropy.reshape(-1))
+
+
+# --------------------------------------------------------------------------------------------
+# Geometry beside its nulls, and through training
+# --------------------------------------------------------------------------------------------
+
+
+def bijection_scrambled_probe(settings: Mapping[str, Any], *, seed: int) -> bijection.BijectionBatch:
+    """Return the probe batch with every revealed value replaced by an independent uniform value token.
+
+    The control for the bijection geometry: positions and token types (key, value) are those of the
+    probe, but the values are no longer a bijection's (repeats occur), so nothing is left to
+    eliminate consistently. ``posterior`` is recomputed from the scrambled tokens
+    (:func:`~attention_dynamics.tasks.bijection.exact_posterior`: uniform over the values not shown);
+    ``keys`` / ``targets`` / ``bijection`` are the original sequences' and do not match the tokens —
+    the batch is for geometry only.
+    """
+    probe = bijection_probe_batch(settings, seed=seed)
+    g = torch_generator(seed + _PROBE_STREAM + 1)
+    tokens = probe.tokens.clone()
+    tokens[:, 1::2] = probe.V + torch.randint(probe.V, tokens[:, 1::2].shape, generator=g)
+    return bijection.BijectionBatch(tokens=tokens, keys=probe.keys, targets=probe.targets, bijection=probe.bijection,
+                                    posterior=bijection.exact_posterior(tokens, probe.V), V=probe.V, L=probe.L)
+
+
+def geometry_summary(report: GeometryReport) -> dict[str, float]:
+    """Return the geometry numbers the chapter states, by name, from one :class:`GeometryReport`.
+
+    Key ``|cos|`` at layer 0 over every position and over the key-token positions only (Paper I's
+    measure), the value manifold's PC1 share and its Spearman ρ with the entropy log2(V − t), the
+    attention entropy of every layer (bits) and its relative fall from the first to the last layer.
+    """
+    out = {"key |cos|, layer 0, all positions": float(report.key_abs_cos[0]),
+           "key |cos|, layer 0, key tokens": float(report.key_abs_cos_key_tokens[0]),
+           "value PC1 share": float(report.value_ratios[0]),
+           "ρ(value PC1, entropy)": float(report.value_pc1_entropy_spearman)}
+    for l, h in enumerate(report.attention_entropy_bits):
+        out[f"attention entropy, layer {l} (bits)"] = float(h)
+    out["attention entropy reduction, first → last layer"] = float(report.attention_entropy_reduction)
+    return out
+
+
+def bijection_geometry_nulls(run: TrainedRun, probe: bijection.BijectionBatch,
+                             scrambled: bijection.BijectionBatch) -> dict[str, dict[str, float]]:
+    """Return :func:`geometry_summary` of the trained model, of its untrained self and of the control.
+
+    ``"trained"``: the final weights on ``probe``; ``"untrained"``: the same model at step 0 (its
+    initialisation: same size, same seed, no training; the run must have kept checkpoint 0);
+    ``"scrambled values"``: the trained model on ``scrambled`` (:func:`bijection_scrambled_probe`).
+    The untrained column is what size, initialisation and the inputs' statistics give with no
+    learning; the scrambled column is what the trained weights give when positions and token types
+    are kept but the sequence no longer holds a bijection to eliminate.
+    """
+    if 0 not in run.checkpoints:
+        raise ValueError("the run kept no checkpoint at step 0; train with checkpoints=True")
+    return {"trained": geometry_summary(bijection_geometry(run.model(), probe, table=False)),
+            "untrained": geometry_summary(bijection_geometry(run.model(0), probe, table=False)),
+            "scrambled values": geometry_summary(bijection_geometry(run.model(), scrambled, table=False))}
+
+
+def bijection_geometry_through_training(run: TrainedRun, probe: bijection.BijectionBatch) -> dict[str, np.ndarray]:
+    """Return :func:`geometry_summary` at every checkpoint of a bijection run: name → ``(n_ckpt,)``, plus ``"step"``."""
+    if not run.checkpoints:
+        raise ValueError("this run kept no checkpoints; train with checkpoints=True")
+    steps = sorted(run.checkpoints)
+    rows = [geometry_summary(bijection_geometry(run.model(int(t)), probe, table=False)) for t in steps]
+    return {"step": np.array(steps), **{k: np.array([r[k] for r in rows]) for k in rows[0]}}
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def plot_hmm_kl_through_training(ax, curve: HMMCurve, *, target: float = 0.6) -> None:
+    """Draw the HMM model's KL at every checkpoint as a multiple of the context-blind level, one line per length.
+
+    1 (dashed) is the level of a model with no memory; ``target`` (dotted) is the book's transport bound.
+    """
+    from ..plotting import PALETTE
+
+    x = np.maximum(curve.steps, 1)
+    for i, K in enumerate(curve.kl_bits):
+        ax.plot(x, curve.ratio(K), "o-", ms=3, color=PALETTE[i], label=f"K = {K}")
+    ax.axhline(1.0, color="k", ls="--", lw=1, label="context-blind level")
+    ax.axhline(target, color="k", ls=":", lw=1, label=f"transport bound ({target}×)")
+    ax.set(xscale="log", xlabel="training step (step 0 drawn at 1)", ylabel="KL / context-blind KL",
+           ylim=(0, min(3.0, 1.1 * max(float(np.max(curve.ratio(K)[1:])) for K in curve.kl_bits) + 0.1)))
+    ax.legend(frameon=False, fontsize=8)
+
+
+def plot_geometry_through_training(axes, curve: Mapping[str, np.ndarray], nulls: Mapping[str, Mapping[str, float]],
+                                   panels: Sequence[tuple[str, float]]) -> None:
+    """Draw geometry measures through training, one panel per ``(name, paper bound)`` in ``panels``.
+
+    Each panel shows the checkpoint values (:func:`bijection_geometry_through_training`), the paper's
+    bound (dotted) and the scrambled-values control (dashed); step 0 is the untrained model. The last
+    20 % of training is shaded: the window in which a plateau is judged (:func:`geometry.late_change`).
+    """
+    from ..plotting import PALETTE
+
+    x = np.maximum(curve["step"], 1)
+    for ax, (name, bound) in zip(axes, panels):
+        ax.plot(x, curve[name], "o-", ms=3, color=PALETTE[0], label="trained (step 0: untrained)")
+        ax.axhline(nulls["scrambled values"][name], color=PALETTE[1], ls="--", lw=1, label="scrambled-values control")
+        ax.axhline(bound, color="k", ls=":", lw=1, label="Paper I's bound")
+        ax.axvspan(0.8 * curve["step"][-1], curve["step"][-1], color="grey", alpha=0.15, lw=0)
+        ax.set(xscale="log", xlabel="training step", title=name)
+    axes[0].legend(frameon=False, fontsize=7)
