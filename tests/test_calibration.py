@@ -11,6 +11,7 @@ from scipy.stats import entropy as scipy_entropy
 
 from attention_dynamics import calibration
 from attention_dynamics.tasks import bijection
+from attention_dynamics import stats
 
 
 def _random_distributions(shape, seed, zeros=False):
@@ -25,7 +26,7 @@ def _random_distributions(shape, seed, zeros=False):
 def test_entropy_and_kl_match_scipy(zeros):
     p = _random_distributions((6, 4, 7), 0, zeros)
     q = _random_distributions((6, 4, 7), 1)
-    h = calibration.entropy_bits(p)
+    h = stats.entropy(p, unit="bits")
     kl = calibration.kl_divergence_bits(p, q.log())
     for idx in np.ndindex(6, 4):
         assert float(h[idx]) == pytest.approx(scipy_entropy(p[idx].numpy(), base=2), abs=1e-12)
@@ -44,7 +45,7 @@ def test_soft_cross_entropy_is_entropy_plus_kl():
     p = _random_distributions((5, 3, 4), 2)
     logits = torch.randn(5, 3, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     ce = calibration.soft_cross_entropy_nats(logits, p)
-    h_nats = calibration.entropy_bits(p).mean() * math.log(2)
+    h_nats = stats.entropy(p, unit="bits").mean() * math.log(2)
     kl_nats = calibration.kl_divergence_bits(p, torch.log_softmax(logits, -1)).mean() * math.log(2)
     assert float(ce) == pytest.approx(float(h_nats + kl_nats), abs=1e-12)
     # and equal to PyTorch's own soft-label cross-entropy

@@ -285,16 +285,14 @@ def _autograd_head_score_gradient(x, params, y):
     return scores.grad, float(loss)
 
 
-@pytest.mark.parametrize("wrap", ["weights", "head_params() method", "params property", "params() method"])
+@pytest.mark.parametrize("wrap", ["weights", "SingleHeadModule", "any module with head_params()"])
 def test_diagnose_accepts_a_single_head_module_or_its_weights(wrap):
-    """Every way the book holds a single head is diagnosed as that head, checked against autograd."""
-    from attention_dynamics.dynamics import TrainableSingleHead
-    from attention_dynamics.training.head_engine import SingleHeadModule
+    """Every way a single head is held is diagnosed as that head, checked against autograd."""
+    from attention_dynamics.models.single_head import SingleHeadModule
 
     params, x, y = _head_example(B=1, seed=5)
-    model = {"weights": lambda: params, "head_params() method": lambda: ModuleWithHeadParams(params),
-             "params property": lambda: TrainableSingleHead(params),  # the form that used to fall through
-             "params() method": lambda: SingleHeadModule(params)}[wrap]()
+    model = {"weights": lambda: params, "SingleHeadModule": lambda: SingleHeadModule(params),
+             "any module with head_params()": lambda: ModuleWithHeadParams(params)}[wrap]()
     grad, loss = _autograd_head_score_gradient(x[0], params, y[0])
     diag = D.diagnose(model, x[0], y[0])
     assert len(diag.heads) == 1

@@ -10,6 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from attention_dynamics import dynamics
+
+from attention_dynamics import settling
+
+from attention_dynamics.experiments import head_training
 from attention_dynamics.attention import init_single_head
 from attention_dynamics.tasks import specialization as sp
 
@@ -178,31 +182,31 @@ def test_m_step_measures():
 def test_quiescence_step_on_a_known_decay():
     steps = np.arange(0, 1000, 10)
     change = np.exp(-steps / 100.0)  # below 0.01 from step 100 ln 100 ≈ 460.5 on
-    step, settled = dynamics.quiescence_step(steps, change, 0.01)
+    step, settled = settling.quiescence_step(steps, change, 0.01)
     assert settled and step == 470
     # A late bump above the threshold resets the clock.
     bumped = change.copy()
     bumped[70] = 0.02
-    assert dynamics.quiescence_step(steps, bumped, 0.01) == (710, True)
+    assert settling.quiescence_step(steps, bumped, 0.01) == (710, True)
     # Never settled: censored at the end.
-    assert dynamics.quiescence_step(steps, np.ones_like(change), 0.01) == (1000, False)
-    assert dynamics.quiescence_step(steps, np.zeros_like(change), 0.01) == (0, True)
+    assert settling.quiescence_step(steps, np.ones_like(change), 0.01) == (1000, False)
+    assert settling.quiescence_step(steps, np.zeros_like(change), 0.01) == (0, True)
     with pytest.raises(ValueError):
-        dynamics.quiescence_step(steps, change[:-1], 0.01)
+        settling.quiescence_step(steps, change[:-1], 0.01)
 
 
 def test_settling_step_by_distance_to_final():
     steps = np.arange(0, 101)
     distance = np.linspace(1.0, 0.0, 101)  # within 10% of the start from step 90 on
-    assert dynamics.settling_step(steps, distance, 0.1) == 90
+    assert settling.settle_step(steps, distance, fraction=0.1) == 90
     with pytest.raises(ValueError):
-        dynamics.settling_step(steps, distance, 1.5)
+        settling.settle_step(steps, distance, fraction=1.5)
 
 
 def test_frame_precision_summary_counts_orders_and_ratios():
     def fake(frame_at, value_at):
         steps = np.arange(0, 1000, 20)
-        return dynamics.SpecializationRun(
+        return head_training.SpecializationRun(
             settings={}, steps=steps, train_loss=np.zeros(3), probe_loss=np.zeros(len(steps)),
             correct_mass=np.zeros(len(steps)), source_mass=np.zeros(len(steps)), alignment=np.zeros(len(steps)),
             precision_nats=np.zeros(len(steps)), purity=np.zeros(len(steps)),
@@ -210,7 +214,7 @@ def test_frame_precision_summary_counts_orders_and_ratios():
             frame_distance=np.zeros(len(steps)), value_distance=np.zeros(len(steps)),
             attention_snapshots=np.zeros(1), label_prototypes=np.zeros(1), specialization=np.zeros(1))
 
-    summary = dynamics.frame_precision_summary([fake(200, 400), fake(300, 300), fake(500, 250)], threshold=0.5)
+    summary = head_training.frame_precision_summary([fake(200, 400), fake(300, 300), fake(500, 250)], threshold=0.5)
     np.testing.assert_array_equal(summary["frame_steps"], [200, 300, 500])
     np.testing.assert_array_equal(summary["value_steps"], [400, 300, 260])
     assert summary["frame_first_fraction"] == pytest.approx(1 / 3)
@@ -224,8 +228,8 @@ def test_frame_precision_summary_counts_orders_and_ratios():
 @pytest.mark.slow
 def test_training_learns_to_route_and_is_reproducible():
     kw = dict(steps=400, lr=1.0, n_train=128, n_probe=64, record_every=20, settle_window=100)
-    run = dynamics.train_specialization_head(0, **kw)
-    again = dynamics.train_specialization_head(0, **kw)
+    run = head_training.train_specialization_head(0, **kw)
+    again = head_training.train_specialization_head(0, **kw)
     np.testing.assert_array_equal(run.train_loss, again.train_loss)
     assert run.steps[0] == 0 and run.steps[-1] == 400 and len(run.steps) == 21
     assert run.probe_loss[-1] < 0.5 * run.probe_loss[0]
@@ -240,15 +244,15 @@ def test_training_learns_to_route_and_is_reproducible():
 
 
 def test_frozen_matrices_do_not_move():
-    run = dynamics.train_specialization_head(1, steps=40, lr=1.0, n_train=32, n_probe=16, record_every=20,
+    run = head_training.train_specialization_head(1, steps=40, lr=1.0, n_train=32, n_probe=16, record_every=20,
                                              settle_window=20, frozen=("W_Q", "W_K"))
     for name in ("W_Q", "W_K"):
         np.testing.assert_array_equal(run.param_history[name][0], run.param_history[name][-1])
     assert not np.array_equal(run.param_history["W_V"][0], run.param_history["W_V"][-1])
     with pytest.raises(ValueError, match="unknown matrices"):
-        dynamics.train_specialization_head(1, steps=40, record_every=20, settle_window=20, frozen=("W_X",))
+        head_training.train_specialization_head(1, steps=40, record_every=20, settle_window=20, frozen=("W_X",))
     with pytest.raises(ValueError, match="multiples"):
-        dynamics.train_specialization_head(1, steps=45, record_every=20)
+        head_training.train_specialization_head(1, steps=45, record_every=20)
 
 
 # --- Helpers the chapters use ------------------------------------------------------------------
@@ -269,21 +273,21 @@ def test_correct_source_advantage_matches_autograd_routing_gradient():
 
 def test_milestone_indices():
     curve = np.array([0.0, 0.1, 0.3, 0.6, 0.9, 1.0])
-    assert dynamics.milestone_indices(curve, [0.25, 0.5, 0.75]) == [2, 3, 4]
-    assert dynamics.milestone_indices(-curve, [0.5]) == [3]  # a falling curve: progress toward its end
-    assert dynamics.milestone_indices(np.ones(4), [0.5]) == [0]
+    assert head_training.milestone_indices(curve, [0.25, 0.5, 0.75]) == [2, 3, 4]
+    assert head_training.milestone_indices(-curve, [0.5]) == [3]  # a falling curve: progress toward its end
+    assert head_training.milestone_indices(np.ones(4), [0.5]) == [0]
 
 
 def test_prototype_trajectories_preserve_the_final_geometry():
     steps = np.arange(3)
     g = np.random.default_rng(0)
     protos = g.normal(size=(3, 4, 3))  # (n_ckpt, C, d_v)
-    run = dynamics.SpecializationRun(
+    run = head_training.SpecializationRun(
         settings={}, steps=steps, train_loss=np.zeros(3), probe_loss=np.zeros(3), correct_mass=np.zeros(3),
         source_mass=np.zeros(3), alignment=np.zeros(3), precision_nats=np.zeros(3), purity=np.zeros(3),
         frame_change=np.zeros(2), value_change=np.zeros(2), frame_distance=np.zeros(3), value_distance=np.zeros(3),
         attention_snapshots=np.zeros(1), label_prototypes=protos, specialization=np.zeros(1))
-    coords, explained = dynamics.prototype_trajectories(run, n_components=3)
+    coords, explained = head_training.prototype_trajectories(run, n_components=3)
     assert coords.shape == (3, 4, 3)
     assert explained.sum() == pytest.approx(1.0)
     # With as many axes as dimensions the projection is a rigid motion: distances are kept.
@@ -337,11 +341,11 @@ def test_self_term_is_the_rich_get_richer_threshold():
 
 
 def test_advantage_change_along_training_reports_fractions():
-    run = dynamics.train_specialization_head(0, steps=60, lr=1.0, n_train=32, n_probe=16, record_every=20,
+    run = head_training.train_specialization_head(0, steps=60, lr=1.0, n_train=32, n_probe=16, record_every=20,
                                              settle_window=20, task_sizes=SIZES)
     g = torch.Generator().manual_seed(2)
     batch = sp.sample_specialization_batch(8, generator=g, dtype=torch.float64, **SIZES)
-    trace = dynamics.advantage_change_along_training(run, batch)
+    trace = head_training.advantage_change_along_training(run, batch)
     assert len(trace["steps"]) == 4
     for key in ("gain_correct", "gain_other_source", "rule_agreement", "correct_rich", "self_share"):
         assert np.all((trace[key] >= 0) & (trace[key] <= 1))
@@ -352,12 +356,12 @@ def test_advantage_change_along_training_reports_fractions():
 
 def test_freezing_routing_later_keeps_it_from_that_step_and_path_is_recorded():
     kw = dict(steps=60, lr=1.0, n_train=32, n_probe=16, record_every=20, settle_window=20, path_every=2)
-    run = dynamics.train_specialization_head(1, freeze_routing_at=20, **kw)
+    run = head_training.train_specialization_head(1, freeze_routing_at=20, **kw)
     Wq = run.param_history["W_Q"]  # checkpoints at 0, 20, 40, 60
     assert not np.array_equal(Wq[0], Wq[1])
     np.testing.assert_array_equal(Wq[1], Wq[-1])
     assert not np.array_equal(run.param_history["W_V"][1], run.param_history["W_V"][-1])
-    free = dynamics.train_specialization_head(1, **kw)
+    free = head_training.train_specialization_head(1, **kw)
     np.testing.assert_array_equal(free.train_loss[:20], run.train_loss[:20])
     assert list(run.path_steps) == list(range(0, 62, 2))
     assert run.frame_path.shape == run.value_path.shape == (30,)

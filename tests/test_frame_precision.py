@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics import settling
 from attention_dynamics.experiments import frame_precision as fp
 from attention_dynamics.experiments import wind_tunnel
 
@@ -16,13 +17,13 @@ def test_path_settling_step_on_a_known_path():
     steps = np.arange(0, 11)
     inc = np.array([4, 3, 1, 1, 0.5, 0.25, 0.125, 0.125, 0, 0], dtype=float)  # total 10
     # remaining at steps 0..: 1, .6, .3, .2, .1, .05, .025, .0125, 0, 0, 0
-    assert fp.path_settling_step(steps, inc, 0.5) == 2
-    assert fp.path_settling_step(steps, inc, 0.1) == 4
-    assert fp.path_settling_step(steps, inc, 0.01) == 8
+    assert settling.path_settling_step(steps, inc, 0.5) == 2
+    assert settling.path_settling_step(steps, inc, 0.1) == 4
+    assert settling.path_settling_step(steps, inc, 0.01) == 8
     # unit-free: scaling the increments changes nothing
-    assert fp.path_settling_step(steps, 1e3 * inc, 0.1) == 4
+    assert settling.path_settling_step(steps, 1e3 * inc, 0.1) == 4
     with pytest.raises(ValueError):
-        fp.path_settling_step(steps[:-1], inc, 0.1)
+        settling.path_settling_step(steps[:-1], inc, 0.1)
 
 
 def _fake_run(frame_rate, value_rate, n=50):

@@ -13,6 +13,9 @@ from scipy.stats import rankdata
 
 from attention_dynamics import geometry
 
+from attention_dynamics import settling
+from attention_dynamics import stats
+
 
 def _rng(seed):
     return np.random.default_rng(seed)
@@ -71,10 +74,10 @@ def _causal_softmax(scores):
 def test_attention_entropy_bits_uniform_onehot_and_scipy():
     T = 6
     uniform = _causal_softmax(torch.zeros(T, T, dtype=torch.float64))
-    np.testing.assert_allclose(geometry.attention_entropy_bits(uniform).numpy(), np.log2(np.arange(1, T + 1)), atol=1e-12)
-    assert torch.all(geometry.attention_entropy_bits(torch.eye(T)) == 0)
+    np.testing.assert_allclose(stats.entropy(uniform, unit="bits").numpy(), np.log2(np.arange(1, T + 1)), atol=1e-12)
+    assert torch.all(stats.entropy(torch.eye(T), unit="bits") == 0)
     alpha = _causal_softmax(torch.randn(3, T, T, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
-    h = geometry.attention_entropy_bits(alpha)
+    h = stats.entropy(alpha, unit="bits")
     for b, i in itertools.product(range(3), range(T)):
         assert float(h[b, i]) == pytest.approx(scipy_entropy(alpha[b, i, : i + 1].numpy(), base=2), abs=1e-12)
 
@@ -116,33 +119,33 @@ def test_attention_pattern_similarity():
 def test_settle_step_on_constructed_trajectories():
     steps = np.array([0, 10, 20, 30, 40, 50])
     # 0 → 1 with a dip back out of the band at step 30: settled only from step 40 on
-    assert geometry.settle_step(steps, [0.0, 0.95, 0.97, 0.5, 0.95, 1.0]) == 40
-    assert geometry.settle_step(steps, [0.0, 0.95, 0.97, 0.99, 0.95, 1.0]) == 10
+    assert settling.settle_step(steps, [0.0, 0.95, 0.97, 0.5, 0.95, 1.0]) == 40
+    assert settling.settle_step(steps, [0.0, 0.95, 0.97, 0.99, 0.95, 1.0]) == 10
     # errors falling by orders of magnitude: 1 → 1e-5; linear settles at once, log10 late
     err = 10.0 ** -np.array([0, 1, 2, 3, 4.6, 5])
-    assert geometry.settle_step(steps, err) == 10
-    assert geometry.settle_step(steps, err, log=True) == 40
-    assert geometry.settle_step(steps, np.ones(6)) == 0  # never changed: settled from the start
+    assert settling.settle_step(steps, err) == 10
+    assert settling.settle_step(steps, err, log=True) == 40
+    assert settling.settle_step(steps, np.ones(6)) == 0  # never changed: settled from the start
     with pytest.raises(ValueError):
-        geometry.settle_step([0, 0, 1], [1, 2, 3])
+        settling.settle_step([0, 0, 1], [1, 2, 3])
 
 
 def test_stays_above_step():
     steps = [0, 10, 20, 30]
-    assert geometry.stays_above_step(steps, [0.5, 0.96, 0.94, 0.97], 0.95) == 30
-    assert geometry.stays_above_step(steps, [0.5, 0.96, 0.97, 0.99], 0.95) == 10
-    assert geometry.stays_above_step(steps, [0.96, 0.97, 0.98, 0.99], 0.95) == 0
-    assert geometry.stays_above_step(steps, [0.96, 0.97, 0.98, 0.90], 0.95) is None
+    assert settling.stays_above_step(steps, [0.5, 0.96, 0.94, 0.97], 0.95) == 30
+    assert settling.stays_above_step(steps, [0.5, 0.96, 0.97, 0.99], 0.95) == 10
+    assert settling.stays_above_step(steps, [0.96, 0.97, 0.98, 0.99], 0.95) == 0
+    assert settling.stays_above_step(steps, [0.96, 0.97, 0.98, 0.90], 0.95) is None
 
 
 def test_late_change_is_the_range_over_the_last_fifth():
     steps = np.arange(0, 101, 10)
     values = np.array([5.0, 4, 3, 2, 1, 0.5, 0.4, 0.3, 0.25, 0.31, 0.2])
     # steps 80, 90, 100 lie in the last 20 %: range of (0.25, 0.31, 0.2)
-    assert geometry.late_change(steps, values) == pytest.approx(0.11)
-    assert geometry.late_change(steps, values, last=0.45) == pytest.approx(0.4 - 0.2)  # steps 60..100
-    assert geometry.late_change(steps, np.full(11, 7.0)) == 0.0
+    assert settling.late_change(steps, values) == pytest.approx(0.11)
+    assert settling.late_change(steps, values, last=0.45) == pytest.approx(0.4 - 0.2)  # steps 60..100
+    assert settling.late_change(steps, np.full(11, 7.0)) == 0.0
     with pytest.raises(ValueError):
-        geometry.late_change(steps[::-1], values)
+        settling.late_change(steps[::-1], values)
     with pytest.raises(ValueError):
-        geometry.late_change(steps, values, last=1.0)
+        settling.late_change(steps, values, last=1.0)

@@ -5,11 +5,11 @@ reader can follow the code from the bottom up. The layers, lowest first:
 
 - ``base``: the book's machinery every layer may use (seeding, settings, paths, plotting, the claims
   ledger, notebooks) and small shared helpers (stats, settling);
-- ``science``: the head and the paper's laws (attention, gradients, em, calibration, geometry, dynamics);
+- ``science``: the head and the paper's laws (attention, gradients, em, calibration, geometry);
 - ``tasks``: the wind tunnels with their exact posteriors;
 - ``models``: every ``nn.Module``;
 - ``training``: the one loop, the schedules, the closed-form engine;
-- ``diagnostics``: tools for any model;
+- ``diagnostics``: tools for any model, and the measures of the recall head's dynamics (``dynamics``);
 - ``experiments``: one module per chapter's runs;
 - ``runner``: the command line, the PDF, the nbval plugin.
 
@@ -28,11 +28,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attention_dynamics"
 LAYERS = {
     "base": {"seeding", "settings", "paths", "plotting", "claims", "notebooks", "nbcompare", "verdicts",
              "stats", "settling"},
-    "science": {"attention", "gradients", "em", "calibration", "geometry", "dynamics"},
+    "science": {"attention", "gradients", "em", "calibration", "geometry"},
     "tasks": {"tasks"},
     "models": {"models"},
     "training": {"training"},
-    "diagnostics": {"diagnostics"},
+    "diagnostics": {"diagnostics", "dynamics"},
     "experiments": {"experiments"},
     "runner": {"reproduce", "pdf", "nbval_plugin", "__main__", "__init__"},
 }

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.experiments.results import load_results, save_results
 from attention_dynamics.experiments import lr_surface
 from attention_dynamics.experiments import em_vs_sgd as sticky
 from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss
@@ -107,7 +108,7 @@ REDUCED = {**lr_surface.SURFACE_CONFIG, "steps": 12, "length": 80, "paper_seeds"
 def test_surface_regenerates_at_reduced_size(tmp_path):
     """The committed file's path (run the jobs, collect, save, load) at a reduced size, checked against direct runs."""
     results = lr_surface.compute_lr_surface(REDUCED, cache_dir=tmp_path / "cache", processes=1)
-    loaded = sticky.load_results(sticky.save_results(results, tmp_path / lr_surface.SURFACE_FILE))
+    loaded = load_results(save_results(results, tmp_path / lr_surface.SURFACE_FILE))
     assert loaded["missing"] == {}
     for key, seeds in (("paper_seeds", [1, 2]), ("twenty_seeds", [1, 2, 3])):
         block = loaded[key]
@@ -152,7 +153,7 @@ def test_committed_surface_file_is_consistent():
     results = json.loads(path.read_text(encoding="utf-8"))
     assert results["config"] == json.loads(json.dumps(lr_surface.SURFACE_CONFIG))  # today's settings
     assert results["code_version"] and set(results["provenance"]) >= {"package_version", "torch", "numpy"}
-    heavy = sticky.load_results(data_path(sticky.PAPER_SCALE_FILE))["ci"]["reference"]
+    heavy = load_results(data_path(sticky.PAPER_SCALE_FILE))["ci"]["reference"]
     stored_sgd = dict(zip(heavy["seeds"]["sgd"], (f["loss"] for f in heavy["final"]["sgd"])))
     steps = results["config"]["steps"]
     paper = results["paper_seeds"]

@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from attention_dynamics import attention, claims, dynamics, gradients, plotting
-from attention_dynamics import sticky_experiment
+from attention_dynamics.experiments import head_training
+from attention_dynamics.experiments import em_vs_sgd
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
 from attention_dynamics.tasks import sticky_chain
@@ -699,7 +700,7 @@ claims.glue("gradients.sweep_beta_max", betas[-1])
 
 # %% tags=["hide-input"]
 sticky_data = sticky_chain.make_sticky_chain_data(42, length=2000)  # chapter 5's seed-42 sequence
-sticky_head = sticky_experiment.initial_head(42, dtype=torch.float64)
+sticky_head = em_vs_sgd.initial_head(42, dtype=torch.float64)
 sticky_check = gradients.weight_step_check(sticky_data.x, sticky_head, sticky_data.y, eta=0.01)
 random_checks = []
 for _ in range(cfg.n_draws):
@@ -789,12 +790,12 @@ claims.glue("gradients.ws_random_cosine_max", max(c["value_cosine"] for c in ran
 
 # %% tags=["hide-input", "trained-output"]
 ws_traces = {
-    name: dynamics.weight_step_along_training(
+    name: head_training.weight_step_along_training(
         42, schedule=name, steps=cfg.ws_steps, every=cfg.ws_every, eta=0.01
     )
     for name in ("sgd", "em_like")
 }
-dynamics.plot_weight_step_along_training(ws_traces)
+head_training.plot_weight_step_along_training(ws_traces)
 plotting.plt.show()
 claims.glue("ch2.ws_steps", cfg.ws_steps)
 claims.glue("ch2.ws_every", cfg.ws_every)

@@ -50,6 +50,7 @@ warnings.filterwarnings(
 )  # tqdm's notebook bar (no bars are shown)
 
 from attention_dynamics import claims, dynamics, plotting, training
+from attention_dynamics.experiments import head_training
 from attention_dynamics.attention import causal_mask
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
@@ -208,7 +209,8 @@ runs = dict(
     zip(
         variants,
         training.map_parallel(
-            dynamics.train_specialization_head, [dict(common, frozen=f) for f in variants.values()]
+            head_training.train_specialization_head,
+            [dict(common, frozen=f) for f in variants.values()],
         ),
     )
 )
@@ -220,7 +222,7 @@ check = recall.sample_specialization_batch(cfg.n_check, generator=generator, dty
 advantage = np.array(
     [dynamics.correct_source_advantage(run.head_at(i), check) for i in range(len(run.steps))]
 )
-milestones = dynamics.milestone_indices(run.correct_mass, [0.25, 0.5, 0.75])
+milestones = head_training.milestone_indices(run.correct_mass, [0.25, 0.5, 0.75])
 aligned_at = (
     int(run.steps[np.argmax(run.alignment >= 0.9)]) if (run.alignment >= 0.9).any() else None
 )
@@ -367,7 +369,7 @@ plotting.plt.show()
 # with it the confidence of the readout, keeps growing after their directions are set.
 
 # %% tags=["hide-input", "trained-output"]
-coords, explained = dynamics.prototype_trajectories(run)
+coords, explained = head_training.prototype_trajectories(run)
 claims.glue("ch3.pca_explained", float(explained.sum()))
 fig, ax = plotting.new_figure(width=5.2, height=4.2)
 for label in range(n_labels):
@@ -675,8 +677,8 @@ claims.record(
     tolerance=1e-12 * max(adv_scales),
     params={"n_check": cfg.n_check, "checkpoints": len(run.steps), "dtype": "float64", **common},
 )
-adv_trace = dynamics.advantage_change_along_training(run, check)
-dynamics.plot_advantage_change(adv_trace)
+adv_trace = head_training.advantage_change_along_training(run, check)
+head_training.plot_advantage_change(adv_trace)
 plotting.plt.show()
 for key in ("gain_correct", "gain_other_source", "rule_agreement", "correct_rich", "self_share"):
     claims.glue(f"ch3.adv_{key}_start", float(adv_trace[key][0]))

@@ -46,7 +46,9 @@ warnings.filterwarnings(
     "ignore", message="IProgress not found"
 )  # tqdm's notebook bar (no bars are shown)
 
-from attention_dynamics import claims, dynamics, em, frame_precision, plotting, training
+from attention_dynamics import claims, dynamics, em, plotting, training
+from attention_dynamics.experiments import head_training
+from attention_dynamics.experiments import frame_precision
 from attention_dynamics.seeding import seed_everything, torch_generator
 from attention_dynamics.settings import chapter_settings
 
@@ -302,9 +304,9 @@ common = dict(
 )
 jobs = [dict(common, seed=s, value_lr_ratio=1.0) for s in cfg.seeds]
 jobs += [dict(common, seed=s, value_lr_ratio=r) for r in cfg.ratios for s in cfg.sweep_seeds]
-all_runs = training.map_parallel(dynamics.train_specialization_head, jobs)
+all_runs = training.map_parallel(head_training.train_specialization_head, jobs)
 equal_runs = all_runs[: len(cfg.seeds)]
-summary = dynamics.frame_precision_summary(equal_runs, threshold=tau)
+summary = head_training.frame_precision_summary(equal_runs, threshold=tau)
 for name, value in {
     "tau": tau,
     "n_seeds": len(cfg.seeds),
@@ -362,7 +364,7 @@ plotting.plt.show()
 # %% tags=["trained-output", "hide-input"]
 sensitivity = []
 for threshold in (0.03, 0.01, 0.003):
-    s = dynamics.frame_precision_summary(equal_runs, threshold=threshold)
+    s = head_training.frame_precision_summary(equal_runs, threshold=threshold)
     sensitivity.append(
         (
             f"rate, tau = {threshold:.1%} per {cfg.settle_window} steps",
@@ -524,7 +526,7 @@ for k, r in enumerate(cfg.ratios):
     runs_r = all_runs[
         len(cfg.seeds) + k * len(cfg.sweep_seeds) : len(cfg.seeds) + (k + 1) * len(cfg.sweep_seeds)
     ]
-    sweep[r] = dynamics.frame_precision_summary(runs_r, threshold=tau)
+    sweep[r] = head_training.frame_precision_summary(runs_r, threshold=tau)
 claims.glue("ch4.ratio_list", ", ".join(f"{r:g}" for r in cfg.ratios))
 claims.glue("ch4.n_sweep_seeds", len(cfg.sweep_seeds))
 claims.glue("ch4.lowest_ratio", min(cfg.ratios))
@@ -646,7 +648,7 @@ for r, row in sweep_paths.items():
 # tunnel, a 4-layer transformer, with the query and key rows of every layer's projection frozen
 # ({py:func}`wind_tunnel.freeze_query_key`; {glue:text}`ch4.freeze_tunnel_seeds` seeds, {glue:text}`ch4.freeze_tunnel_steps`
 # steps, a quarter of chapter 6's book budget, warm-up shortened to match). The runs are too heavy to repeat in every build. They were computed once by
-# `python -m attention_dynamics.frame_precision` and are loaded here from
+# `python -m attention_dynamics.experiments.frame_precision` and are loaded here from
 # `attention_dynamics/data/frame_freeze.json`; a test regenerates a reduced version through the same code. The
 # score is the final probe cross-entropy for the head and the final KL divergence from the exact posterior for the
 # tunnel, both in bits, minus the unfrozen run's value for the same seed. A frozen run counts as matching when

@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attention_dynamics import calibration, claims, geometry, plotting
+from attention_dynamics import calibration, claims, geometry, plotting, stats
+from attention_dynamics import settling
 from attention_dynamics.experiments import seed_spread, wind_tunnel
 from attention_dynamics.models.transformer import count_parameters
 from attention_dynamics.seeding import seed_everything
@@ -230,7 +231,7 @@ claims.glue("manifolds.hmm_steps", cfg.hmm_steps)
 claims.glue("manifolds.bij_parameters", count_parameters(bij_model))
 claims.glue("manifolds.hmm_parameters", count_parameters(hmm_model))
 eval_hmm = {K: wind_tunnel.hmm_batch_for_eval(cfg, K, seed=seed) for K in cfg.hmm_test_lengths}
-hmm_floor = float(calibration.entropy_bits(eval_hmm[cfg.hmm_length].posterior).mean()) * np.log(2)
+hmm_floor = float(stats.entropy(eval_hmm[cfg.hmm_length].posterior, unit="bits").mean()) * np.log(2)
 fig, axes = plotting.new_figure(2, width=3.6, height=2.9)
 for ax, run, floor, name in (
     (axes[0], bij_run, bijection.bayes_ce_floor_nats(cfg.V, cfg.L), "bijection"),
@@ -312,7 +313,7 @@ claims.glue(
     "manifolds.bij_sampled_top1_bayes",
     float(eval_bij.posterior.gather(2, log_probs.argmax(-1, keepdim=True)).mean()),
 )
-h_model = calibration.entropy_bits(log_probs.exp())  # (B, L) per-sample model entropy
+h_model = stats.entropy(log_probs.exp(), unit="bits")  # (B, L) per-sample model entropy
 fig, axes = plotting.new_figure(2, width=3.6, height=3.0)
 t = np.arange(cfg.L)
 axes[0].plot(
@@ -404,7 +405,7 @@ hmm_curve = wind_tunnel.hmm_kl_through_training(
     hmm_run, {K: eval_hmm[K] for K in (K_train, K_long)}
 )
 PLATEAU_RATIO = 0.05  # plateau: the ratio moves by less than this over the last 20 % of training
-hmm_late = {K: geometry.late_change(hmm_curve.steps, hmm_curve.ratio(K)) for K in (K_train, K_long)}
+hmm_late = {K: settling.late_change(hmm_curve.steps, hmm_curve.ratio(K)) for K in (K_train, K_long)}
 UNDER_BUDGET = (
     f"the KL ratio to the context-blind level moved by {hmm_late[K_train]:.3f} over the last 20 % "
     f"of training ({'below' if hmm_late[K_train] < PLATEAU_RATIO else 'above'} the plateau amount "
@@ -579,7 +580,7 @@ KEYS_ALL, KEYS_KEY, REDUCTION = (
     "attention entropy reduction, first → last layer",
 )
 PLATEAU = {KEYS_ALL: 0.02, KEYS_KEY: 0.02, REDUCTION: 0.05}  # largest move over the last 20 %
-late = {name: geometry.late_change(geo_curve["step"], geo_curve[name]) for name in PLATEAU}
+late = {name: settling.late_change(geo_curve["step"], geo_curve[name]) for name in PLATEAU}
 
 
 def plateau_note(name):

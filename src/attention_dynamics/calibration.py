@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import stats
+
 __all__ = [
     "LN2",
-    "entropy_bits",
     "kl_divergence_bits",
     "soft_cross_entropy_nats",
     "per_sample_entropy_mae_bits",
@@ -35,12 +36,6 @@ LN2 = math.log(2.0)
 
 def _as_tensor(x) -> torch.Tensor:
     return x.detach() if torch.is_tensor(x) else torch.as_tensor(np.asarray(x))
-
-
-def entropy_bits(probs: torch.Tensor | np.ndarray) -> torch.Tensor:
-    """Return the Shannon entropy in bits of each distribution along the last axis (0 log 0 = 0)."""
-    p = _as_tensor(probs).to(torch.float64)
-    return torch.special.entr(p).sum(-1) / LN2
 
 
 def kl_divergence_bits(posterior: torch.Tensor | np.ndarray, model_log_probs: torch.Tensor | np.ndarray) -> torch.Tensor:
@@ -70,8 +65,8 @@ def soft_cross_entropy_nats(logits: torch.Tensor, target_probs: torch.Tensor) ->
 
 
 def _entropies(model_probs, bayes_probs) -> tuple[torch.Tensor, torch.Tensor]:
-    h_model = entropy_bits(model_probs)
-    h_bayes = entropy_bits(bayes_probs)
+    h_model = stats.entropy(model_probs, unit="bits")
+    h_bayes = stats.entropy(bayes_probs, unit="bits")
     if h_model.shape != h_bayes.shape or h_model.ndim != 2:
         raise ValueError(f"expected matching (B, T, C) distributions, got {tuple(h_model.shape)} and {tuple(h_bayes.shape)}")
     return h_model, h_bayes

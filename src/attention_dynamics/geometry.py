@@ -23,13 +23,9 @@ __all__ = [
     "pca_spectrum",
     "pca_projection",
     "spearman_correlation",
-    "attention_entropy_bits",
     "relative_reduction",
     "query_key_alignment",
     "attention_pattern_similarity",
-    "settle_step",
-    "stays_above_step",
-    "late_change",
 ]
 
 
@@ -110,16 +106,6 @@ def spearman_correlation(a, b) -> float:
     return float(spearmanr(a, b).statistic)
 
 
-def attention_entropy_bits(alpha: torch.Tensor) -> torch.Tensor:
-    """Return the entropy in bits of every attention row: ``alpha`` ``(..., Tq, Tk)`` → ``(..., Tq)``.
-
-    Masked keys carry weight exactly 0 and contribute nothing (0 log 0 = 0); a query that can see
-    n keys has entropy between 0 (one-hot) and log2 n (uniform).
-    """
-    a = torch.as_tensor(alpha).to(torch.float64)
-    return torch.special.entr(a).sum(-1) / math.log(2.0)
-
-
 def relative_reduction(first: float, last: float) -> float:
     """Return (first − last) / first: the fraction by which a positive quantity falls (0.9 = 90 % lower)."""
     if not first > 0:
@@ -157,60 +143,3 @@ def attention_pattern_similarity(alpha: torch.Tensor, reference: torch.Tensor) -
     return float(1.0 - 0.5 * (a - r).abs().sum(-1).mean())
 
 
-def settle_step(steps, values, *, fraction: float = 0.1, log: bool = False) -> int:
-    """Return the first step after which a trajectory stays within ``fraction`` of its total change from its end.
-
-    With values m(s) at increasing ``steps``, final value m_F and first value m_0, this is the
-    smallest s* such that ``|m(s) − m_F| ≤ fraction · |m_0 − m_F|`` for every s ≥ s* (90 % of the way
-    and staying there, for the default 0.1). ``log=True`` measures the change in log10 m (for
-    errors that fall by orders of magnitude; values must then be positive).
-    """
-    s = np.asarray(steps)
-    m = np.asarray(values, dtype=np.float64)
-    if s.ndim != 1 or m.shape != s.shape or s.size < 2 or np.any(np.diff(s) <= 0):
-        raise ValueError("steps must be increasing and values must have one entry per step (at least two)")
-    if not 0 < fraction < 1:
-        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
-    if log:
-        if np.any(m <= 0):
-            raise ValueError("log=True needs positive values")
-        m = np.log10(m)
-    band = fraction * abs(m[0] - m[-1])
-    outside = np.nonzero(np.abs(m - m[-1]) > band)[0]
-    return int(s[0] if outside.size == 0 else s[min(outside[-1] + 1, s.size - 1)])
-
-
-def stays_above_step(steps, values, threshold: float) -> int | None:
-    """Return the first step from which ``values`` stay ≥ ``threshold`` to the end (None if the last is below).
-
-    An absolute counterpart of :func:`settle_step`, for a quantity with a natural scale, such as the
-    similarity of attention patterns (0.95 = at most 5 % of the attention mass routed differently).
-    """
-    s = np.asarray(steps)
-    m = np.asarray(values, dtype=np.float64)
-    if s.ndim != 1 or m.shape != s.shape or s.size < 1 or np.any(np.diff(s) <= 0):
-        raise ValueError("steps must be increasing and values must have one entry per step")
-    below = np.nonzero(m < threshold)[0]
-    if below.size == 0:
-        return int(s[0])
-    if below[-1] == s.size - 1:
-        return None
-    return int(s[below[-1] + 1])
-
-
-def late_change(steps, values, *, last: float = 0.2) -> float:
-    """Return how much a trajectory still moves over the last ``last`` fraction of training: max − min there.
-
-    The values m(s) at increasing ``steps`` are taken at every step s ≥ (1 − last) · s_final (the
-    final one included). A metric has *plateaued* at a stated amount δ when this is below δ. Under a
-    learning rate that decays to zero the late steps move little by construction, so a plateau says
-    that this schedule is done, not that a longer one would end at the same value.
-    """
-    s = np.asarray(steps, dtype=np.float64)
-    m = np.asarray(values, dtype=np.float64)
-    if s.ndim != 1 or m.shape != s.shape or s.size < 2 or np.any(np.diff(s) <= 0):
-        raise ValueError("steps must be increasing and values must have one entry per step (at least two)")
-    if not 0 < last < 1:
-        raise ValueError(f"last must be in (0, 1), got {last}")
-    late = m[s >= (1.0 - last) * s[-1]]
-    return float(late.max() - late.min())

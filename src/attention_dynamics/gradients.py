@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import stats
 from .attention import (
     SingleHeadParams,
     causal_mask,
@@ -56,7 +57,6 @@ __all__ = [
     "central_difference_gradient",
     "finite_difference_head_gradients",
     "law_discrepancies",
-    "attention_entropy",
     "score_gradient_entropy_bound",
     "InverseTemperatureSweep",
     "inverse_temperature_sweep",
@@ -431,11 +431,6 @@ def law_discrepancies(
 # --------------------------------------------------------------------------------------------
 
 
-def attention_entropy(alpha: torch.Tensor) -> torch.Tensor:
-    """Return the entropy H(alpha_i) = −Σ_j alpha_ij ln alpha_ij of each attention row, in nats, shape ``(..., Tq)``."""
-    return -torch.special.xlogy(alpha, alpha).sum(-1)
-
-
 def score_gradient_entropy_bound(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Return the bound 2 H(alpha_i) R_i on Σ_j |∂L/∂s_ij| for each query, shape ``(..., Tq)``.
 
@@ -447,7 +442,7 @@ def score_gradient_entropy_bound(alpha: torch.Tensor, b: torch.Tensor) -> torch.
     attended = alpha > 0
     spread = torch.where(attended, b, -torch.inf).amax(-1) - torch.where(attended, b, torch.inf).amin(-1)
     spread = torch.nan_to_num(spread, nan=0.0, posinf=0.0, neginf=0.0)  # rows with no attended key
-    return 2.0 * attention_entropy(alpha) * spread
+    return 2.0 * stats.entropy(alpha) * spread
 
 
 @dataclass
@@ -498,7 +493,7 @@ def inverse_temperature_sweep(
             fwd = single_head_forward(x, tempered, targets, causal=causal, reduction=reduction)
         values = {
             "inverse_temperature": beta,
-            "attention_entropy": attention_entropy(fwd.alpha).mean().item(),
+            "attention_entropy": stats.entropy(fwd.alpha).mean().item(),
             "max_attention": fwd.alpha.amax(-1).mean().item(),
             "loss": loss.item(),
             "score_grad_norm": grads["scores"].norm().item(),

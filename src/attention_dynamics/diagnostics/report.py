@@ -302,15 +302,10 @@ def _single_head_params(model: Any) -> SingleHeadParams | None:
         return model
     if isinstance(model, nn.Module) and (_probed_modules(model) or _mha_modules(model)):
         return None
-    for name in ("head_params", "params"):  # a method on some modules, a property on others
-        params = getattr(model, name, None)
-        if callable(params) and not isinstance(params, SingleHeadParams):
-            try:
-                params = params()
-            except TypeError:
-                continue
-        if isinstance(params, SingleHeadParams):
-            return SingleHeadParams(**{n: t.detach() for n, t in params.as_dict().items()})
+    head_params = getattr(model, "head_params", None)  # the book's SingleHeadModule, or any module like it
+    params = head_params() if callable(head_params) else None
+    if isinstance(params, SingleHeadParams):
+        return SingleHeadParams(**{n: t.detach() for n, t in params.as_dict().items()})
     return None
 
 

@@ -44,6 +44,7 @@ from ..tasks.wind_tunnels import (
 )
 from ..training import fit, map_parallel
 from .wind_tunnel import warmup_cosine  # the book's one warm-up + cosine schedule (chapter 6)
+from .. import stats
 
 __all__ = [
     "SETTINGS",
@@ -467,7 +468,7 @@ def pd_table(rows: Mapping[str, Mapping[str, Any]], *, index_name: str, column_s
 
 def bayes_floor_nats(eval_batches: Mapping[str, TaskBatch]) -> dict[str, float]:
     """Return each task's Bayes floor of the training loss in nats: the mean entropy of the exact posterior."""
-    return {name: float(calibration.entropy_bits(b.posterior).mean()) * calibration.LN2 for name, b in eval_batches.items()}
+    return {name: float(stats.entropy(b.posterior, unit="bits").mean()) * calibration.LN2 for name, b in eval_batches.items()}
 
 
 #: The numbers of the results table, as ledger claims: (claim name, task, metric, unit).

@@ -27,11 +27,12 @@ import torch
 from sklearn.decomposition import PCA
 
 from ..attention import init_single_head
+from ..seeding import stream, torch_generator
 from ..tasks import sticky_chain
 from ..training import fit, map_parallel
-from .results import load_results, save_results
 from ..training.head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, head_metrics
 from ..training.schedules import SCHEDULES, Schedule, get_schedule, make_backward, make_optimizer
+from .results import save_results
 
 __all__ = [
     "HEAD_SHAPE",
@@ -107,7 +108,7 @@ class RunResult:
 
 def initial_head(seed: int, dtype: torch.dtype = torch.float32):
     """Return the head's initial weights for ``seed`` (N(0, 0.1²), drawn in the order W_Q, W_K, W_V, W_O)."""
-    return init_single_head(**HEAD_SHAPE, std=INIT_STD, generator=torch.Generator().manual_seed(int(seed)), dtype=dtype)
+    return init_single_head(**HEAD_SHAPE, std=INIT_STD, generator=torch_generator(stream(seed, "init")), dtype=dtype)
 
 
 def value_prototypes(mu: torch.Tensor, W_V: torch.Tensor) -> np.ndarray:
@@ -206,16 +207,12 @@ def train_sticky_head(
     )
 
 
-#: Held-out sequences of a run with seed s use seeds s + 10 000, s + 10 001, … (the reference
-#: script's deep variant tests on seed s + 10 000).
-HELDOUT_SEED_OFFSET = 10_000
-
 
 def heldout_datasets(
     seed: int, *, kind: str = "reference", length: int = sticky_chain.SEQUENCE_LENGTH, n_sequences: int = 10
 ) -> list[sticky_chain.StickyChainData]:
     """Return ``n_sequences`` fresh sequences for a run with ``seed`` (seeds seed + 10 000, seed + 10 001, …)."""
-    return [sticky_chain.make_sticky_chain_data(seed + HELDOUT_SEED_OFFSET + k, kind=kind, length=length)
+    return [sticky_chain.make_sticky_chain_data(stream(seed, "heldout", k), kind=kind, length=length)
             for k in range(n_sequences)]
 
 

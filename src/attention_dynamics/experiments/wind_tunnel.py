@@ -36,9 +36,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import calibration, geometry
+from .. import calibration, geometry, settling, stats
 from ..models.transformer import CausalTransformer, probe_activations
-from ..seeding import torch_generator
+from ..seeding import stream, torch_generator
 from ..settings import check_positive_int, check_scale, resolve_device
 from ..tasks import bijection, hmm
 from ..training import fit, map_parallel
@@ -78,8 +78,6 @@ __all__ = [
     "plot_geometry_through_training",
 ]
 
-#: Offsets added to the seed for the independent random streams of an experiment.
-_MODEL_STREAM, _TRAIN_STREAM, _EVAL_STREAM, _PROBE_STREAM = 0, 1_000, 2_000, 3_000
 
 #: Settings per scale. ``book`` is what the chapter shows (sized for 2 CPU cores); ``paper`` is
 #: Paper I's bijection model (V = 20, L = 19, 6 layers, 6 heads, d = 192, AdamW 3e-4, sampled
@@ -212,12 +210,12 @@ def train_bijection(settings: Mapping[str, Any], *, seed: int, device: str = "cp
     dev = resolve_device(device)
     threads = _set_threads(dev)
     try:
-        torch.manual_seed(seed + _MODEL_STREAM)
+        torch.manual_seed(stream(seed, "init"))
         model = make_bijection_transformer(s["V"], s["L"], d_model=s["bij_d_model"], n_layers=s["bij_n_layers"],
                                            n_heads=s["bij_n_heads"]).to(dev)
         for attn in model.attention_modules():
             attn.fused = True  # the same function as the explicit path (tested), faster
-        data = torch_generator(seed + _TRAIN_STREAM)
+        data = torch_generator(stream(seed, "train"))
         V, L, B = s["V"], s["L"], s["bij_batch"]
 
         frozen = freeze_query_key(model) if freeze_routing_at is not None else None
@@ -286,12 +284,12 @@ def train_hmm(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", ch
     dev = resolve_device(device)
     threads = _set_threads(dev)
     try:
-        torch.manual_seed(seed + _MODEL_STREAM)
+        torch.manual_seed(stream(seed, "init"))
         model = make_hmm_transformer(s["hmm_states"], s["hmm_symbols"], d_model=s["hmm_d_model"],
                                      n_layers=s["hmm_n_layers"], n_heads=s["hmm_n_heads"]).to(dev)
         for attn in model.attention_modules():
             attn.fused = True
-        data = torch_generator(seed + _TRAIN_STREAM)
+        data = torch_generator(stream(seed, "train"))
 
         def batches(step: int) -> hmm.HMMBatch:
             return _hmm_batch(s, s["hmm_batch"], s["hmm_length"], data).to(dev)
@@ -362,18 +360,18 @@ def _plain_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
 def bijection_batch_for_eval(settings: Mapping[str, Any], *, seed: int, n: int | None = None) -> bijection.BijectionBatch:
     """Return the held-out bijection batch of an experiment (its own random stream, never trained on)."""
     return bijection.sample_bijection_batch(n or settings["n_eval"], settings["V"], settings["L"],
-                                            generator=torch_generator(seed + _EVAL_STREAM))
+                                            generator=torch_generator(stream(seed, "eval")))
 
 
 def bijection_probe_batch(settings: Mapping[str, Any], *, seed: int) -> bijection.BijectionBatch:
     """Return the probe batch (``n_probe`` held-out sequences) on which geometry and checkpoints are measured."""
     return bijection.sample_bijection_batch(settings["n_probe"], settings["V"], settings["L"],
-                                            generator=torch_generator(seed + _PROBE_STREAM))
+                                            generator=torch_generator(stream(seed, "probe")))
 
 
 def hmm_batch_for_eval(settings: Mapping[str, Any], length: int, *, seed: int, n: int | None = None) -> hmm.HMMBatch:
     """Return a held-out HMM batch of ``length`` steps (one random stream per length)."""
-    return _hmm_batch(settings, n or settings["n_eval"], length, torch_generator(seed + _EVAL_STREAM + length))
+    return _hmm_batch(settings, n or settings["n_eval"], length, torch_generator(stream(seed, "eval", length)))
 
 
 @torch.no_grad()
@@ -520,10 +518,10 @@ def frame_precision(run: TrainedRun, probe: bijection.BijectionBatch, *, frame_t
         steps=steps, attention_similarity=similarity, entropy_mae_bits=mae, kl_bits=np.array(kl),
         value_pcs=np.array(pcs), value_entropy_bits=entropy,
         value_pc1_spearman=np.array([geometry.spearman_correlation(z[:, 0], entropy) for z in pcs]),
-        frame_settle_step=geometry.stays_above_step(steps, similarity.min(1), frame_threshold),
-        frame_settle_step_relative=geometry.settle_step(steps, distance, fraction=fraction),
-        calibration_settle_step=geometry.settle_step(steps, mae, fraction=fraction, log=True),
-        calibration_settle_step_linear=geometry.settle_step(steps, mae, fraction=fraction),
+        frame_settle_step=settling.stays_above_step(steps, similarity.min(1), frame_threshold),
+        frame_settle_step_relative=settling.settle_step(steps, distance, fraction=fraction),
+        calibration_settle_step=settling.settle_step(steps, mae, fraction=fraction, log=True),
+        calibration_settle_step_linear=settling.settle_step(steps, mae, fraction=fraction),
         frame_threshold=frame_threshold, fraction=fraction,
     )
 
@@ -612,7 +610,7 @@ def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch
         key_cos_values.append(float(geometry.mean_abs_cosine_per_set(keys[:, :, 1::2]).mean()))
         key_cos_keys.append(float(geometry.mean_abs_cosine_per_set(keys[:, :, 0::2]).mean()))
         alpha_q = lay["attn_weights"][:, :, 2::2]  # key positions t ≥ 1 (they see more than one token)
-        attn_entropy.append(float(geometry.attention_entropy_bits(alpha_q).mean()))
+        attn_entropy.append(float(stats.entropy(alpha_q, unit="bits").mean()))
         a, v = geometry.query_key_alignment(lay["queries"], lay["keys"], lay["attn_weights"])
         attended.append(a)
         visible.append(v)
@@ -666,7 +664,7 @@ def hmm_manifold(model: CausalTransformer, batch: hmm.HMMBatch) -> HMMManifold:
     """Return the :class:`HMMManifold` of a trained HMM transformer on ``batch``."""
     _, layers = probe_activations(model, batch.inputs)
     B, K = batch.observations.shape
-    entropy = calibration.entropy_bits(batch.posterior).numpy()  # (B, K)
+    entropy = stats.entropy(batch.posterior, unit="bits").numpy()  # (B, K)
 
     def measure(rows: torch.Tensor) -> tuple[np.ndarray, np.ndarray, float, float]:
         scores, ratios, rho = _pc1(rows, entropy.reshape(-1))
@@ -705,7 +703,7 @@ def bijection_scrambled_probe(settings: Mapping[str, Any], *, seed: int) -> bije
     the batch is for geometry only.
     """
     probe = bijection_probe_batch(settings, seed=seed)
-    g = torch_generator(seed + _PROBE_STREAM + 1)
+    g = torch_generator(stream(seed, "probe", 1))
     tokens = probe.tokens.clone()
     tokens[:, 1::2] = probe.V + torch.randint(probe.V, tokens[:, 1::2].shape, generator=g)
     return bijection.BijectionBatch(tokens=tokens, keys=probe.keys, targets=probe.targets, bijection=probe.bijection,
@@ -784,7 +782,7 @@ def plot_geometry_through_training(axes, curve: Mapping[str, np.ndarray], nulls:
 
     Each panel shows the checkpoint values (:func:`bijection_geometry_through_training`), the paper's
     bound (dotted) and the scrambled-values control (dashed); step 0 is the untrained model. The last
-    20 % of training is shaded: the window in which a plateau is judged (:func:`geometry.late_change`).
+    20 % of training is shaded: the window in which a plateau is judged (:func:`settling.late_change`).
     """
     from ..plotting import PALETTE
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
+
+from ..settings import check_positive_int
 
 __all__ = [
     "HMMBatch",
@@ -27,12 +28,6 @@ __all__ = [
     "hmm_input_features",
     "hmm_input_dim",
 ]
-
-
-def _check_positive(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
-    return int(value)
 
 
 def _dirichlet_ones(shape: tuple[int, ...], generator: torch.Generator | None) -> torch.Tensor:
@@ -74,9 +69,9 @@ def sample_hmm_parameters(
     Rows are Dirichlet(1), floored at ``floor``, renormalised; ``grid=0.01`` also rounds every
     probability to a multiple of 0.01 (rows still sum to one).
     """
-    n = _check_positive("n_hmms", n_hmms)
-    S = _check_positive("n_states", n_states)
-    O = _check_positive("n_symbols", n_symbols)
+    n = check_positive_int("n_hmms", n_hmms)
+    S = check_positive_int("n_states", n_states)
+    O = check_positive_int("n_symbols", n_symbols)
     if not 0 <= floor < 1.0 / max(S, O):
         raise ValueError(f"floor must be in [0, 1/max(S, O)), got {floor}")
     transition = _floor_and_round(_dirichlet_ones((n, S, S), generator), floor, grid)
@@ -95,7 +90,7 @@ def sample_hmm_sequences(
     transition: torch.Tensor, emission: torch.Tensor, length: int, *, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Return ``(states (n, K), observations (n, K))`` int64, one sequence per HMM, uniform initial state."""
-    K = _check_positive("length", length)
+    K = check_positive_int("length", length)
     n, S, _ = transition.shape
     rows = torch.arange(n)
     states = torch.empty(n, K, dtype=torch.long)

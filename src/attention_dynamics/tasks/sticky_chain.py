@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.special import logsumexp
+from ..seeding import torch_generator
 
 __all__ = [
     "N_SYMBOLS",
@@ -183,7 +184,7 @@ def entropy_rate_nats(P: torch.Tensor | np.ndarray) -> float:
 
 def symbol_means(n_symbols: int = N_SYMBOLS, input_dim: int = INPUT_DIM, *, seed: int = MEANS_SEED) -> torch.Tensor:
     """Return the fixed symbol means mu ``(n, d)`` drawn from N(0, I) with ``seed`` (float32)."""
-    g = torch.Generator().manual_seed(int(seed))
+    g = torch_generator(seed)
     return torch.randn(n_symbols, input_dim, generator=g)
 
 
@@ -225,7 +226,7 @@ def make_sticky_chain_data(
         raise ValueError(f"length must be at least 2 (one input/target pair), got {length}")
     P32 = transition_matrix(kind, n_symbols, self_prob, dtype=torch.float32)
     mu = symbol_means(n_symbols, input_dim)
-    g = torch.Generator().manual_seed(int(seed))
+    g = torch_generator(seed)
     symbols = sample_chain(P32, length, g)
     noise = torch.randn(length - 1, input_dim, generator=g) * noise_std  # (T−1, d)
     x = mu[symbols[:-1]] + noise  # x_t = mu[y_{t−1}] + noise

@@ -1,6 +1,5 @@
-"""Training: the one loop (:mod:`.loop`: :func:`fit`, :func:`map_parallel`), the sticky chain's schedules
-(:mod:`.schedules`) and its closed-form engine (:mod:`.head_engine`)."""
+"""Training: the one loop (:mod:`.loop`: :func:`fit`, :func:`map_parallel` and the opt-in fast path), the sticky
+chain's schedules (:mod:`.schedules`) and its closed-form engine (:mod:`.head_engine`)."""
 
-from .loop import TrainHistory, autograd_backward, fit, map_parallel
-
-__all__ = ["TrainHistory", "autograd_backward", "fit", "map_parallel"]
+from .loop import *  # noqa: F401,F403  (the loop's public names are the package's)
+from .loop import __all__  # noqa: F401

@@ -32,15 +32,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-from ..attention import PARAM_NAMES, SingleHeadParams, single_head_forward
+from ..attention import SingleHeadParams, single_head_forward
+from ..models.single_head import SingleHeadModule
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "HeadPass",
-    "SingleHeadModule",
     "closed_form_head_pass",
     "closed_form_backward",
     "autograd_head_loss",
@@ -211,28 +210,6 @@ def _thread_pool(n: int) -> ThreadPoolExecutor:
     if n not in _POOLS:
         _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="head-engine")
     return _POOLS[n]
-
-
-class SingleHeadModule(nn.Module):
-    """The single head as an ``nn.Module`` with parameters ``W_Q, W_K, W_V, W_O`` (for :func:`attention_dynamics.training.fit`).
-
-    ``forward(x)`` returns the logits ``(T, C)`` of the dense reference implementation (autograd
-    works through it); training with :func:`closed_form_backward` never calls it.
-    """
-
-    def __init__(self, params: SingleHeadParams):
-        super().__init__()
-        for name in PARAM_NAMES:
-            self.register_parameter(name, nn.Parameter(getattr(params, name).detach().clone()))
-
-    def head_params(self) -> SingleHeadParams:
-        """Return the current weights as a :class:`~attention_dynamics.attention.SingleHeadParams` (sharing storage, no grad)."""
-        return SingleHeadParams(**{n: getattr(self, n).detach() for n in PARAM_NAMES})
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Return the logits ``(..., T, C)`` for inputs ``x`` ``(..., T, d_in)``."""
-        params = SingleHeadParams(**{n: getattr(self, n) for n in PARAM_NAMES})
-        return single_head_forward(x, params).logits
 
 
 def closed_form_backward(*, block_size: int = DEFAULT_BLOCK_SIZE) -> Callable[[SingleHeadModule, tuple], torch.Tensor]:

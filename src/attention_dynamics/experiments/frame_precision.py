@@ -30,10 +30,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import scipy.stats
 
-from . import __version__
+from .. import __version__
+from ..paths import data_path
+from ..seeding import stream
+from ..settling import path_settling_step
 
 __all__ = [
-    "path_settling_step",
     "settling_comparison",
     "plot_settling_comparison",
     "order_statistics",
@@ -49,33 +51,13 @@ __all__ = [
     "main",
 ]
 
-DATA_PATH = Path(__file__).with_name("data") / "frame_freeze.json"
+DATA_PATH = data_path("frame_freeze.json")
 BITS = 1.0 / math.log(2.0)
 
 
 # ---------------------------------------------------------------------------------------------
 # Path settling: a unit-free criterion
 # ---------------------------------------------------------------------------------------------
-
-
-def path_settling_step(steps: np.ndarray, increments: np.ndarray, fraction: float) -> int:
-    """Return the first step at which the path still to go is at most ``fraction`` of the whole path.
-
-    ``steps`` ``(n + 1,)`` are recording steps and ``increments`` ``(n,)`` the distance the quantity
-    moves between consecutive ones (any unit: only ratios are used). The remaining fraction at
-    ``steps[k]`` is ``Σ_{m ≥ k} increments[m] / Σ increments``; it falls from 1 to 0.
-    """
-    steps = np.asarray(steps)
-    inc = np.asarray(increments, dtype=float)
-    if inc.ndim != 1 or steps.shape != (inc.size + 1,):
-        raise ValueError(f"need steps of length len(increments) + 1, got {steps.shape} and {inc.shape}")
-    if not 0 < fraction < 1:
-        raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
-    total = inc.sum()
-    if total == 0:
-        return int(steps[0])
-    remaining = np.r_[inc[::-1].cumsum()[::-1], 0.0] / total
-    return int(steps[np.argmax(remaining <= fraction)])
 
 
 def settling_comparison(runs: Sequence[Any], fractions: Sequence[float], *, confidence: float = 0.95) -> dict[str, Any]:
@@ -126,7 +108,7 @@ def order_statistics(row: Mapping[str, Any], *, confidence: float = 0.95, n_boot
 
 def plot_settling_comparison(comparison: Mapping[str, Any], *, ax=None):
     """Plot the paired difference t_P − t_F (mean and interval) against the remaining-path fraction."""
-    from . import plotting
+    from .. import plotting
 
     if ax is None:
         _, ax = plotting.new_figure(1, width=5.0, height=3.2)
@@ -158,13 +140,13 @@ def plot_settling_comparison(comparison: Mapping[str, Any], *, ax=None):
 def head_freeze_run(seed: int, freeze_at: int | None, settings: Mapping[str, Any]) -> dict[str, float]:
     """Return the initial and final probe loss (nats) of chapter 4's head with W_Q, W_K frozen from ``freeze_at``.
 
-    ``settings``: ``steps``, ``lr``, ``n_train``, ``n_probe`` of :func:`dynamics.train_specialization_head`;
+    ``settings``: ``steps``, ``lr``, ``n_train``, ``n_probe`` of :func:`head_training.train_specialization_head`;
     ``freeze_at=None`` trains everything (the reference run).
     """
-    from . import dynamics
+    from . import head_training
 
     steps = int(settings["steps"])
-    run = dynamics.train_specialization_head(seed, steps=steps, lr=settings["lr"], n_train=settings["n_train"],
+    run = head_training.train_specialization_head(seed, steps=steps, lr=settings["lr"], n_train=settings["n_train"],
                                              n_probe=settings["n_probe"], record_every=steps // 2,
                                              settle_window=steps // 2, freeze_routing_at=freeze_at)
     return {"initial": float(run.probe_loss[0]), "final": float(run.probe_loss[-1])}
@@ -178,8 +160,8 @@ def tunnel_freeze_run(seed: int, freeze_at: int | None, settings: Mapping[str, A
     """
     import torch
 
-    from . import calibration
-    from .experiments import wind_tunnel
+    from .. import calibration
+    from . import wind_tunnel
 
     run = wind_tunnel.train_bijection(settings, seed=seed, checkpoints=False, freeze_routing_at=freeze_at)
     batch = wind_tunnel.bijection_batch_for_eval(settings, seed=seed, n=settings["n_eval"])
@@ -188,7 +170,7 @@ def tunnel_freeze_run(seed: int, freeze_at: int | None, settings: Mapping[str, A
         with torch.no_grad():
             return float(calibration.calibration_report(batch.posterior, wind_tunnel.bijection_log_probs(model, batch)).kl_bits)
 
-    torch.manual_seed(seed + wind_tunnel._MODEL_STREAM)  # the run's own initialisation
+    torch.manual_seed(stream(seed, "init"))  # the run's own initialisation
     untrained = wind_tunnel.make_bijection_transformer(
         settings["V"], settings["L"], d_model=settings["bij_d_model"], n_layers=settings["bij_n_layers"],
         n_heads=settings["bij_n_heads"]).eval()
@@ -281,7 +263,7 @@ def freeze_frame_summary(result: Mapping[str, Any], margin_fraction: float = 0.0
 
 def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], margin_fraction: float = 0.01, *, axes=None):
     """Plot, per setting, the cost in bits of freezing W_Q, W_K at step t against t (seeds and mean)."""
-    from . import plotting
+    from .. import plotting
 
     if axes is None:
         _, axes = plotting.new_figure(len(results), width=4.2, height=3.2)
@@ -332,8 +314,8 @@ HEAVY_SETTINGS: dict[str, dict[str, Any]] = {
 def compute(heavy: Mapping[str, Mapping[str, Any]] = HEAVY_SETTINGS, *, cache_dir: str | Path | None = None,
             kinds: Sequence[str] = ("head", "tunnel"), log=print) -> dict[str, Any]:
     """Return the freeze-the-frame results of every kind in ``heavy`` (see :func:`freeze_frame_experiment`)."""
-    from .notebooks import package_commit
-    from .paths import REPO_ROOT
+    from ..notebooks import package_commit
+    from ..paths import REPO_ROOT
 
     out: dict[str, Any] = {}
     for kind in kinds:
@@ -362,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kinds", nargs="+", default=["head", "tunnel"])
     args = parser.parse_args(argv)
     results = compute(cache_dir=args.cache, kinds=args.kinds, log=lambda m: print(m, flush=True))
-    from .claims import atomic_write_text
+    from ..claims import atomic_write_text
 
     atomic_write_text(Path(args.out), json.dumps(results, indent=1, allow_nan=False) + "\n")
     print(f"wrote {args.out}", flush=True)

@@ -25,16 +25,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import scipy.stats
 
-from .training.schedules import lr_ratio_schedule
-from .experiments.em_vs_sgd import (
+from ..training.schedules import lr_ratio_schedule
+from .em_vs_sgd import (
     _first_crossings,
     bootstrap_speedup_ci,
     heavy_job_cache_path,
     paper_speedup,
     run_heavy_job,
 )
-from .tasks import sticky_chain
-from .training import map_parallel
+from ..tasks import sticky_chain
+from ..training import map_parallel
 
 __all__ = [
     "CONDITIONS",
@@ -331,9 +331,9 @@ def m_step_value_step_ratio(seed: int, rho: float, *, length: int = sticky_chain
     """
     import torch
 
-    from .training.head_engine import closed_form_head_pass
-    from .training.schedules import BASE_LR, m_step_direction
-    from .experiments.em_vs_sgd import initial_head
+    from ..training.head_engine import closed_form_head_pass
+    from ..training.schedules import BASE_LR, m_step_direction
+    from .em_vs_sgd import initial_head
 
     data = sticky_chain.make_sticky_chain_data(seed, length=length)
     x = data.x.double()
@@ -368,7 +368,7 @@ def plot_values_axis(results: Mapping[str, Any], m_step: Mapping[float, tuple[fl
 
     ``m_step`` maps rho to (value-step ratio at initialisation, speed-up) on the same seeds.
     """
-    from . import plotting
+    from .. import plotting
 
     axis = values_axis(results)
     fig, ax = plotting.new_figure(width=5.2, height=3.4)
@@ -393,7 +393,7 @@ def plot_condition_speedups(results: Mapping[str, Any], *, m_step: Mapping[str, 
 
     ``m_step`` (optional) maps a label to a speed-up drawn as a horizontal line (the closed-form M-step).
     """
-    from . import plotting
+    from .. import plotting
 
     names = [n for n in CONDITIONS if n != "sgd"]
     fig, ax = plotting.new_figure(width=6.6, height=3.6)
@@ -434,7 +434,7 @@ def plot_lr_surface(results: Mapping[str, Any]):
 
     Points not computed are left blank and marked "not run".
     """
-    from . import plotting
+    from .. import plotting
 
     levels = list(results["config"]["grid_levels"])
     points = {tuple(p["ratios"]): p["speedup"] for p in results["grid"]}
@@ -466,8 +466,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the surface's jobs stage by stage, writing the results after each (``python -m attention_dynamics.experiments.lr_surface``)."""
     import argparse
 
-    from .paths import data_path
-    from .experiments.em_vs_sgd import PAPER_SCALE_FILE, load_results, save_results
+    from ..paths import data_path
+    from .em_vs_sgd import PAPER_SCALE_FILE
+    from .results import load_results, save_results
 
     parser = argparse.ArgumentParser(description="Compute the sticky chain's learning-rate surface.")
     parser.add_argument("--output", type=Path, default=data_path(SURFACE_FILE), help="JSON file to write")

@@ -1,0 +1,411 @@
+"""The single head trained on content-addressed recall with every measurement along the way (chapters 2–4): the runs, their summaries and figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..attention import SingleHeadParams, init_single_head
+from ..dynamics import (
+    advantage_change_rate,
+    attention_distance,
+    attention_on_correct_source,
+    attention_on_sources,
+    responsibility_purity,
+    specialization_matrix,
+    value_distance,
+    value_precision_nats,
+    value_prototype_alignment,
+)
+from ..models.single_head import SingleHeadModule
+from ..seeding import stream, torch_generator
+from ..settings import check_positive_int
+from ..settling import quiescence_step, settle_step
+from ..tasks import specialization as task
+from ..tasks.specialization import SpecializationBatch
+from ..training import fit
+
+
+@dataclass
+class SpecializationRun:
+    """What :func:`train_specialization_head` returns (plain NumPy, picklable for ``map_parallel``).
+
+    Curves are indexed by ``steps`` (the checkpoints, every ``record_every`` steps and the end);
+    ``train_loss`` by every step. Losses in nats. On the fixed probe set:
+    ``frame_change[t]`` is the mean total-variation distance between the query attention rows at
+    checkpoint t and ``settle_window`` steps later (fraction of attention mass moved);
+    ``value_change[t]`` the RMS change of the sources' value vectors over the same window,
+    relative to their RMS norm at its end; ``frame_distance`` / ``value_distance`` the same
+    distances from the final state (for the alternative settling criterion).
+    ``attention_snapshots`` ``(n_ckpt, n_show, T, T)`` for the first probe sequences,
+    ``label_prototypes`` ``(n_ckpt, C, d_v)`` the rows of W_V on the label block (each label's
+    contribution to a value), ``specialization`` ``(n_ckpt, n_tags, n_tags)``,
+    ``param_history`` name → ``(n_ckpt, *shape)`` the head at every checkpoint;
+    ``shown_sequences`` the inputs and ground truth of the probe sequences in the snapshots
+    (``x``, ``correct_source``, ``requests``, ``source_tags``, ``source_labels``, ``targets``).
+    With ``path_every``: ``path_steps`` (every ``path_every`` steps and the end) and the distance each
+    quantity moves between consecutive ones, ``frame_path`` (mean total variation of the query
+    attention rows) and ``value_path`` (RMS distance of the sources' values); see
+    :func:`path_settling_step`.
+    """
+
+    settings: dict[str, Any]
+    steps: np.ndarray
+    train_loss: np.ndarray
+    probe_loss: np.ndarray
+    correct_mass: np.ndarray
+    source_mass: np.ndarray
+    alignment: np.ndarray
+    precision_nats: np.ndarray
+    purity: np.ndarray
+    frame_change: np.ndarray
+    value_change: np.ndarray
+    frame_distance: np.ndarray
+    value_distance: np.ndarray
+    attention_snapshots: np.ndarray
+    label_prototypes: np.ndarray
+    specialization: np.ndarray
+    param_history: dict[str, np.ndarray] = field(default_factory=dict)
+    shown_sequences: dict[str, np.ndarray] = field(default_factory=dict)
+    path_steps: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int))
+    frame_path: np.ndarray = field(default_factory=lambda: np.empty(0))
+    value_path: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    @property
+    def change_steps(self) -> np.ndarray:
+        """Return the checkpoint steps at which ``frame_change`` / ``value_change`` windows start."""
+        return self.steps[: len(self.frame_change)]
+
+    def settling_steps(self, threshold: float = 0.01) -> tuple[tuple[int, bool], tuple[int, bool]]:
+        """Return ``((frame_step, settled), (value_step, settled))`` by the rate criterion (:func:`quiescence_step`)."""
+        return (quiescence_step(self.change_steps, self.frame_change, threshold),
+                quiescence_step(self.change_steps, self.value_change, threshold))
+
+    def settling_steps_by_distance(self, tolerance: float = 0.1) -> tuple[int, int]:
+        """Return ``(frame_step, value_step)`` by the distance-to-final criterion (:func:`settling_step`)."""
+        return (settle_step(self.steps, self.frame_distance, fraction=tolerance),
+                settle_step(self.steps, self.value_distance, fraction=tolerance))
+
+    def head_at(self, index: int = -1, dtype: torch.dtype = torch.float64) -> SingleHeadParams:
+        """Return the head's parameters at checkpoint ``index`` (default: the end of training)."""
+        return SingleHeadParams(**{k: torch.as_tensor(v[index], dtype=dtype) for k, v in self.param_history.items()})
+
+
+TASK_DEFAULTS = {"n_sources": 4, "n_queries": 4, "n_tags": 8, "n_labels": 8}
+
+
+def train_specialization_head(
+    seed: int,
+    *,
+    steps: int = 2000,
+    lr: float = 0.5,
+    value_lr_ratio: float = 1.0,
+    frozen: Sequence[str] = (),
+    n_train: int = 256,
+    n_probe: int = 256,
+    record_every: int = 20,
+    settle_window: int = 100,
+    d_k: int = 8,
+    d_v: int = 8,
+    init_std: float = 0.1,
+    n_show: int = 2,
+    data_seed: int | None = None,
+    task_sizes: dict[str, int] | None = None,
+    path_every: int | None = None,
+    freeze_routing_at: int | None = None,
+) -> SpecializationRun:
+    """Return a :class:`SpecializationRun`: full-batch gradient descent on the recall task, measured.
+
+    The head (init N(0, init_std²), seeded by ``seed``) is trained by plain SGD on a fixed training
+    set of ``n_train`` sequences; routing (W_Q, W_K) and readout (W_O) use ``lr``, the values
+    (W_V) ``lr · value_lr_ratio``; matrices named in ``frozen`` keep their initial values (for
+    ablations). Every ``record_every`` steps the E-step, M-step and specialization measures are
+    taken on a fixed probe set of ``n_probe`` sequences. ``data_seed`` (default: ``seed``) draws
+    the data, so runs can share a task and differ only in initialisation. ``path_every``: also record
+    the frame and the values every that many steps (cheap; for :func:`path_settling_step`).
+    ``freeze_routing_at`` = t: W_Q and W_K stop training from step t on (the frame frozen), the rest
+    trains on.
+    """
+    steps = check_positive_int("steps", steps)
+    record_every = check_positive_int("record_every", record_every)
+    settle_window = check_positive_int("settle_window", settle_window)
+    if steps % record_every or settle_window % record_every:
+        raise ValueError(f"steps ({steps}) and settle_window ({settle_window}) must be multiples of record_every ({record_every})")
+    if settle_window >= steps:
+        raise ValueError(f"settle_window ({settle_window}) must be shorter than the run ({steps} steps)")
+    sizes = {**TASK_DEFAULTS, **(task_sizes or {})}
+    data_gen = torch_generator(seed if data_seed is None else data_seed)
+    train = task.sample_specialization_batch(n_train, generator=data_gen, **sizes)
+    probe = task.sample_specialization_batch(n_probe, generator=data_gen, **sizes)
+    d_in = task.input_dim(sizes["n_tags"], sizes["n_labels"])
+    init = init_single_head(d_in, d_k, d_v, sizes["n_labels"], std=init_std, generator=torch_generator(stream(seed, "init")))
+    model = SingleHeadModule(init)
+    optimizer = torch.optim.SGD(model.param_groups(lr, value_lr_ratio, frozen=frozen), lr=lr)
+    K = sizes["n_sources"]
+    label_rows = slice(2 * sizes["n_tags"], 2 * sizes["n_tags"] + sizes["n_labels"])
+
+    alphas: list[torch.Tensor] = []
+    values: list[torch.Tensor] = []
+    snapshots: list[dict[str, np.ndarray]] = []
+
+    path_at = set(range(0, steps, path_every)) | {steps} if path_every else set()
+    path: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+
+    def batches(step: int) -> SpecializationBatch:
+        if freeze_routing_at is not None and step == freeze_routing_at:
+            model.W_Q.requires_grad_(False)
+            model.W_K.requires_grad_(False)
+        return train
+
+    def measure(step: int, module: SingleHeadModule, loss: float) -> dict[str, Any] | None:
+        if step in path_at:
+            with torch.no_grad():
+                fwd = task.query_forward(module.head_params(live=True), probe)
+                path.append((step, fwd.alpha[:, K:].clone(), fwd.v[:, :K].clone()))
+        if step % record_every and step != steps:
+            return None
+        with torch.no_grad():
+            p = module.head_params(live=True)
+            fwd = task.query_forward(p, probe)
+            alphas.append(fwd.alpha[:, K:].clone())  # (n_probe, Q, T)
+            values.append(fwd.v[:, :K].clone())  # (n_probe, K, d_v)
+            snapshots.append({k: v.detach().numpy().copy() for k, v in p.as_dict().items()})
+            return {
+                "probe_loss": float(fwd.loss),
+                "correct_mass": attention_on_correct_source(fwd.alpha, probe),
+                "source_mass": attention_on_sources(fwd.alpha, probe),
+                "alignment": value_prototype_alignment(fwd.v, p.W_O, probe),
+                "precision_nats": value_precision_nats(fwd.v, p.W_O, probe),
+                "purity": responsibility_purity(fwd.alpha, probe),
+                "snapshot": fwd.alpha[:n_show].numpy().copy(),
+                "prototypes": p.W_V[label_rows].numpy().copy(),
+                "specialization": specialization_matrix(fwd.alpha, probe),
+            }
+
+    history = fit(model, batches, steps=steps, optimizer=optimizer,
+                  loss_fn=lambda module, batch: task.query_loss(module.head_params(live=True), batch),
+                  callback=measure, callback_steps=set(range(0, steps, record_every)) | path_at)
+    recs = history.records
+
+    def col(name: str) -> np.ndarray:
+        return np.array([r[name] for r in recs])
+
+    lag = settle_window // record_every  # checkpoints per window
+    frame_change = np.array([attention_distance(a, b) for a, b in zip(alphas[:-lag], alphas[lag:])])
+    value_change = np.array([value_distance(a, b) / value_distance(b, torch.zeros_like(b))
+                             for a, b in zip(values[:-lag], values[lag:])])
+    settings = dict(seed=seed, steps=steps, lr=lr, value_lr_ratio=value_lr_ratio, frozen=list(frozen),
+                    n_train=n_train, n_probe=n_probe, record_every=record_every, settle_window=settle_window,
+                    d_k=d_k, d_v=d_v, init_std=init_std,
+                    data_seed=seed if data_seed is None else data_seed, path_every=path_every,
+                    freeze_routing_at=freeze_routing_at, **sizes)
+    return SpecializationRun(
+        settings=settings,
+        steps=col("step"),
+        train_loss=history.losses,
+        probe_loss=col("probe_loss"),
+        correct_mass=col("correct_mass"),
+        source_mass=col("source_mass"),
+        alignment=col("alignment"),
+        precision_nats=col("precision_nats"),
+        purity=col("purity"),
+        frame_change=frame_change,
+        value_change=value_change,
+        frame_distance=np.array([attention_distance(a, alphas[-1]) for a in alphas]),
+        value_distance=np.array([value_distance(v, values[-1]) for v in values]),
+        attention_snapshots=np.stack([r["snapshot"] for r in recs]),
+        label_prototypes=np.stack([r["prototypes"] for r in recs]),
+        specialization=np.stack([r["specialization"] for r in recs]),
+        param_history={k: np.stack([s[k] for s in snapshots]) for k in snapshots[0]},
+        shown_sequences={name: getattr(probe, name)[:n_show].numpy().copy() for name in
+                         ("x", "correct_source", "requests", "source_tags", "source_labels", "targets")},
+        path_steps=np.array([t for t, _, _ in path], dtype=int),
+        frame_path=np.array([attention_distance(a, b) for (_, a, _), (_, b, _) in zip(path[:-1], path[1:])]),
+        value_path=np.array([value_distance(a, b) for (_, _, a), (_, _, b) in zip(path[:-1], path[1:])]),
+    )
+
+
+def frame_precision_summary(runs: Sequence[SpecializationRun], threshold: float = 0.01) -> dict[str, Any]:
+    """Return per-run settling steps (rate criterion) and their summary over runs (seeds).
+
+    Keys: ``frame_steps``, ``value_steps`` (arrays; a run that has not settled counts as the
+    end of its run, a lower bound), ``unsettled`` (number of such censored times),
+    ``frame_first_fraction`` (fraction of runs whose frame settles strictly before their
+    values), ``time_ratios`` (value step / frame step per run) and ``median_time_ratio``.
+    """
+    if not runs:
+        raise ValueError("need at least one run")
+    pairs = [r.settling_steps(threshold) for r in runs]
+    frame = np.array([f for (f, _), _ in pairs], dtype=float)
+    value = np.array([v for _, (v, _) in pairs], dtype=float)
+    unsettled = sum((not fs) + (not vs) for (_, fs), (_, vs) in pairs)
+    ratios = value / np.maximum(frame, 1.0)
+    return {
+        "frame_steps": frame,
+        "value_steps": value,
+        "unsettled": int(unsettled),
+        "frame_first_fraction": float(np.mean(frame < value)),
+        "time_ratios": ratios,
+        "median_time_ratio": float(np.median(ratios)),
+    }
+
+
+def milestone_indices(curve: np.ndarray, fractions: Sequence[float]) -> list[int]:
+    """Return, for each fraction f, the first index at which ``curve`` has covered f of its rise from start to end."""
+    curve = np.asarray(curve, dtype=float)
+    start, end = curve[0], curve[-1]
+    if end == start:
+        return [0 for _ in fractions]
+    progress = (curve - start) / (end - start)
+    return [int(np.argmax(progress >= f)) for f in fractions]
+
+
+def prototype_trajectories(run: SpecializationRun, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(coords, explained)``: the label prototypes projected on their principal components.
+
+    ``coords`` ``(n_ckpt, C, n_components)`` are the rows of W_V on the label block at every
+    checkpoint, projected on the principal axes fitted to the final prototypes (so the end state
+    is shown in its own best 2-d view); ``explained`` ``(n_components,)`` the fraction of the
+    final prototypes' variance each axis carries.
+    """
+    from sklearn.decomposition import PCA
+
+    final = run.label_prototypes[-1]  # (C, d_v)
+    pca = PCA(n_components=n_components).fit(final)
+    n_ckpt, C, d_v = run.label_prototypes.shape
+    coords = pca.transform(run.label_prototypes.reshape(-1, d_v)).reshape(n_ckpt, C, n_components)
+    return coords, pca.explained_variance_ratio_
+
+
+def advantage_change_along_training(run: "SpecializationRun", batch: SpecializationBatch) -> dict[str, np.ndarray]:
+    """Return, at every checkpoint of ``run``, which attended keys gain advantage under a value step.
+
+    Keys (arrays over checkpoints, fractions of attended (query, key) pairs): ``gain_correct``
+    / ``gain_other_source`` / ``gain_query_key``: the share whose total first-order change
+    ``dA/deta`` is positive, for the key holding the answer, the other sources and earlier queries;
+    ``rule_agreement``: the share whose total change has the sign of ``alpha_ij − Σ alpha_ij'²`` (the
+    rich-get-richer rule); ``correct_rich``: the share of correct-source pairs above that threshold;
+    ``self_share``: ``Σ|self_term| / (Σ|self| + Σ|cross| + Σ|response|)``. ``steps``: the checkpoints.
+    """
+    K = batch.n_sources
+    correct = F.one_hot(batch.correct_source, batch.x.shape[1]).bool()  # (B, Q, T)
+    is_source = torch.zeros(batch.x.shape[1], dtype=torch.bool)
+    is_source[:K] = True
+    out: dict[str, list[float]] = {k: [] for k in ("gain_correct", "gain_other_source", "gain_query_key",
+                                                   "rule_agreement", "correct_rich", "self_share")}
+    for index in range(len(run.steps)):
+        ch = advantage_change_rate(run.head_at(index), batch)
+        attended = (ch.alpha > 0) & ((ch.alpha > 0).sum(-1, keepdim=True) >= 2)
+        gain = ch.total > 0
+        other = attended & is_source & ~correct
+        queries = attended & ~is_source
+        out["gain_correct"].append(float(gain[attended & correct].double().mean()))
+        out["gain_other_source"].append(float(gain[other].double().mean()))
+        out["gain_query_key"].append(float(gain[queries].double().mean()) if queries.any() else float("nan"))
+        decided = attended & (ch.total != 0) & (ch.threshold != 0)
+        out["rule_agreement"].append(float((torch.sign(ch.total[decided]) == torch.sign(ch.threshold[decided]))
+                                           .double().mean()))
+        out["correct_rich"].append(float((ch.threshold[attended & correct] > 0).double().mean()))
+        parts = [t[attended].abs().sum() for t in (ch.self_term, ch.cross_term, ch.response_term)]
+        out["self_share"].append(float(parts[0] / sum(parts)))
+    return {"steps": np.asarray(run.steps), **{k: np.array(v) for k, v in out.items()}}
+
+
+def plot_advantage_change(trace: dict[str, np.ndarray], *, axes=None):
+    """Plot :func:`advantage_change_along_training`: who gains advantage, and how often the rule predicts it."""
+    from .. import plotting
+
+    if axes is None:
+        _, axes = plotting.new_figure(2, width=4.4, height=3.2)
+    steps = trace["steps"]
+    ax = axes[0]
+    for key, label, colour in (("gain_correct", "the source holding the answer", 0),
+                               ("gain_other_source", "the other sources", 1),
+                               ("gain_query_key", "earlier queries", 2)):
+        ax.plot(steps, trace[key], color=plotting.PALETTE[colour], label=label)
+    ax.set(title="keys gaining advantage under a value step", xlabel="training step",
+           ylabel="share of attended pairs with dA/dη > 0", ylim=(-0.02, 1.02))
+    ax.legend(loc="best", fontsize=8)
+    ax = axes[1]
+    ax.plot(steps, trace["rule_agreement"], color=plotting.PALETTE[3],
+            label=r"sign of dA/dη = sign of $\alpha_{ij} - \sum_{j'} \alpha_{ij'}^2$")
+    ax.plot(steps, trace["correct_rich"], color=plotting.PALETTE[0], ls="--",
+            label="answer's source above the threshold")
+    ax.plot(steps, trace["self_share"], color=plotting.PALETTE[4], ls=":", label="self term's share of |dA/dη|")
+    ax.axhline(0.5, color="grey", lw=0.8)
+    ax.set(title="the rich-get-richer rule", xlabel="training step", ylabel="fraction", ylim=(-0.02, 1.02))
+    ax.legend(loc="best", fontsize=8)
+    return axes
+
+
+def weight_step_along_training(
+    seed: int = 42, *, schedule: str = "sgd", steps: int = 1000, every: int = 100, eta: float = 0.01,
+    length: int = 2000,
+) -> dict[str, Any]:
+    """Return how far the free-activation laws are from a real weight step, along training of the sticky head.
+
+    The paper's sticky-chain head (chapter 5; :func:`attention_dynamics.experiments.em_vs_sgd.train_sticky_head`'s
+    data, initialisation and ``schedule``) is trained for ``steps`` steps; every ``every`` steps and at
+    the end, :func:`attention_dynamics.gradients.weight_step_check` takes one step of size ``eta`` on
+    its weights (float64) and returns the share of attended pairs whose attention moves with the sign of
+    their advantage (``sign_agreement``) and the cosine of the law's Δv with the actual one
+    (``value_cosine``). The same is measured on a reference input set where the two value pictures
+    coincide: ``d_in`` orthonormal inputs (``ref_*``; labels: the sequence's first ``d_in`` targets).
+    Returns lists keyed ``steps``, ``loss``, ``sign_agreement``, ``value_cosine``,
+    ``ref_sign_agreement``, ``ref_value_cosine``, and ``settings``.
+    """
+    from ..experiments import em_vs_sgd as sticky
+    from ..gradients import weight_step_check
+    from ..tasks import sticky_chain
+    from ..training.schedules import get_schedule, make_backward, make_optimizer
+
+    sched = get_schedule(schedule)
+    data = sticky_chain.make_sticky_chain_data(seed, length=length)
+    model = SingleHeadModule(sticky.initial_head(seed))
+    d_in = data.x.shape[-1]
+    basis = torch.linalg.qr(torch.randn(d_in, d_in, generator=torch_generator(seed), dtype=torch.float64))[0]
+    ref_y = data.y[:d_in]
+
+    def measure(step: int, m: SingleHeadModule, loss: float) -> dict[str, Any]:
+        params = m.head_params()
+        real = weight_step_check(data.x, params, data.y, eta=eta)
+        ref = weight_step_check(basis, params, ref_y, eta=eta)
+        return {"sign_agreement": real["sign_agreement"], "value_cosine": real["value_cosine"],
+                "ref_sign_agreement": ref["sign_agreement"], "ref_value_cosine": ref["value_cosine"]}
+
+    history = fit(model, lambda step: (data.x, data.y), steps=steps, optimizer=make_optimizer(model, sched),
+                  backward=make_backward(sched), callback=measure, callback_steps=range(0, steps, every))
+    recs = history.records
+    losses = list(history.losses)
+    out: dict[str, Any] = {"steps": [r["step"] for r in recs],
+                           "loss": [losses[min(r["step"], steps - 1)] for r in recs]}
+    for key in ("sign_agreement", "value_cosine", "ref_sign_agreement", "ref_value_cosine"):
+        out[key] = [r[key] for r in recs]
+    out["settings"] = dict(seed=seed, schedule=sched.name, steps=steps, every=every, eta=eta, length=length)
+    return out
+
+
+def plot_weight_step_along_training(traces: dict[str, dict[str, Any]], *, axes=None):
+    """Plot :func:`weight_step_along_training` traces (one per schedule): sign agreement and value cosine."""
+    from .. import plotting
+
+    if axes is None:
+        _, axes = plotting.new_figure(2, width=4.2, height=3.1)
+    for n, (name, tr) in enumerate(traces.items()):
+        colour = plotting.PALETTE[n]
+        axes[0].plot(tr["steps"], tr["sign_agreement"], color=colour, marker="o", ms=3, label=f"{name}: sticky chain")
+        axes[0].plot(tr["steps"], tr["ref_sign_agreement"], color=colour, ls="--", label=f"{name}: orthonormal inputs")
+        axes[1].plot(tr["steps"], tr["value_cosine"], color=colour, marker="o", ms=3, label=f"{name}: sticky chain")
+        axes[1].plot(tr["steps"], tr["ref_value_cosine"], color=colour, ls="--", label=f"{name}: orthonormal inputs")
+    axes[0].axhline(0.5, color="grey", lw=0.8)
+    axes[0].set(title="attention moves with the advantage", xlabel="training step",
+                ylabel="share of attended pairs", ylim=(0.3, 1.02))
+    axes[1].set(title="value step: law vs real", xlabel="training step", ylabel="cos(law Δv, actual Δv)",
+                ylim=(-0.05, 1.05))
+    axes[0].legend(fontsize=7, loc="lower right")
+    return axes

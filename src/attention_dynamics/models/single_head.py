@@ -1,0 +1,56 @@
+"""The book's single attention head as an ``nn.Module``: the one module every chapter trains it as."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+import torch.nn as nn
+
+from ..attention import PARAM_NAMES, SingleHeadParams, single_head_forward
+
+__all__ = ["SingleHeadModule"]
+
+
+class SingleHeadModule(nn.Module):
+    """The single head of :mod:`attention_dynamics.attention` with parameters ``W_Q, W_K, W_V, W_O`` (for
+    :func:`attention_dynamics.training.fit`).
+
+    ``forward(x)`` returns the logits ``(..., T, C)`` of the dense reference implementation (autograd works
+    through it); the closed-form engine (:func:`attention_dynamics.training.head_engine.closed_form_backward`)
+    never calls it.
+    """
+
+    def __init__(self, params: SingleHeadParams):
+        super().__init__()
+        for name in PARAM_NAMES:
+            self.register_parameter(name, nn.Parameter(getattr(params, name).detach().clone()))
+
+    def head_params(self, *, live: bool = False) -> SingleHeadParams:
+        """Return the weights as :class:`~attention_dynamics.attention.SingleHeadParams`: detached (sharing
+        storage, no gradient) or, with ``live=True``, the parameters themselves (gradients flow into the module)."""
+        return SingleHeadParams(**{n: getattr(self, n) if live else getattr(self, n).detach() for n in PARAM_NAMES})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the logits ``(..., T, C)`` for inputs ``x`` ``(..., T, d_in)``."""
+        return single_head_forward(x, self.head_params(live=True)).logits
+
+    def param_groups(self, lr: float, value_lr_ratio: float = 1.0, *, frozen: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Return optimiser groups: routing (W_Q, W_K) and readout (W_O) at ``lr``, values (W_V) at ``lr·ratio``.
+
+        Matrices named in ``frozen`` get ``requires_grad = False`` and belong to no group.
+        """
+        if not lr > 0 or not value_lr_ratio > 0:
+            raise ValueError(f"lr and value_lr_ratio must be positive, got {lr!r} and {value_lr_ratio!r}")
+        unknown = set(frozen) - set(PARAM_NAMES)
+        if unknown:
+            raise ValueError(f"unknown matrices to freeze: {sorted(unknown)}; choose from W_Q, W_K, W_V, W_O")
+        groups = [("routing", ["W_Q", "W_K"], lr), ("readout", ["W_O"], lr), ("values", ["W_V"], lr * value_lr_ratio)]
+        out = []
+        for name, members, group_lr in groups:
+            live = [getattr(self, m) for m in members if m not in frozen]
+            for m in members:
+                getattr(self, m).requires_grad_(m not in frozen)
+            if live:
+                out.append({"params": live, "lr": group_lr, "name": name})
+        return out
