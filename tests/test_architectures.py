@@ -408,16 +408,20 @@ def test_a_does_not_realise_row_is_undecided_while_the_positive_control_fails():
                                                                              else "pass")
 
 
-def test_a_failing_row_whose_loss_still_falls_is_not_decided_and_one_on_a_plateau_fails():
+def test_a_row_that_would_fail_is_not_decided_without_a_longer_run_and_a_passing_row_is_decided():
     from types import SimpleNamespace
 
     levels = arch.ReferenceLevels(bayes={"hmm": {"kl_bits": 0.0, "entropy_mae_bits": 0.0}},
                                   context_blind={"hmm": {"kl_bits": 0.03, "entropy_mae_bits": 0.08}})
     steps = np.arange(1000)
-    falling = 1.0 + 0.5 / (1 + steps / 100)  # excess over the floor (1 nat) still halving
-    flat = np.full(1000, 1.2)
-    for losses, status in ((falling, "undecided"), (flat, "fail")):
-        run = SimpleNamespace(metrics={"kl_bits": 0.05, "entropy_mae_bits": 0.1}, n_params=1, width=1, steps=1000,
-                              losses=losses)
+    falling = 1.0 + 0.5 / (1 + steps / 100)  # excess over the floor (1 nat) still falling
+    for kl, status in ((0.05, "undecided"), (0.001, "pass")):
+        run = SimpleNamespace(metrics={"kl_bits": kl, "entropy_mae_bits": 2 * kl}, n_params=1, width=1, steps=1000,
+                              losses=falling)
         recorded = arch.record_table_claims({("transformer", "hmm"): run}, levels, params={}, floors={"hmm": 1.0})
-        assert recorded["architectures.hmm_kl_bits_transformer"].status == status
+        claim = recorded["architectures.hmm_kl_bits_transformer"]
+        assert claim.status == status
+        assert status == "pass" or "fell by" in claim.explanation
+    without_floors = arch.record_table_claims({("transformer", "hmm"): run.__class__(**{**vars(run), "metrics": {
+        "kl_bits": 0.05, "entropy_mae_bits": 0.1}})}, levels, params={})
+    assert without_floors["architectures.hmm_kl_bits_transformer"].status == "fail"  # no floors: the old rule

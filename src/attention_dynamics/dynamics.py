@@ -14,7 +14,7 @@ Three groups of tools, used by chapters 3 and 4 on the content-addressed recall 
   (:func:`value_precision_nats`) and which values serve which queries
   (:func:`specialization_matrix`, :func:`responsibility_purity`).
 - **Settling times**: when the routing frame (the attention pattern) and the values stop moving
-  (:func:`quiescence_step`, and the alternative :func:`settling_step`), measured along a
+  (:func:`quiescence_step`, and the alternative :func:`~attention_dynamics.settling.settle_step`), measured along a
   training run (:func:`train_specialization_head`).
 
 Conventions: the loss is the mean cross-entropy over query positions (nats); ``u = ∂L/∂g``

@@ -27,12 +27,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .. import calibration
+from .. import calibration, stats
 from ..models import count_parameters
 from ..models.factory import FAMILIES, FAMILY_LABELS, build_model, matched_width
 from ..seeding import stream, torch_generator
 from ..settings import check_positive_int
-from ..settling import PLATEAU_TOLERANCE, late_drop
+from ..settling import late_drop
 from ..tasks import associative_recall, bijection, hmm
 from ..tasks.wind_tunnels import (
     TASK_PRIMITIVES,
@@ -44,7 +44,6 @@ from ..tasks.wind_tunnels import (
 )
 from ..training import fit, map_parallel
 from .wind_tunnel import warmup_cosine  # the book's one warm-up + cosine schedule (chapter 6)
-from .. import stats
 
 __all__ = [
     "SETTINGS",
@@ -55,6 +54,7 @@ __all__ = [
     "TRANSPORT_FRACTION_OF_BLIND",
     "realised_threshold",
     "positive_control_fails",
+    "not_decided_reason",
     "REALISED_BINDING_ACCURACY",
     "TRANSFORMER_BINDING_TARGET",
     "RunResult",
@@ -496,9 +496,8 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
     Two rules keep a verdict from outrunning its evidence (the claim is then ``undecided``, with the
     reason): a "does not realise" row while the transformer, the positive control, fails the same
     primitive (:func:`positive_control_fails`); and, given the tasks' Bayes ``floors`` (nats), a row that
-    would fail while its run's training loss is still falling toward the floor
-    (:func:`~attention_dynamics.settling.has_plateaued`: more than a 5% drop of the excess over the
-    last 20% of training). Returns the claims by id.
+    would fail (:func:`not_decided_reason`: no longer run was made, and under a learning rate that decays
+    to zero a flat end cannot show that one would not change the verdict). Returns the claims by id.
     """
     from .. import claims
 
@@ -533,18 +532,27 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
                            f"{TASK_PRIMITIVES[task]}, does not realise it here either at this budget, so this model's "
                            f"not realising it says nothing about its architecture: not decided at this scale.")
             elif floors is not None and claims.claim_status(value, interval=interval, **bounds) == "fail":
-                drop = late_drop(run.losses, floors[task])
-                if drop >= PLATEAU_TOLERANCE:
-                    because = (f"Not decided at this scale: the run's training loss was still falling toward the "
-                               f"Bayes floor (its excess fell by {drop:.0%} over the last 20% of training; a plateau "
-                               f"is less than {PLATEAU_TOLERANCE:.0%}), so more training may change this verdict. "
-                               + (explanations.get(claim_id) or _default_explanation(family, task, metric, run, levels)))
+                because = not_decided_reason(run.losses, floors[task]) + (
+                    explanations.get(claim_id) or _default_explanation(family, task, metric, run, levels))
             recorded[claim_id] = claims.record(
                 claim_id, value, unit=unit, description=description, paper_value=paper, interval=interval,
                 undecided_because=because,
                 explanation=explanations.get(claim_id) or _default_explanation(family, task, metric, run, levels),
                 params=run_params, **bounds)
     return recorded
+
+
+def not_decided_reason(losses: Sequence[float], floor_nats: float) -> str:
+    """Return why a failing verdict of a run is not decided at this scale, with how much its loss still fell.
+
+    The book's runs decay their learning rate to zero along a cosine, so the end of every loss curve
+    flattens by construction: a small late drop says that the schedule is done, not that a longer run
+    would end at the same verdict, and no 4× longer run was made.
+    """
+    drop = late_drop(losses, floor_nats)
+    return (f"Not decided at this scale: no longer run was made, and the run's learning rate decays to zero, so the "
+            f"flat end of its loss (its excess over the Bayes floor fell by {drop:.1%} over the last 20% of training) "
+            f"says the schedule is done, not that a longer one would end here. ")
 
 
 def _default_explanation(family: str, task: str, metric: str, run: RunResult, levels: ReferenceLevels) -> str:

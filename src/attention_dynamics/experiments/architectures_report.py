@@ -15,7 +15,6 @@ from ..diagnostics.routing_fit import AdvantageFit
 from ..diagnostics.state_clusters import StateClustering
 from ..models.factory import FAMILIES, FAMILY_LABELS
 from ..seeding import stream, torch_generator
-from ..settling import PLATEAU_TOLERANCE, late_drop
 from ..tasks import associative_recall
 from ..tasks.wind_tunnels import (
     TASK_PRIMITIVES,
@@ -29,6 +28,7 @@ from .architectures import (
     book_tasks,
     evaluation_batch,
     evaluation_seed,
+    not_decided_reason,
     pd_table,
     record_table_claims,
     reference_levels,
@@ -333,8 +333,7 @@ def record_state_clusters(results: Mapping[tuple[str, str], RunResult], hmm_task
                           *, seed: int, params: Mapping[str, Any], floor_nats: float):
     """Cluster the final-layer HMM states of Mamba, the transformer and the LSTM; record Mamba's purity claim
     (against the most probable hidden state, with the current observation as the confound it is checked
-    against; undecided while the Mamba run's loss still falls toward the Bayes floor ``floor_nats``, as in
-    :func:`record_table_claims`); return ``(Mamba's StateClustering, purity table)``."""
+    against; a failing purity is undecided, as in :func:`record_table_claims`: no longer run was made); return ``(Mamba's StateClustering, purity table)``."""
     from .. import claims
     from ..diagnostics.state_clusters import final_layer_states, state_clustering
     from ..models.factory import FAMILY_LABELS
@@ -359,16 +358,12 @@ def record_state_clusters(results: Mapping[tuple[str, str], RunResult], hmm_task
         "cluster_lstm_purity": clusterings["lstm"].purity,
     }.items():
         claims.glue(f"architectures.{name}", value)
-    drop = late_drop(results[("mamba", "hmm")].losses, floor_nats)
-    still_falling = (f"Not decided at this scale: the Mamba run's training loss was still falling toward the Bayes "
-                     f"floor (its excess fell by {drop:.0%} over the last 20% of training; a plateau is less than "
-                     f"{PLATEAU_TOLERANCE:.0%}), so its states may still organise by belief. "
-                     if drop >= PLATEAU_TOLERANCE else "")
     lower = mamba.chance + 0.5 * (mamba.posterior_purity - mamba.chance)
+    not_decided = not_decided_reason(results[("mamba", "hmm")].losses, floor_nats)
     claims.record(
         "architectures.mamba_hmm_cluster_purity", mamba.purity, unit="fraction",
-        undecided_because=(still_falling + "The clusters found: " + _cluster_account(mamba, results, cfg)
-                           if still_falling and mamba.purity < lower else None),
+        undecided_because=(not_decided + "The clusters found: " + _cluster_account(mamba, results, cfg)
+                           if mamba.purity < lower else None),
         description="k-means (5 clusters) purity of the trained Mamba's final-layer HMM states against the most "
                     "probable hidden state (Paper I v3: five discrete clusters); bound: halfway from chance to the "
                     "purity of clustering the exact posteriors",

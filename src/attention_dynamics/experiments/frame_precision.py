@@ -63,7 +63,7 @@ BITS = 1.0 / math.log(2.0)
 def settling_comparison(runs: Sequence[Any], fractions: Sequence[float], *, confidence: float = 0.95) -> dict[str, Any]:
     """Return the paired frame-versus-values comparison of :func:`path_settling_step` over runs (seeds).
 
-    ``runs`` are :class:`attention_dynamics.dynamics.SpecializationRun` recorded with ``path_every``.
+    ``runs`` are :class:`attention_dynamics.experiments.head_training.SpecializationRun` recorded with ``path_every``.
     For each fraction f: per-run settling steps ``frame`` and ``values``, the paired differences
     ``values − frame`` with their mean and a t interval at ``confidence``, and ``verdict``:
     ``"frame first"`` / ``"values first"`` where the interval excludes zero, ``"undecided"`` otherwise.

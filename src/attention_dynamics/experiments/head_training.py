@@ -87,7 +87,7 @@ class SpecializationRun:
                 quiescence_step(self.change_steps, self.value_change, threshold))
 
     def settling_steps_by_distance(self, tolerance: float = 0.1) -> tuple[int, int]:
-        """Return ``(frame_step, value_step)`` by the distance-to-final criterion (:func:`settling_step`)."""
+        """Return ``(frame_step, value_step)`` by the distance-to-final criterion (:func:`~attention_dynamics.settling.settle_step`)."""
         return (settle_step(self.steps, self.frame_distance, fraction=tolerance),
                 settle_step(self.steps, self.value_distance, fraction=tolerance))
 

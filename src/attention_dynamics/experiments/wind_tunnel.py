@@ -457,7 +457,7 @@ class FramePrecision:
     Settling (see :mod:`~attention_dynamics.geometry`): ``frame_settle_step`` is the first checkpoint
     from which *every* layer's similarity stays ≥ ``frame_threshold`` (at most 5 % of the attention
     mass routed differently from the end, by default); ``frame_settle_step_relative`` applies the
-    10 %-of-total-change rule of :func:`~attention_dynamics.geometry.settle_step` to the mean
+    10 %-of-total-change rule of :func:`~attention_dynamics.settling.settle_step` to the mean
     attention distance instead; ``calibration_settle_step`` applies that rule to log10 of the entropy
     error (which falls by orders of magnitude), ``calibration_settle_step_linear`` to the error itself.
     """
