@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@cdbef32c552b557a5e3bab1a0cedca5cbb2e1e5c"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@13eac1be952dffcad60e55dc9c2ac4f18c771142"
 
 # %% [markdown] tags=[]
 # # The gradient laws
@@ -782,7 +782,7 @@ claims.glue("gradients.ws_random_cosine_max", max(c["value_cosine"] for c in ran
 # ### Along training
 #
 # At initialisation the attention is nearly uniform and the values are small, so the picture might differ once the
-# head has learned something. `dynamics.weight_step_along_training` trains the sticky-chain head (seed 42, chapter 5's
+# head has learned something. `head_training.weight_step_along_training` trains the sticky-chain head (seed 42, chapter 5's
 # data and initialisation) for {glue:text}`ch2.ws_steps` steps with the paper's SGD schedule and with its EM-like
 # schedule, and every {glue:text}`ch2.ws_every` steps takes the same float64 step of size 0.01 on the weights of the
 # current head. Beside each measurement it takes the step again on a reference input set where the two value pictures

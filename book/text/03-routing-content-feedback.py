@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@cdbef32c552b557a5e3bab1a0cedca5cbb2e1e5c"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@13eac1be952dffcad60e55dc9c2ac4f18c771142"
 
 # %% [markdown] tags=[]
 # # Routing–content feedback
@@ -173,7 +173,7 @@ plotting.plt.show()
 # We train the paper's head (no residual, no LayerNorm; {py:func}`attention.init_single_head` with
 # $\Normal(0, 0.1^2)$ weights) by full-batch gradient descent on a fixed training set of
 # {glue:text}`ch3.n_train` sequences, with learning rate {glue:text}`ch3.lr` on all four matrices, for
-# {glue:text}`ch3.steps` steps ({py:func}`dynamics.train_specialization_head`, which drives the book's one
+# {glue:text}`ch3.steps` steps ({py:func}`head_training.train_specialization_head`, which drives the book's one
 # training loop, {py:func}`training.fit`). Every {glue:text}`ch3.record_every` steps it measures, on
 # {glue:text}`ch3.n_probe` held-out probe sequences:
 #
@@ -362,7 +362,7 @@ plotting.plt.show()
 #
 # Each label contributes a fixed vector to the value of any source that carries it (its row of $W_V$ on the
 # label block). The figure follows these label prototypes through training, projected on the two principal
-# axes of their final positions ({py:func}`dynamics.prototype_trajectories`; the axes carry
+# axes of their final positions ({py:func}`head_training.prototype_trajectories`; the axes carry
 # {glue:text}`ch3.pca_explained:.0%` of the final prototypes' variance). They start in a small cloud around the
 # origin and move out along separate directions — the values specialize to their labels — most of the way
 # during the plateau, before routing has formed, and then keep moving outward more slowly: their scale, and

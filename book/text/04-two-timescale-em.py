@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@cdbef32c552b557a5e3bab1a0cedca5cbb2e1e5c"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@13eac1be952dffcad60e55dc9c2ac4f18c771142"
 
 # %% [markdown] tags=[]
 # # Two-timescale EM
@@ -283,10 +283,10 @@ plotting.plt.show()
 #   which on they change, over every window of {glue:text}`ch4.settle_window` steps, by less than a fraction
 #   $\tau$ of their norm (RMS change over RMS norm).
 #
-# Both are rate criteria with the same unit-free threshold ({py:func}`dynamics.quiescence_step`); they do not
+# Both are rate criteria with the same unit-free threshold ({py:func}`settling.quiescence_step`); they do not
 # depend on how long training lasts. We fix $\tau$ = {glue:text}`ch4.tau:.0%` per {glue:text}`ch4.settle_window`
 # steps before looking at the results, and report other thresholds, and a second criterion (distance to the
-# final state within 10% of the initial distance; {py:func}`dynamics.settling_step`), as a sensitivity check.
+# final state within 10% of the initial distance; {py:func}`settling.settle_step`), as a sensitivity check.
 # The paper's dissociation predicts $t_F < t_P$. We train {glue:text}`ch4.n_seeds` heads (seeds
 # {glue:text}`ch4.first_seed` to {glue:text}`ch4.last_seed`, each drawing its own data and initialisation) with
 # learning rate {glue:text}`ch4.lr` on every matrix for {glue:text}`ch4.steps` steps, on both cores.
@@ -399,7 +399,7 @@ for name, fraction, ratio, unsettled in sensitivity:
 # it finds differ by one or two recording intervals of {glue:text}`ch4.record_every` steps. We therefore also record
 # the attention pattern and the values every {glue:text}`ch4.path_every` steps and use a criterion without units:
 # a quantity has settled at the first step from which the path it still travels is at most a fraction $f$ of its
-# whole path over the run ({py:func}`frame_precision.path_settling_step`). For each seed the difference
+# whole path over the run ({py:func}`settling.path_settling_step`). For each seed the difference
 # $t_P - t_F$ is then paired (same head, same data), and {py:func}`frame_precision.settling_comparison` gives its
 # mean with a 95% $t$ interval over the seeds. We call an order only where that interval excludes zero, and show
 # the verdict across thresholds from $f$ = 30% down to 1%. The claims use $f$ = 10%, chosen before the runs.

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@cdbef32c552b557a5e3bab1a0cedca5cbb2e1e5c"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@13eac1be952dffcad60e55dc9c2ac4f18c771142"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@cdbef32c552b557a5e3bab1a0cedca5cbb2e1e5c"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@13eac1be952dffcad60e55dc9c2ac4f18c771142"
 
 # %% [markdown] tags=[]
 # # Bayesian manifolds in wind tunnels
@@ -905,7 +905,7 @@ pd.DataFrame(hmm_geo.manifold_table).set_index(["layer", "representation"]).roun
 # When has a trajectory *settled*? The book uses two rules and reports both. The **frame** is in place from the first
 # checkpoint after which every layer's similarity to the final attention stays at or above 0.95. The **precision**
 # has settled from the first checkpoint after which the entropy error stays within 10 % of its total change from its
-# final value, measured on a log scale because it falls by orders of magnitude (`geometry.settle_step`). Applying that
+# final value, measured on a log scale because it falls by orders of magnitude (`settling.settle_step`). Applying that
 # relative rule to the attention as well is misleading here: the later layers start out *almost uniform* and end
 # almost uniform (their similarity to the final pattern is already {glue:text}`manifolds.min_similarity_at_init:.2f` or
 # more at initialisation), so a 10 % band of a
