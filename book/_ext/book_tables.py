@@ -308,6 +308,9 @@ div.cell_input div.highlight pre { white-space: pre-wrap; overflow-wrap: anywher
 table.indextable { width: 100%; table-layout: fixed; }
 table.indextable td, table.indextable li, table.indextable a { white-space: normal; overflow-wrap: anywhere; }
 .bd-article table td code, .bd-article table td span.pre { white-space: normal; overflow-wrap: anywhere; }
+/* The package's source pages (viewcode): a long line wraps instead of widening the page. */
+div.highlight pre:has(.viewcode-block) { white-space: pre-wrap; overflow-wrap: anywhere; }
+dt.sig { overflow-wrap: anywhere; }
 """
 
 

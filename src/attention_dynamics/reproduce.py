@@ -65,9 +65,13 @@ __all__ = ["main"]
 def _positive_int(text: str) -> int:
     """Return ``text`` as a positive integer for argparse (the rule is :func:`settings.check_positive_int`)."""
     try:
-        return check_positive_int("the value", int(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    try:
+        return check_positive_int("the value", value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
