@@ -311,6 +311,8 @@ table.indextable td, table.indextable li, table.indextable a { white-space: norm
 /* The package's source pages (viewcode): a long line wraps instead of widening the page. */
 div.highlight pre:has(.viewcode-block) { white-space: pre-wrap; overflow-wrap: anywhere; }
 dt.sig { overflow-wrap: anywhere; }
+/* A source page's title names a dotted module path with no break point. */
+article.bd-article h1 { overflow-wrap: anywhere; }
 """
 
 
