@@ -458,7 +458,7 @@ for claim in recorded.values():
 # to roughly nine or ten significant digits, no better. The route is slow, with four forward passes
 # per entry, so it runs on one shorter sequence.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "nbval-ignore-output"]
 claims.glue("gradients.n_heads_checked", cfg.n_draws)
 params = attention.init_single_head(**HEAD, std=0.5, generator=generator, dtype=DTYPE)
 x = torch.randn(cfg.fd_T, HEAD["d_in"], generator=generator, dtype=DTYPE)  # (fd_T, d_in)
