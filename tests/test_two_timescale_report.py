@@ -1,0 +1,154 @@
+"""Chapter 4's report: the mixture bridge against independent computations, the run bookkeeping, the figures."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp
+from scipy.stats import multivariate_normal
+
+from attention_dynamics import claims
+from attention_dynamics.experiments import two_timescale_report as report
+from attention_dynamics.settings import chapter_settings
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def bridge():
+    return report.gmm_bridge(80, 6, torch.Generator().manual_seed(3))
+
+
+def _numpy_em_step(x: np.ndarray, means: np.ndarray, sigma: float) -> np.ndarray:
+    """One EM mean step with equal weights, written from the formulas (no torch, no package code)."""
+    log_joint = -((x[:, None, :] - means[None]) ** 2).sum(-1) / (2 * sigma**2)
+    resp = np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
+    return (resp.T @ x) / resp.sum(0)[:, None]
+
+
+def test_bridge_path_is_em_from_data_points(bridge):
+    x = bridge.points.numpy()
+    path = bridge.em_path.numpy()
+    assert path.shape == (7, report.GMM_K, report.GMM_D)
+    for mean in path[0]:  # EM starts at K of the data points
+        assert np.min(np.abs(x - mean).sum(1)) == 0.0
+    for t in range(6):
+        np.testing.assert_allclose(path[t + 1], _numpy_em_step(x, path[t], report.GMM_SIGMA), atol=1e-12)
+    assert max(bridge.bridge_errors) < 1e-10 and max(bridge.attention_errors) < 1e-10
+    assert len(bridge.bridge_errors) == len(bridge.attention_errors) == 6
+
+
+def test_likelihood_curves_start_at_the_independent_likelihood_and_em_never_decreases(bridge):
+    curves = report.likelihood_curves(bridge)
+    x, start = bridge.points.numpy(), bridge.start.means.numpy()
+    dens = np.mean([multivariate_normal(m, report.GMM_SIGMA**2 * np.eye(report.GMM_D)).pdf(x) for m in start], axis=0)
+    assert curves["em"][0] == pytest.approx(np.mean(np.log(dens)), abs=1e-10)
+    assert np.all(np.diff(curves["em"]) >= -1e-12)  # EM's monotone improvement
+    np.testing.assert_allclose(curves["em"], curves["precond"], atol=1e-10)  # the Xu–Jordan identity
+    assert set(curves["plain"]) == set(report.PLAIN_FACTORS)
+
+
+def test_plot_gmm_em_draws_every_path_and_curve(bridge):
+    fig, axes = report.plot_gmm_em(bridge, report.likelihood_curves(bridge))
+    assert len(axes) == 2
+    assert len(axes[0].lines) == report.GMM_K  # one EM path per mean
+    assert len(axes[1].lines) == 2 + len(report.PLAIN_FACTORS)
+    assert len(axes[1].get_legend().get_texts()) == 2 + len(report.PLAIN_FACTORS)
+
+
+def test_train_heads_splits_the_jobs_by_ratio(monkeypatch):
+    monkeypatch.setattr(report, "map_parallel", lambda fn, jobs: list(jobs))
+    cfg = chapter_settings(report.SETTINGS, "fast")
+    equal, sweep = report.train_heads(cfg)
+    assert [j["seed"] for j in equal] == list(cfg.seeds) and {j["value_lr_ratio"] for j in equal} == {1.0}
+    assert list(sweep) == list(cfg.ratios)
+    for r, jobs in sweep.items():
+        assert [j["seed"] for j in jobs] == list(cfg.sweep_seeds)
+        assert {j["value_lr_ratio"] for j in jobs} == {r}
+        assert all(j["steps"] == cfg.steps and j["path_every"] == cfg.path_every for j in jobs)
+
+
+class _FakeRun:
+    """A run whose settling steps are given: (frame, value) by rate (any threshold) and by distance."""
+
+    def __init__(self, frame, value, by_distance):
+        self._rate, self._distance = (frame, value), by_distance
+        self.change_steps = np.arange(0, 500, 100)
+        self.frame_change = np.geomspace(0.5, 0.001, 5)
+        self.value_change = np.geomspace(0.3, 0.002, 5)
+
+    def settling_steps(self, threshold=0.01):
+        return (self._rate[0], True), (self._rate[1], True)
+
+    def settling_steps_by_distance(self, tolerance=0.1):
+        return self._distance
+
+
+FAKE = [_FakeRun(100, 200, (40, 20)), _FakeRun(200, 100, (60, 120)), _FakeRun(300, 600, (10, 50))]
+
+
+def test_sensitivity_rows_from_given_settling_steps():
+    rows = report.sensitivity_rows(FAKE, 100)
+    assert len(rows) == len(report.SENSITIVITY_THRESHOLDS) + 1
+    for _, fraction, ratio, unsettled in rows[:-1]:  # frame first in 2 of 3; t_P/t_F = 2, 0.5, 2
+        assert fraction == pytest.approx(2 / 3) and ratio == pytest.approx(2.0) and unsettled == 0
+    name, fraction, ratio, _ = rows[-1]  # by distance: 40<20 no, 60<120 yes, 10<50 yes; ratios 0.5, 2, 5
+    assert "distance" in name and fraction == pytest.approx(2 / 3) and ratio == pytest.approx(2.0)
+    table = report.sensitivity_table(rows).splitlines()
+    assert len(table) == len(rows) + 1 and table[1].split()[-3] == "0.67"
+
+
+def test_ratio_sweep_orders_ratios_and_keeps_the_equal_rate_summary():
+    equal = {"frame_steps": np.array([1.0]), "value_steps": np.array([2.0]), "frame_first_fraction": 1.0,
+             "median_time_ratio": 2.0, "unsettled": 0}
+    sweep, table = report.ratio_sweep({4.0: FAKE, 0.5: FAKE[:2]}, equal)
+    assert list(sweep) == [0.5, 1.0, 4.0] and sweep[1.0] is equal
+    assert sweep[4.0]["frame_first_fraction"] == pytest.approx(2 / 3)
+    assert sweep[0.5]["median_time_ratio"] == pytest.approx(np.median([2.0, 0.5]))
+    assert len(table.splitlines()) == 4
+    fig, axes = report.plot_ratio_sweep(sweep)
+    assert len(axes[0].lines) == 2 and len(axes[0].collections) == 2 * 3  # medians; seeds per ratio
+    assert len(axes[1].lines) == 3  # t_P/t_F, frame-first share, the line at 1
+    assert [t.get_text() for t in axes[1].get_xticklabels()] == ["0.5", "1", "4"]
+
+
+def test_plot_settling_rates_draws_every_seed():
+    summary = {"frame_steps": np.array([100.0, 200.0, 300.0]), "value_steps": np.array([200.0, 100.0, 600.0])}
+    fig, axes = report.plot_settling_rates(FAKE, summary, settle_window=100)
+    assert len(axes[0].lines) == 2 * len(FAKE) + 2 + 1  # two curves per seed, legend stubs, threshold
+    assert len(axes[1].collections) == 1 and len(axes[1].collections[0].get_offsets()) == len(FAKE)
+    lo, hi = axes[1].get_xlim()
+    assert lo == pytest.approx(90.0) and hi == pytest.approx(660.0)
+
+
+def _freeze_result(kind, finals, unfrozen, initial, steps):
+    runs = [{"seed": s, "freeze_at": t, "final": finals[i][k]} for i, s in enumerate((0, 1)) for k, t in enumerate(steps)]
+    runs += [{"seed": s, "freeze_at": None, "final": unfrozen[i], "initial": initial[i]} for i, s in enumerate((0, 1))]
+    return {"kind": kind, "settings": {"steps": 300}, "seeds": [0, 1], "freeze_steps": list(steps), "runs": runs}
+
+
+def test_record_freeze_claims_against_hand_computed_costs(monkeypatch):
+    recorded = {}
+    monkeypatch.setattr(claims, "record", lambda cid, value, **kw: recorded.setdefault(cid, value))
+    steps = (0, 100, 200)
+    # initial 2.0, unfrozen 1.0 → gap 1.0, margin 0.01; seed 1 is outside the margin at step 100
+    head = _freeze_result("head", [[1.5, 1.005, 1.0], [1.9, 1.02, 1.001]], [1.0, 1.0], [2.0, 2.0], steps)
+    tunnel = _freeze_result("tunnel", [[0.3, 0.3, 0.3], [0.3, 0.3, 0.3]], [0.1, 0.1], [1.0, 1.0], steps)
+    costs = report.record_freeze_claims({"head": head, "tunnel": tunnel, "provenance": {}}, 0.01)
+    assert recorded["frame_precision.freeze_frame_step"] == 200
+    assert recorded["frame_precision.freeze_frame_cost_bits"] == pytest.approx(((0.5 + 0.9) / 2) / math.log(2))
+    assert recorded["frame_precision.tunnel_freeze_frame_step"] == 300  # never within: the run's length
+    assert recorded["frame_precision.tunnel_freeze_frame_cost_bits"] == pytest.approx(0.2)  # already bits
+    assert costs["head"][100] == pytest.approx(round(((0.005 + 0.02) / 2) / math.log(2), 4))
