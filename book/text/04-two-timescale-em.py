@@ -39,63 +39,18 @@ steps = None  # training steps of each head (None: as the scale says)
 # %% tags=["hide-input"]
 import warnings
 
-import numpy as np
-import torch
-
 warnings.filterwarnings(
     "ignore", message="IProgress not found"
 )  # tqdm's notebook bar (no bars are shown)
 
-from attention_dynamics import claims, dynamics, em, plotting, training
-from attention_dynamics.experiments import head_training
-from attention_dynamics.experiments import frame_precision
-from attention_dynamics.seeding import seed_everything, torch_generator
+from attention_dynamics import plotting
+from attention_dynamics.experiments import frame_precision, head_training
+from attention_dynamics.experiments import two_timescale_report as report
+from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
 
-SETTINGS = {  # the recall heads of chapter 3; the paper has no such experiment, so "paper" = "book"
-    "fast": {
-        "steps": 300,
-        "lr": 0.5,
-        "seeds": [0, 1],
-        "sweep_seeds": [0],
-        "ratios": [0.5, 2.0],
-        "n_train": 64,
-        "n_probe": 64,
-        "record_every": 20,
-        "settle_window": 100,
-        "path_every": 2,
-        "n_points": 120,
-        "n_em_iterations": 10,
-    },
-    "book": {
-        "steps": 2000,
-        "lr": 0.5,
-        "seeds": list(range(10)),
-        "sweep_seeds": list(range(5)),
-        "ratios": [0.25, 0.5, 2.0, 4.0],
-        "n_train": 256,
-        "n_probe": 256,
-        "record_every": 20,
-        "settle_window": 100,
-        "path_every": 2,
-        "n_points": 300,
-        "n_em_iterations": 30,
-    },
-    "paper": {
-        "steps": 2000,
-        "lr": 0.5,
-        "seeds": list(range(10)),
-        "sweep_seeds": list(range(5)),
-        "ratios": [0.25, 0.5, 2.0, 4.0],
-        "n_train": 256,
-        "n_probe": 256,
-        "record_every": 20,
-        "settle_window": 100,
-        "path_every": 2,
-        "n_points": 300,
-        "n_em_iterations": 30,
-    },
-}
+# the recall heads of chapter 3; the paper has no such experiment, so "paper" = "book"
+SETTINGS = report.SETTINGS
 cfg = chapter_settings(SETTINGS, scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
@@ -134,59 +89,11 @@ cfg
 # dimensions.
 
 # %% tags=["hide-input"]
-gmm_K, gmm_d, gmm_sigma = 3, 2, 1.0
-true_mixture = em.GaussianMixture(
-    means=2.0 * torch.randn(gmm_K, gmm_d, generator=generator, dtype=torch.float64),
-    sigma=gmm_sigma,
-    weights=torch.full((gmm_K,), 1.0 / gmm_K, dtype=torch.float64),
+bridge = report.gmm_bridge(cfg.n_points, cfg.n_em_iterations, generator)
+bridge_claim = report.record_gmm_bridge(bridge, seed=seed)
+print(
+    f"largest bridge error over {cfg.n_em_iterations} EM iterates: {max(bridge.bridge_errors):.1e}"
 )
-points, components = em.sample_gaussian_mixture(cfg.n_points, true_mixture, generator=generator)
-start = true_mixture.with_means(
-    points[torch.randperm(cfg.n_points, generator=generator)[:gmm_K]]
-)  # K data points
-em_path, mixture = [start.means], start
-bridge_errors, attention_errors = [], []
-for _ in range(cfg.n_em_iterations):
-    bridge_errors.append(em.xu_jordan_max_abs_error(points, mixture))
-    attention_errors.append(
-        float(
-            (
-                em.responsibilities_as_attention(points, mixture)
-                - em.responsibilities(points, mixture)
-            )
-            .abs()
-            .max()
-        )
-    )
-    mixture = mixture.with_means(em.em_mean_step(points, mixture))
-    em_path.append(mixture.means)
-em_path = torch.stack(em_path)  # (iterations + 1, K, d)
-for name, value in {
-    "n_points": cfg.n_points,
-    "gmm_K": gmm_K,
-    "gmm_d": gmm_d,
-    "n_em_iterations": cfg.n_em_iterations,
-    "attention_err": max(attention_errors),
-}.items():
-    claims.glue(f"ch4.{name}", value)
-claims.record(
-    "em.xu_jordan_max_err",
-    max(bridge_errors),
-    unit="units of x",
-    description="max |EM mean step − (μ + σ²/N_k · ∂ℓ/∂μ_k)| over all coordinates and EM iterates "
-    "(Gaussian mixture, gradient by autograd, float64)",
-    expected=0.0,
-    tolerance=1e-10,
-    params={
-        "seed": seed,
-        "K": gmm_K,
-        "d": gmm_d,
-        "sigma": gmm_sigma,
-        "n_points": cfg.n_points,
-        "iterations": cfg.n_em_iterations,
-    },
-)
-print(f"largest bridge error over {cfg.n_em_iterations} EM iterates: {max(bridge_errors):.1e}")
 
 # %% [markdown] tags=[]
 # The largest difference between the EM step and the preconditioned gradient step, over all coordinates of
@@ -199,45 +106,8 @@ print(f"largest bridge error over {cfg.n_em_iterations} EM iterates: {max(bridge
 # decreases the likelihood.
 
 # %% tags=["hide-input"]
-em_curve = em.run_em(points, start, cfg.n_em_iterations)
-precond_curve = em.run_gradient_ascent(points, start, cfg.n_em_iterations, 1.0, preconditioned=True)
-plain_factors = [1.0, 3.0, 10.0]
-plain_curves = {
-    c: em.run_gradient_ascent(points, start, cfg.n_em_iterations, c * gmm_sigma**2 / cfg.n_points)
-    for c in plain_factors
-}
-claims.glue("ch4.diverging_c", plain_factors[-1])
-claims.glue("ch4.em_precond_gap", float(np.abs(em_curve - precond_curve).max()))
-fig, axes = plotting.new_figure(2, width=4.3, height=3.4)
-ax = axes[0]
-for k in range(gmm_K):  # data coloured by the component that drew it; estimated means in black
-    ax.scatter(*points[components == k].T, s=6, alpha=0.35, color=plotting.PALETTE[k])
-    ax.plot(*em_path[:, k].T, color="black", lw=1)
-    ax.scatter(*em_path[0, k], marker="o", s=30, color="white", edgecolors="black", zorder=3)
-    ax.scatter(*em_path[-1, k], marker="*", s=140, color="black", zorder=3)
-ax.set(title="EM on a Gaussian mixture (o start, * end)", xlabel="$x_1$", ylabel="$x_2$")
-ax = axes[1]
-iters = np.arange(cfg.n_em_iterations + 1)
-ax.plot(iters, em_curve, color=plotting.schedule_color("m_step"), lw=3, label="EM")
-ax.plot(
-    iters,
-    precond_curve,
-    color="black",
-    ls="--",
-    lw=1.2,
-    label=r"gradient $\times\,\sigma^2/N_k$ (step 1)",
-)
-for c, curve in plain_curves.items():
-    ax.plot(
-        iters, curve, marker="o", ms=2.5, lw=1, label=rf"plain gradient, step {c:g}$\,\sigma^2/N$"
-    )
-ax.set(
-    title="log-likelihood along the iterations",
-    xlabel="iteration",
-    ylabel="mean log-likelihood (nats)",
-    ylim=(em_curve[0] - 1.0, em_curve[-1] + 0.5),
-)
-ax.legend(loc="lower right")
+curves = report.likelihood_curves(bridge)  # EM, preconditioned and plain gradient ascent
+report.plot_gmm_em(bridge, curves)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -292,104 +162,18 @@ plotting.plt.show()
 # learning rate {glue:text}`ch4.lr` on every matrix for {glue:text}`ch4.steps` steps, on both cores.
 
 # %% tags=["trained-output", "hide-input"]
-tau = 0.01
-common = dict(
-    steps=cfg.steps,
-    lr=cfg.lr,
-    n_train=cfg.n_train,
-    n_probe=cfg.n_probe,
-    record_every=cfg.record_every,
-    settle_window=cfg.settle_window,
-    path_every=cfg.path_every,
-)
-jobs = [dict(common, seed=s, value_lr_ratio=1.0) for s in cfg.seeds]
-jobs += [dict(common, seed=s, value_lr_ratio=r) for r in cfg.ratios for s in cfg.sweep_seeds]
-all_runs = training.map_parallel(head_training.train_specialization_head, jobs)
-equal_runs = all_runs[: len(cfg.seeds)]
+tau = report.TAU  # fixed before looking at the results
+equal_runs, sweep_runs = report.train_heads(cfg)  # equal rates; and per value/routing lr ratio
 summary = head_training.frame_precision_summary(equal_runs, threshold=tau)
-for name, value in {
-    "tau": tau,
-    "n_seeds": len(cfg.seeds),
-    "first_seed": min(cfg.seeds),
-    "last_seed": max(cfg.seeds),
-    "lr": cfg.lr,
-    "steps": cfg.steps,
-    "n_probe": cfg.n_probe,
-    "record_every": cfg.record_every,
-    "settle_window": cfg.settle_window,
-    "unsettled": summary["unsettled"],
-    "median_frame_step": float(np.median(summary["frame_steps"])),
-    "median_value_step": float(np.median(summary["value_steps"])),
-}.items():
-    claims.glue(f"ch4.{name}", value)
-{
-    "frame settles (step)": summary["frame_steps"].astype(int).tolist(),
-    "values settle (step)": summary["value_steps"].astype(int).tolist(),
-}
+report.glue_equal_rates(summary, cfg)
 
 # %% tags=["hide-input", "trained-output"]
-fig, axes = plotting.new_figure(2, width=4.4, height=3.3)
-ax = axes[0]
-for r in equal_runs:
-    ax.semilogy(r.change_steps, r.frame_change, color=plotting.PALETTE[0], lw=0.8, alpha=0.6)
-    ax.semilogy(r.change_steps, r.value_change, color=plotting.PALETTE[1], lw=0.8, alpha=0.6)
-ax.plot([], [], color=plotting.PALETTE[0], label="frame: attention mass moved")
-ax.plot([], [], color=plotting.PALETTE[1], label="values: relative change")
-ax.axhline(tau, color="black", ls="--", lw=1, label=rf"threshold $\tau$ = {tau:.0%}")
-ax.set(
-    title=f"change per {cfg.settle_window} steps ({len(equal_runs)} seeds)",
-    xlabel="training step (window start)",
-    ylabel="fraction moved in the window",
-)
-ax.legend(loc="upper right")
-ax = axes[1]
-lo = min(summary["frame_steps"].min(), summary["value_steps"].min()) * 0.9
-hi = max(summary["frame_steps"].max(), summary["value_steps"].max()) * 1.1
-ax.scatter(
-    summary["frame_steps"], summary["value_steps"], color=plotting.PALETTE[2], s=30, zorder=3
-)
-ax.plot([lo, hi], [lo, hi], color="grey", lw=1, label="equal times")
-ax.set(
-    title="settling steps per seed",
-    xlabel=r"frame settles, $t_F$ (step)",
-    ylabel=r"values settle, $t_P$ (step)",
-    xlim=(lo, hi),
-    ylim=(lo, hi),
-)
-ax.text(0.05, 0.92, "above the line: frame first", transform=ax.transAxes, fontsize=8)
-ax.legend(loc="lower right")
-fig.suptitle("Frame versus precision at equal learning rates")
+report.plot_settling_rates(equal_runs, summary, tau=tau, settle_window=cfg.settle_window)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
-sensitivity = []
-for threshold in (0.03, 0.01, 0.003):
-    s = head_training.frame_precision_summary(equal_runs, threshold=threshold)
-    sensitivity.append(
-        (
-            f"rate, tau = {threshold:.1%} per {cfg.settle_window} steps",
-            s["frame_first_fraction"],
-            s["median_time_ratio"],
-            s["unsettled"],
-        )
-    )
-by_distance = np.array([r.settling_steps_by_distance(0.1) for r in equal_runs], dtype=float)
-sensitivity.append(
-    (
-        "distance to final state <= 10% of initial",
-        float(np.mean(by_distance[:, 0] < by_distance[:, 1])),
-        float(np.median(by_distance[:, 1] / by_distance[:, 0])),
-        0,
-    )
-)
-claims.glue("ch4.strict_fraction", sensitivity[2][1])
-claims.glue("ch4.strict_ratio", sensitivity[2][2])
-claims.glue("ch4.loose_fraction", sensitivity[0][1])
-claims.glue("ch4.distance_fraction", sensitivity[3][1])
-claims.glue("ch4.distance_ratio", sensitivity[3][2])
-print(f"{'criterion':48s} {'frame first':>11s} {'median t_P/t_F':>15s} {'unsettled':>9s}")
-for name, fraction, ratio, unsettled in sensitivity:
-    print(f"{name:48s} {fraction:11.2f} {ratio:15.3f} {unsettled:9d}")
+sensitivity = report.sensitivity_rows(equal_runs, cfg.settle_window)
+print(report.sensitivity_table(sensitivity))
 
 # %% [markdown] tags=[]
 # ### A unit-free criterion, read finely enough
@@ -405,84 +189,13 @@ for name, fraction, ratio, unsettled in sensitivity:
 # the verdict across thresholds from $f$ = 30% down to 1%. The claims use $f$ = 10%, chosen before the runs.
 
 # %% tags=["trained-output", "hide-input"]
-FRACTIONS = (0.3, 0.2, 0.1, 0.05, 0.02, 0.01)
-comparison = frame_precision.settling_comparison(equal_runs, FRACTIONS)
+comparison, order, path_table = report.path_comparison(equal_runs, cfg, seed=seed)
 frame_precision.plot_settling_comparison(comparison)
 plotting.plt.show()
-rows = {r["fraction"]: r for r in comparison["rows"]}
-decided = [r for r in comparison["rows"] if r["verdict"] != "undecided"]
-claims.glue("ch4.path_every", cfg.path_every)
-claims.glue(
-    "ch4.final_loss_fraction",
-    float(np.median([r.probe_loss[-1] / r.probe_loss[0] for r in equal_runs])),
-)
-claims.glue("ch4.path_n_decided", len(decided))
-claims.glue("ch4.path_n_thresholds", len(FRACTIONS))
-for f in (0.3, 0.1, 0.01):
-    key = f"{f:g}".replace(".", "")
-    claims.glue(f"ch4.path_diff_{key}", rows[f]["mean_difference"])
-    claims.glue(f"ch4.path_low_{key}", rows[f]["low"])
-    claims.glue(f"ch4.path_high_{key}", rows[f]["high"])
-    claims.glue(f"ch4.path_verdict_{key}", rows[f]["verdict"])
-order = frame_precision.order_statistics(rows[0.1], seed=seed)
-claims.glue("ch4.path_fraction_low", order["fraction_interval"][0])
-claims.glue("ch4.path_fraction_high", order["fraction_interval"][1])
-claims.glue("ch4.path_ratio_low", order["ratio_interval"][0])
-claims.glue("ch4.path_ratio_high", order["ratio_interval"][1])
-claims.glue("ch4.path_median_frame_step", float(np.median(rows[0.1]["frame"])))
-claims.glue("ch4.path_median_value_step", float(np.median(rows[0.1]["values"])))
-print(f"{'f':>6s} {'mean t_P - t_F':>15s} {'95% interval':>20s} {'frame first':>11s}  verdict")
-for r in comparison["rows"]:
-    print(
-        f"{r['fraction']:6.2f} {r['mean_difference']:15.1f} "
-        f"{'[' + format(r['low'], '.1f') + ', ' + format(r['high'], '.1f') + ']':>20s} "
-        f"{r['frame_first_share']:11.0%}  {r['verdict']}"
-    )
+print(path_table)
 
 # %% tags=["trained-output", "hide-input"]
-explanation = (
-    "The order is decided by a paired comparison over seeds of the unit-free path criterion "
-    "(remaining path ≤ 10% of the whole, recorded every "
-    f"{cfg.path_every} steps); the claim's interval (Clopper–Pearson for the share, a "
-    "bootstrap over seeds for the median ratio) decides its status against the paper's "
-    "frame-first prediction (share above 1/2, ratio above 1). A straddling interval means "
-    "this measurement cannot decide the order at this number of seeds. 'Final' is the end of "
-    f"the {cfg.steps}-step run, by which the probe loss has fallen to a few ten-thousandths of "
-    "its untrained value; a much longer run could still add path to either quantity."
-)
-settings_record = {
-    "seeds": list(cfg.seeds),
-    "criterion": "remaining path fraction",
-    "fraction": 0.1,
-    "path_every": cfg.path_every,
-    "value_lr_ratio": 1.0,
-    "scale": scale,
-    **common,
-}
-claims.record(
-    "dynamics.frame_settles_first_fraction",
-    order["frame_first_fraction"],
-    unit="fraction of seeds",
-    description="fraction of seeds whose attention pattern settles strictly before the values "
-    "(remaining path ≤ 10% of the whole; equal learning rates, recall task), with a 95% "
-    "Clopper–Pearson interval",
-    lower=0.5,
-    interval=order["fraction_interval"],
-    explanation=explanation,
-    params=settings_record,
-)
-claims.record(
-    "dynamics.precision_to_frame_time_ratio",
-    order["median_ratio"],
-    unit="",
-    description="median over seeds of t_P / t_F, values' settling step over the frame's "
-    "(remaining path ≤ 10% of the whole; equal learning rates, recall task), with a 95% "
-    "bootstrap interval over seeds",
-    lower=1.0,
-    interval=order["ratio_interval"],
-    explanation=explanation,
-    params=settings_record,
-)
+report.record_order_claims(order, cfg)
 print(order)
 
 # %% [markdown] tags=[]
@@ -520,100 +233,16 @@ print(order)
 # {glue:text}`ch4.ratio_list` ({glue:text}`ch4.n_sweep_seeds` seeds each; the equal-rate runs above give ratio 1).
 
 # %% tags=["trained-output", "hide-input"]
-ratios = sorted({1.0, *cfg.ratios})
-sweep = {1.0: summary}
-for k, r in enumerate(cfg.ratios):
-    runs_r = all_runs[
-        len(cfg.seeds) + k * len(cfg.sweep_seeds) : len(cfg.seeds) + (k + 1) * len(cfg.sweep_seeds)
-    ]
-    sweep[r] = head_training.frame_precision_summary(runs_r, threshold=tau)
-claims.glue("ch4.ratio_list", ", ".join(f"{r:g}" for r in cfg.ratios))
-claims.glue("ch4.n_sweep_seeds", len(cfg.sweep_seeds))
-claims.glue("ch4.lowest_ratio", min(cfg.ratios))
-claims.glue("ch4.highest_ratio", max(cfg.ratios))
-claims.glue("ch4.lowest_ratio_fraction", sweep[min(cfg.ratios)]["frame_first_fraction"])
-claims.glue("ch4.lowest_ratio_time_ratio", sweep[min(cfg.ratios)]["median_time_ratio"])
-claims.glue("ch4.highest_ratio_fraction", sweep[max(cfg.ratios)]["frame_first_fraction"])
-claims.glue("ch4.highest_ratio_time_ratio", sweep[max(cfg.ratios)]["median_time_ratio"])
-claims.glue("ch4.frame_step_low", float(np.median(sweep[min(cfg.ratios)]["frame_steps"])))
-claims.glue("ch4.frame_step_high", float(np.median(sweep[max(cfg.ratios)]["frame_steps"])))
-claims.glue("ch4.value_step_low", float(np.median(sweep[min(cfg.ratios)]["value_steps"])))
-claims.glue("ch4.value_step_high", float(np.median(sweep[max(cfg.ratios)]["value_steps"])))
-print(
-    f"{'value/routing lr':>16s} {'median t_F':>10s} {'median t_P':>10s} {'frame first':>11s} "
-    f"{'median t_P/t_F':>15s}"
-)
-for r in ratios:
-    s = sweep[r]
-    print(
-        f"{r:16g} {np.median(s['frame_steps']):10.0f} {np.median(s['value_steps']):10.0f} "
-        f"{s['frame_first_fraction']:11.2f} {s['median_time_ratio']:15.3f}"
-    )
+sweep, sweep_table = report.ratio_sweep(sweep_runs, summary, tau=tau)
+print(sweep_table)
 
 # %% tags=["hide-input", "trained-output"]
-fig, axes = plotting.new_figure(2, width=4.3, height=3.3)
-ax = axes[0]
-for key, name, color, shift in (
-    ("frame_steps", r"frame, $t_F$", plotting.PALETTE[0], 0.97),
-    ("value_steps", r"values, $t_P$", plotting.PALETTE[1], 1.03),
-):
-    medians = [np.median(sweep[r][key]) for r in ratios]
-    ax.plot(ratios, medians, color=color, marker="o", label=name)
-    for r in ratios:
-        ax.scatter(
-            np.full(len(sweep[r][key]), r * shift), sweep[r][key], color=color, s=8, alpha=0.5
-        )
-ax.set(title="settling steps (medians and seeds)", ylabel="settling step")
-ax.legend()
-ax = axes[1]
-ax.plot(
-    ratios,
-    [sweep[r]["median_time_ratio"] for r in ratios],
-    color=plotting.PALETTE[2],
-    marker="o",
-    label=r"median $t_P / t_F$",
-)
-ax.plot(
-    ratios,
-    [sweep[r]["frame_first_fraction"] for r in ratios],
-    color=plotting.PALETTE[4],
-    marker="s",
-    label="fraction frame first",
-)
-ax.axhline(1.0, color="grey", lw=1)
-ax.set(title="the dissociation against the ratio", ylabel="ratio / fraction")
-ax.legend()
-for ax in axes:
-    ax.set_xscale("log")
-    ax.minorticks_off()
-    ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
-    ax.set_xlabel("value / routing learning rate")
-fig.suptitle(rf"Frame versus precision as the values' learning rate changes ($\tau$ = {tau:.0%})")
+report.plot_ratio_sweep(sweep, tau=tau)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
-sweep_paths = {}
-for k, r in enumerate(cfg.ratios):
-    runs_r = all_runs[
-        len(cfg.seeds) + k * len(cfg.sweep_seeds) : len(cfg.seeds) + (k + 1) * len(cfg.sweep_seeds)
-    ]
-    sweep_paths[r] = frame_precision.settling_comparison(runs_r, (0.1,))["rows"][0]
-for name, r in (("low", min(cfg.ratios)), ("high", max(cfg.ratios))):
-    row = sweep_paths[r]
-    claims.glue(f"ch4.sweep_path_{name}_diff", row["mean_difference"])
-    claims.glue(f"ch4.sweep_path_{name}_low", row["low"])
-    claims.glue(f"ch4.sweep_path_{name}_high", row["high"])
-    claims.glue(f"ch4.sweep_path_{name}_verdict", row["verdict"])
-print(
-    f"{'value/routing lr':>16s} {'mean t_P - t_F (path, f = 10%)':>32s} "
-    f"{'95% interval':>20s}  verdict"
-)
-for r, row in sweep_paths.items():
-    print(
-        f"{r:16g} {row['mean_difference']:32.1f} "
-        f"{'[' + format(row['low'], '.1f') + ', ' + format(row['high'], '.1f') + ']':>20s}  "
-        f"{row['verdict']}"
-    )
+sweep_paths, sweep_path_table = report.sweep_path_comparison(sweep_runs)
+print(sweep_path_table)
 
 # %% [markdown] tags=[]
 # Both times move with the values' learning rate. Faster values (ratio
@@ -658,7 +287,7 @@ for r, row in sweep_paths.items():
 
 # %% tags=["hide-input"]
 freeze = frame_precision.load_freeze_results()  # computed once; see the text above
-MARGIN = 0.01
+MARGIN = report.FREEZE_MARGIN
 frame_precision.plot_freeze_frame(
     {
         "recall head (this chapter)": freeze["head"],
@@ -667,56 +296,7 @@ frame_precision.plot_freeze_frame(
     MARGIN,
 )
 plotting.plt.show()
-freeze_summaries = {
-    kind: frame_precision.freeze_frame_summary(freeze[kind], MARGIN) for kind in ("head", "tunnel")
-}
-claims.glue("ch4.freeze_margin_fraction", MARGIN)
-claims.glue("ch4.freeze_head_seeds", freeze_summaries["head"]["n_seeds"])
-claims.glue("ch4.freeze_tunnel_seeds", freeze_summaries["tunnel"]["n_seeds"])
-claims.glue("ch4.freeze_tunnel_steps", freeze_summaries["tunnel"]["total_steps"])
-claims.glue("ch4.freeze_head_steps", freeze_summaries["head"]["total_steps"])
-for kind, prefix in (
-    ("head", "frame_precision.freeze_frame"),
-    ("tunnel", "frame_precision.tunnel_freeze_frame"),
-):
-    s = freeze_summaries[kind]
-    where = "chapter 4's recall head" if kind == "head" else "chapter 6's bijection wind tunnel"
-    params = {
-        "settings": freeze[kind]["settings"],
-        "seeds": freeze[kind]["seeds"],
-        "freeze_steps": freeze[kind]["freeze_steps"],
-        "margin_fraction": MARGIN,
-        "code": freeze["provenance"],
-    }
-    step = s["freeze_frame_step"] if s["freeze_frame_step"] is not None else s["total_steps"]
-    claims.record(
-        f"{prefix}_step",
-        step,
-        unit="step",
-        description=f"{where}: earliest step t from which freezing W_Q, W_K costs every "
-        f"seed at most "
-        f"{MARGIN:.0%} of its untrained gap in final {'probe loss' if kind == 'head' else 'KL'} "
-        "(the run's length if none does)",
-        params=params,
-    )
-    claims.record(
-        f"{prefix}_cost_bits",
-        s["cost_mean_bits"][0],
-        unit="bits",
-        description=f"{where}: final cost in bits of freezing W_Q, W_K at initialisation "
-        "(mean over seeds, over the unfrozen run)",
-        params=params,
-    )
-    for name in ("margin_bits", "gap_bits", "unfrozen_final_bits", "unfrozen_sd_bits"):
-        claims.glue(f"ch4.freeze_{kind}_{name}", s[name])
-    claims.glue(f"ch4.freeze_{kind}_step_fraction", step / s["total_steps"])
-    costs = dict(zip(s["steps"], s["cost_mean_bits"]))
-    for t, c in costs.items():
-        claims.glue(f"ch4.freeze_{kind}_cost_at_{t}", c)
-{
-    kind: dict(zip(s["steps"], np.round(s["cost_mean_bits"], 4)))
-    for kind, s in freeze_summaries.items()
-}
+report.record_freeze_claims(freeze, MARGIN)  # freeze step → mean cost (bits), per model
 
 # %% [markdown] tags=[]
 # On the recall head the frame matters: freezing $W_Q$, $W_K$ at initialisation costs
