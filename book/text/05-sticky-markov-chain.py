@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e0f39a0c9f4c94f13686cb3d210249afffce0807"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@dfd6eaa3660bc4b94259841f649582b8f6907e58"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
@@ -32,58 +32,22 @@ device = "auto"
 steps = None  # training steps of the paper's protocol (None: as the scale says)
 
 # %% tags=["hide-input"]
-import math
 import warnings
 
 warnings.filterwarnings(
     "ignore", message="IProgress not found"
 )  # tqdm's notice when ipywidgets is absent
 
-import numpy as np
-import torch
-
-from attention_dynamics import claims, plotting
-from attention_dynamics.experiments import lr_surface
+from attention_dynamics import plotting
 from attention_dynamics.experiments import em_vs_sgd as sticky
-from attention_dynamics.experiments.results import load_results, save_results
-from attention_dynamics.training.head_engine import (
-    SingleHeadModule,
-    autograd_head_loss,
-    closed_form_head_pass,
-)
-from attention_dynamics.paths import data_path
-from attention_dynamics.training.schedules import SCHEDULES
+from attention_dynamics.experiments import em_vs_sgd_report as report
+from attention_dynamics.experiments import lr_surface
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
 from attention_dynamics.tasks import sticky_chain
 
 # "heavy": the 20-seed, long-run and deep results are computed ("compute") or read ("load")
-SETTINGS = {
-    "fast": {
-        "seeds": (42, 2024),
-        "steps": 40,
-        "length": 300,
-        "snapshot_every": 4,
-        "monte_carlo_length": 20_000,
-        "heavy": "load",
-    },
-    "book": {
-        "seeds": sticky_chain.PAPER_SEEDS,
-        "steps": 1000,
-        "length": 2000,
-        "snapshot_every": 10,
-        "monte_carlo_length": 200_000,
-        "heavy": "load",
-    },
-    "paper": {
-        "seeds": sticky_chain.PAPER_SEEDS,
-        "steps": 1000,
-        "length": 2000,
-        "snapshot_every": 10,
-        "monte_carlo_length": 1_000_000,
-        "heavy": "compute",
-    },
-}
+SETTINGS = report.SETTINGS
 cfg = chapter_settings(SETTINGS, scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
@@ -121,36 +85,8 @@ cfg
 # and the stationary distribution is uniform.
 
 # %% tags=["hide-input"]
-P = {kind: sticky_chain.transition_matrix(kind) for kind in sticky_chain.CHAIN_KINDS}
-inverse_distance_sum = float(
-    (1.0 / sticky_chain.circular_distance()[0, 1:]).sum()
-)  # Σ_{k≠i} 1/d(i, k)
-chain_params = {"n_symbols": sticky_chain.N_SYMBOLS, "self_prob": sticky_chain.SELF_PROB}
-claims.record(
-    "sticky.effective_self_prob_reference",
-    sticky_chain.effective_self_prob(P["reference"]),
-    unit="probability",
-    params=chain_params,
-    description="effective self-transition probability of the reference script's chain (nominal "
-    "0.3)",
-    expected=0.3 + 0.7 * 0.3 / (0.3 + inverse_distance_sum),
-    tolerance=1e-12,
-)
-claims.glue("sticky.self_prob_nominal", sticky_chain.effective_self_prob(P["nominal"]))
-claims.glue(
-    "sticky.stationary_max_deviation",
-    float(max(np.abs(sticky_chain.stationary_distribution(p) - 1 / 8).max() for p in P.values())),
-)
-
-fig, ax = plotting.new_figure(width=6.0, height=3.0)
-width = 0.4
-for offset, kind in ((-width / 2, "nominal"), (width / 2, "reference")):
-    ax.bar(np.arange(8) + offset, P[kind][0].numpy(), width=width, label=f"{kind} chain")
-ax.set_xticks(range(8))
-ax.set_xlabel("next symbol j (from symbol i = 0)")
-ax.set_ylabel("transition probability $P_{0j}$")
-ax.set_title("Row 0 of the two transition matrices")
-ax.legend()
+P = report.record_chains()  # chain kind → transition matrix
+report.plot_transition_rows(P)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -170,31 +106,8 @@ plotting.plt.show()
 # transition counts alone.
 
 # %% tags=["hide-input"]
-floors = {}
-for kind in sticky_chain.CHAIN_KINDS:
-    mc = sticky_chain.monte_carlo_entropy_rate(P[kind], cfg.monte_carlo_length, seed=seed)
-    floors[kind] = claims.record(
-        f"sticky.hmin_nats_{kind}",
-        sticky_chain.bayes_floor_nats(P[kind]),
-        unit="nats",
-        description=f"H_min, mean row entropy of the {kind} chain, vs a Monte Carlo conditional "
-        f"entropy",
-        expected=mc["estimate"],
-        tolerance=4 * mc["standard_error"],
-        params={
-            **chain_params,
-            "chain": kind,
-            "monte_carlo_length": cfg.monte_carlo_length,
-            "seed": seed,
-        },
-    ).value
-    claims.glue(f"sticky.hmin_mc_{kind}", mc["estimate"])
-    claims.glue(f"sticky.hmin_mc_se_{kind}", mc["standard_error"])
-    claims.glue(f"sticky.hmin_bits_{kind}", sticky_chain.bayes_floor_bits(P[kind]))
-    claims.glue(f"sticky.entropy_rate_{kind}", sticky_chain.entropy_rate_nats(P[kind]))
+floors = report.record_floors(P, cfg.monte_carlo_length, seed=seed)
 hmin = floors["reference"]
-claims.glue("sticky.ln8", math.log(8))
-claims.glue("sticky.mc_length", cfg.monte_carlo_length)
 
 # %% [markdown] tags=[]
 # | | reference chain | nominal chain |
@@ -218,12 +131,7 @@ claims.glue("sticky.mc_length", cfg.monte_carlo_length)
 
 # %% tags=["hide-input"]
 datasets = {s: sticky_chain.make_sticky_chain_data(s, length=cfg.length) for s in cfg.seeds}
-filtered_floor = float(
-    np.mean([sticky_chain.filtered_cross_entropy_nats(d) for d in datasets.values()])
-)
-claims.glue("sticky.filtered_floor_train", filtered_floor)
-claims.glue("sticky.filtered_floor_gap", filtered_floor - hmin)
-claims.glue("sticky.n_positions", int(datasets[cfg.seeds[0]].x.shape[0]))
+filtered_floor = report.glue_filtered_floor(datasets, hmin)
 
 # %% [markdown] tags=[]
 # The exact filter's cross-entropy on the training sequences is
@@ -249,30 +157,11 @@ claims.glue("sticky.n_positions", int(datasets[cfg.seeds[0]].x.shape[0]))
 # On the seed-42 sequence in double precision, the engine's gradients agree with autograd's:
 
 # %% tags=["hide-input"]
-check_data = datasets[cfg.seeds[0]]
-check_model = SingleHeadModule(sticky.initial_head(cfg.seeds[0], dtype=torch.float64))
-x64 = check_data.x.double()
-autograd_loss = autograd_head_loss(check_model, (x64, check_data.y))
-autograd_loss.backward()
-engine = closed_form_head_pass(x64, check_model.head_params(), check_data.y)
-gradient_error = max(
-    float((engine.grads[n] - getattr(check_model, n).grad).abs().max()) for n in engine.grads
-)
-claims.glue("sticky.engine_gradient_max_abs_err", gradient_error)
-claims.glue("sticky.engine_loss_abs_err", float((engine.loss - autograd_loss.detach()).abs()))
+gradient_error = report.engine_gradient_check(datasets[cfg.seeds[0]], cfg.seeds[0])
 print(f"largest gradient difference: {gradient_error:.1e}")
 
 # %% tags=["hide-input"]
-benchmark = load_results(data_path("sticky_chain_benchmark.json"))
-# A timing, not a claim: it depends on the machine and its load, so it is shown with both and
-# decides nothing.
-claims.glue("sticky.engine_speedup_vs_autograd", benchmark["speedup"])
-for key in ("engine_ms_per_step", "autograd_ms_per_step", "max_abs_loss_difference"):
-    claims.glue(f"sticky.benchmark_{key}", benchmark[key])
-claims.glue("sticky.benchmark_threads", benchmark["settings"]["threads"])
-claims.glue("sticky.engine_speedup_vs_protocol", benchmark["speedup_vs_protocol"])
-claims.glue("sticky.benchmark_load", benchmark["machine"]["load_average_1min"])
-claims.glue("sticky.benchmark_machine", sticky.describe_machine(benchmark["machine"]))
+benchmark = report.glue_benchmark()  # a timing, shown with its machine and load; not a claim
 
 # %% [markdown] tags=[]
 # The largest difference is {glue:text}`sticky.engine_gradient_max_abs_err:.1e` (the loss differs by
@@ -318,85 +207,10 @@ protocol["per_seed"]
 protocol["summary"]
 
 # %% tags=["trained-output", "hide-input"]
-run_params = {
-    "seeds": cfg.seeds,
-    "steps": cfg.steps,
-    "length": cfg.length,
-    "chain": "reference",
-    "head": sticky.HEAD_SHAPE,
-    "init_std": sticky.INIT_STD,
-}
-final_loss = {name: sticky.summarise_runs(runs, name, "loss") for name in ("sgd", "em_like")}
-for name, claim_id in (("sgd", "sticky.final_loss_sgd"), ("em_like", "sticky.final_loss_em")):
-    claims.record(
-        claim_id,
-        final_loss[name]["mean"],
-        unit="nats",
-        lower=(math.log(8) + hmin) / 2,
-        upper=math.log(8),
-        description=f"mean final training loss of {SCHEDULES[name].label} after the paper's "
-        "protocol; the paper: still near ln 8 (here: less than half of the way from ln 8 "
-        "down to H_min)",
-        params={**run_params, "schedule": name},
-        explanation="this schedule has covered more than half of the way from ln 8 to H_min "
-        "after 1000 steps: it has left the plateau",
-    )
-    claims.glue(f"{claim_id}_sd", final_loss[name]["sd"])
-speedup = protocol["speedup"]
-speedup_claim = claims.record(
-    "sticky.speedup_paper_protocol",
-    speedup["speedup"],
-    unit="×",
-    paper_value=2.3,
-    tolerance=0.23,
-    description="steps / mean first step at which EM-like's loss is below SGD's mean final loss "
-    "(the paper's metric)",
-    explanation=(
-        "the paper's metric on the paper's seeds and settings, with the reference script's data "
-        "and "
-        "initialisation reproduced draw for draw, gives a different mean first step; see the text"
-    ),
-    params=run_params,
-)
-claims.glue("sticky.threshold", speedup["threshold"])
-claims.glue("sticky.mean_first_step", speedup["mean_first_step"])
-claims.glue("sticky.first_step_min", min(speedup["first_steps"]))
-claims.glue("sticky.first_step_max", max(speedup["first_steps"]))
-test = protocol["paired_test"]
-for key in ("mean_difference", "t", "t_pvalue", "wilcoxon_pvalue"):
-    claims.glue(f"sticky.paired_{key}", test[key])
-claims.glue("sticky.gap_sgd_to_hmin", final_loss["sgd"]["mean"] - hmin)
-claims.glue("sticky.gap_em_to_hmin", final_loss["em_like"]["mean"] - hmin)
-for name in ("sgd", "em_like"):  # share of the way from ln 8 down to H_min covered after 1000 steps
-    covered = (math.log(8) - final_loss[name]["mean"]) / (math.log(8) - hmin)
-    claims.glue(f"sticky.gap_covered_{name}", covered)
+speedup = report.record_protocol(runs, protocol, cfg, hmin)
 
 # %% tags=["hide-input", "trained-output"]
-fig, ax = plotting.new_figure(width=6.4, height=3.6)
-step_axis = np.arange(cfg.steps)
-for name in ("sgd", "em_like"):
-    curves = np.array([runs[(name, s)].losses for s in cfg.seeds])  # (seeds, steps)
-    ax.plot(
-        step_axis, curves.mean(0), color=plotting.schedule_color(name), label=SCHEDULES[name].label
-    )
-    ax.fill_between(
-        step_axis, curves.min(0), curves.max(0), color=plotting.schedule_color(name), alpha=0.2
-    )
-ax.axhline(
-    speedup["threshold"], color="0.3", ls="--", lw=1, label="SGD's mean final loss (threshold)"
-)
-ax.axhline(math.log(8), color="0.6", ls=":", lw=1, label="uniform prediction, ln 8")
-ax.axvline(
-    speedup["mean_first_step"],
-    color=plotting.schedule_color("em_like"),
-    ls="--",
-    lw=1,
-    label="EM-like: mean first step below threshold",
-)
-ax.set_xlabel("training step")
-ax.set_ylabel("training loss (nats)")
-ax.set_title(f"The paper's protocol: mean and range over {len(cfg.seeds)} seeds")
-ax.legend(fontsize=8)
+report.plot_protocol(runs, cfg.seeds, speedup)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -430,13 +244,7 @@ plotting.plt.show()
 # reads that file. The tests regenerate it at a reduced size through the same code.
 
 # %% tags=["trained-output"]
-heavy_path = data_path(sticky.PAPER_SCALE_FILE)
-if cfg.heavy == "compute":
-    save_results(sticky.compute_paper_scale_results(sticky.PAPER_SCALE_CONFIG), heavy_path)
-heavy = load_results(heavy_path)
-heavy_cfg = heavy["config"]
-claims.glue("sticky.heavy_version", heavy["provenance"]["package_version"])
-reference_block = heavy["ci"]["reference"]
+heavy = report.load_heavy(cfg.heavy)  # computed first at the paper scale
 sticky.controls_table(heavy, "reference")
 
 # %% [markdown] tags=[]
@@ -447,28 +255,7 @@ sticky.controls_table(heavy, "reference")
 # divided by EM-like's, so a value below 1 means the control is faster).
 
 # %% tags=["hide-input", "trained-output"]
-matched = reference_block["em_like_speedup_over"]["sgd_matched"]
-claims.record(
-    "sticky.speedup_vs_matched_lr",
-    matched["ratio"],
-    unit="×",
-    description="EM-like's speed-up over SGD with lr 0.1 on every matrix: the control's mean first "
-    "step "
-    "below SGD's mean final loss / EM-like's (below 1: the control is faster)",
-    params={
-        "seeds": reference_block["seeds"]["sgd_matched"],
-        "steps": heavy_cfg["steps"],
-        "chain": "reference",
-        "scale": "paper",
-    },
-)
-claims.glue("sticky.matched_speedup_over_sgd", reference_block["speedup"]["sgd_matched"]["speedup"])
-claims.glue("sticky.matched_mean_first_step", float(np.mean(matched["control_first_steps"])))
-claims.glue("sticky.em_mean_first_step_paper_seeds", float(np.mean(matched["em_like_first_steps"])))
-mstep = reference_block["em_like_speedup_over"]["m_step"]
-claims.glue("sticky.mstep_speedup_over_sgd", reference_block["speedup"]["m_step"]["speedup"])
-claims.glue("sticky.em_speedup_over_mstep", mstep["ratio"])
-claims.glue("sticky.mstep_rho", SCHEDULES["m_step"].value_lr)
+matched_claim = report.record_matched_control(heavy)
 
 # %% [markdown] tags=[]
 # With learning rate 0.1 everywhere, SGD crosses the threshold after
@@ -530,38 +317,7 @@ sticky.rho_sweep_table(heavy)
 # resample):
 
 # %% tags=["hide-input", "trained-output"]
-ci = reference_block["speedup_ci"]["em_like"]
-ci_params = {
-    "seeds": reference_block["seeds"]["em_like"],
-    "steps": heavy_cfg["steps"],
-    "chain": "reference",
-    "bootstrap_resamples": heavy_cfg["bootstrap_resamples"],
-    "method": "percentile",
-    "scale": "paper",
-}
-claims.record(
-    "sticky.speedup_ci95_low",
-    ci["low"],
-    unit="×",
-    upper=2.3,
-    description="lower end of the 95% bootstrap interval of the paper's speed-up over 20 seeds "
-    "(passes if the interval reaches down to the paper's 2.3)",
-    explanation="the whole 95% interval lies above the paper's 2.3",
-    params=ci_params,
-)
-claims.record(
-    "sticky.speedup_ci95_high",
-    ci["high"],
-    unit="×",
-    lower=2.3,
-    description="upper end of the 95% bootstrap interval of the paper's speed-up over 20 seeds "
-    "(passes if the interval reaches up to the paper's 2.3)",
-    explanation="the whole 95% interval lies below the paper's 2.3",
-    params=ci_params,
-)
-claims.glue("sticky.ci_point", ci["point"])
-claims.glue("sticky.ci_n_seeds", len(reference_block["seeds"]["em_like"]))
-claims.glue("sticky.ci_paired_p", reference_block["paired_test_vs_sgd"]["em_like"]["t_pvalue"])
+ci = report.record_speedup_interval(heavy)
 
 # %% [markdown] tags=[]
 # Over {glue:text}`sticky.ci_n_seeds` seeds the speed-up is {glue:text}`sticky.ci_point:.2f`× with a 95%
@@ -589,92 +345,15 @@ claims.glue("sticky.ci_paired_p", reference_block["paired_test_vs_sgd"]["em_like
 # {glue:text}`sticky.surface_baseline_difference:.1e` nats.
 
 # %% tags=["trained-output"]
-surface = load_results(data_path(lr_surface.SURFACE_FILE))
-surface_paper = surface["paper_seeds"]
-surface_twenty = lr_surface.with_values_only_from(surface["twenty_seeds"], reference_block)
-lr_surface.surface_table({**surface, "twenty_seeds": surface_twenty})
+surface = report.load_surface(heavy)  # twenty seeds' values only from the paper-scale file
+lr_surface.surface_table(surface)
 
 # %% tags=["hide-input", "trained-output"]
-claims.glue(
-    "sticky.surface_baseline_difference",
-    surface["baseline_source"]["max_abs_difference_where_both"],
-)
-sgd_self = surface_paper["conditions"]["sgd"]["speedup"]  # SGD against its own mean final loss
-claims.glue("sticky.surface_sgd_self", sgd_self)
-surface_claims = {}
-for name in lr_surface.CLAIM_CONDITIONS:
-    block = surface_twenty if name in surface_twenty["conditions"] else surface_paper
-    cond = block["conditions"][name]
-    surface_claims[name] = claims.record(
-        f"sticky.speedup_{name}",
-        cond["speedup"],
-        unit="×",
-        lower=sgd_self,
-        interval=(cond["ci"]["low"], cond["ci"]["high"]),
-        description="the paper's speed-up over SGD with the learning rate ×10 on "
-        + "(W_Q+W_K, W_V, W_O) × ({:g}, {:g}, {:g}); passes if its 95% bootstrap interval lies "
-        "above SGD's own score by the metric (no faster than SGD)".format(*cond["ratios"]),
-        explanation="the 95% interval reaches down to SGD's own score by the paper's metric: this "
-        "condition is not shown to be faster than SGD",
-        params={
-            "seeds": cond.get("seeds", block["seeds"]),
-            "ratios": cond["ratios"],
-            "steps": surface["config"]["steps"],
-            "chain": "reference",
-            "bootstrap_resamples": surface["config"]["bootstrap_resamples"],
-            "reference": "SGD's own speed-up on the paper's seeds",
-            "scale": "paper",
-        },
-    )
-    claims.glue(f"sticky.surface_n_seeds_{name}", len(cond.get("seeds", block["seeds"])))
-for key, block in (("5", surface_paper), ("20", surface_twenty)):
-    for name, cond in block["conditions"].items():
-        claims.glue(f"sticky.surface_{name}_{key}", cond["speedup"])
-        claims.glue(f"sticky.surface_{name}_{key}_low", cond["ci"]["low"])
-        claims.glue(f"sticky.surface_{name}_{key}_high", cond["ci"]["high"])
-    for pair, ratio in block.get("comparisons", {}).items():
-        claims.glue(f"sticky.surface_{pair}_{key}", ratio["point"])
-        claims.glue(f"sticky.surface_{pair}_{key}_low", ratio["low"])
-        claims.glue(f"sticky.surface_{pair}_{key}_high", ratio["high"])
-single = ("values_only", "readout_only", "routing_only")
-decisive = surface_twenty if set(single) <= set(surface_twenty["conditions"]) else surface_paper
-values_special = all(
-    lr_surface.intervals_separate(
-        decisive["conditions"]["values_only"]["ci"], decisive["conditions"][other]["ci"]
-    )
-    and decisive["conditions"]["values_only"]["speedup"] > decisive["conditions"][other]["speedup"]
-    for other in ("readout_only", "routing_only")
-)
-claims.glue(
-    "sticky.surface_values_verdict",
-    "the values-only interval lies above both the readout-only and the routing-only intervals"
-    if values_special
-    else "the values-only interval does not lie above both the readout-only and the routing-only "
-    "intervals",
-)
-claims.glue(
-    "sticky.surface_decisive_n_seeds", len(decisive["conditions"]["readout_only"]["first_steps"])
-)
+values_special = report.record_surface(surface)
 
 # %% tags=["hide-input", "trained-output"]
-m_step_points = {
-    v["rho"]: (
-        float(np.mean([lr_surface.m_step_value_step_ratio(s, v["rho"]) for s in v["seeds"]])),
-        v["speedup"]["speedup"],
-    )
-    for v in heavy["rho_sweep"].values()
-}
-for rho, (ratio, speed) in m_step_points.items():
-    tag = f"{rho:g}".replace(".", "p")
-    claims.glue(f"sticky.mstep_step_ratio_{tag}", ratio)
-    claims.glue(f"sticky.mstep_speedup_{tag}", speed)
-    on_axis = lr_surface.values_axis_speedup_at(surface, ratio)  # nan beyond the computed points
-    if not math.isnan(on_axis):
-        claims.glue(f"sticky.mstep_over_gradient_{tag}", speed / on_axis)
-axis = lr_surface.values_axis(surface)
-for ratio, speed in zip(axis["ratio"], axis["speedup"]):
-    claims.glue(f"sticky.values_axis_{ratio:g}", speed)
-lr_surface.plot_condition_speedups({**surface, "twenty_seeds": surface_twenty})
+m_step_points = report.m_step_points(heavy, surface)
+lr_surface.plot_condition_speedups(surface)
 plotting.plt.show()
 
 # %% tags=["hide-input", "trained-output"]
@@ -753,70 +432,10 @@ plotting.plt.show()
 # training sequence.
 
 # %% tags=["hide-input", "trained-output"]
-long_table = sticky.long_run_table(heavy)
-long_runs = heavy["long_run"]["runs"]
-claims.glue("sticky.long_steps", heavy["long_run"]["steps"])
-long_params = {
-    "seeds": heavy["long_run"]["seeds"],
-    "steps": heavy["long_run"]["steps"],
-    "chain": "reference",
-    "heldout_sequences": heavy_cfg["heldout_sequences"],
-    "heldout_every": heavy_cfg["long_heldout_every"],
-    "scale": "paper",
-}
-for name, short in (("em_like", "em"), ("sgd", "sgd")):
-    row = long_table.loc[SCHEDULES[name].label]
-    claims.record(
-        f"sticky.long_run_gap_to_hmin_{short}",
-        row["closest gap to H_min"],
-        unit="nats",
-        description=f"lowest held-out loss along the long run of {SCHEDULES[name].label} minus "
-        f"H_min",
-        params={**long_params, "schedule": name},
-    )
-    claims.glue(f"sticky.long_final_train_{short}", row["final training loss"])
-    claims.glue(f"sticky.long_final_heldout_{short}", row["final held-out loss"])
-    claims.glue(f"sticky.long_best_step_{short}", int(row["at step"]))
-    claims.glue(f"sticky.long_final_gap_filter_{short}", row["final gap to filter"])
-claims.glue(
-    "sticky.long_filter_floor",
-    float(np.mean([r[0]["heldout"]["filtered_floor"] for r in long_runs.values()])),
-)
-claims.glue("sticky.long_heldout_every", heavy_cfg["long_heldout_every"])
-long_table
+report.record_long_runs(heavy)
 
 # %% tags=["hide-input", "trained-output"]
-fig, axes = plotting.new_figure(2, width=3.6, height=3.4, sharey=True)
-for name, rs in long_runs.items():
-    run = rs[0]
-    axes[0].plot(
-        np.array(run["loss_steps"]) + 1,
-        run["losses"],
-        color=plotting.schedule_color(name),
-        label=SCHEDULES[name].label,
-    )
-    curve = run["heldout_curve"]
-    axes[1].plot(np.array(curve["steps"]) + 1, curve["loss"], color=plotting.schedule_color(name))
-for ax, title in zip(axes, ("training sequence", "ten held-out sequences")):
-    ax.axhline(hmin, color="0.2", ls="--", lw=1, label="$H_{\\min}$")
-    ax.axhline(math.log(8), color="0.6", ls=":", lw=1, label="ln 8")
-    ax.axvline(cfg.steps, color="0.6", ls="-", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("training step (log scale)")
-    ax.set_title(title)
-axes[1].axhline(
-    long_runs["sgd"][0]["heldout"]["filtered_floor"],
-    color="0.2",
-    ls="-.",
-    lw=1,
-    label="exact filter",
-)
-axes[0].set_ylabel("loss (nats)")
-axes[0].legend(fontsize=7)
-axes[1].legend(fontsize=7, loc="lower left")
-fig.suptitle(
-    f"Long runs, seed {heavy['long_run']['seeds'][0]} (grey line: end of the paper's protocol)"
-)
+report.plot_long_runs(heavy, hmin, cfg.steps)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -838,12 +457,7 @@ plotting.plt.show()
 # 0.3), on the paper's seeds:
 
 # %% tags=["hide-input", "trained-output"]
-nominal_block = heavy["ci"]["nominal"]
-claims.glue("sticky.nominal_speedup", nominal_block["speedup"]["em_like"]["speedup"])
-claims.glue(
-    "sticky.nominal_em_over_matched", nominal_block["em_like_speedup_over"]["sgd_matched"]["ratio"]
-)
-sticky.controls_table(heavy, "nominal")
+report.glue_nominal(heavy)
 
 # %% [markdown] tags=[]
 # On the nominal chain the paper's metric gives {glue:text}`sticky.nominal_speedup:.2f`× for EM-like over
@@ -866,33 +480,8 @@ sticky.controls_table(heavy, "nominal")
 # symbol; 1: all values of a symbol coincide).
 
 # %% tags=["trained-output", "hide-input"]
-claims.glue("sticky.snapshot_every", cfg.snapshot_every)
-trajectory = {name: sticky.trajectory_statistics(runs, name) for name in ("sgd", "em_like")}
-for name, stats in trajectory.items():
-    for key, summary in stats.items():
-        claims.glue(f"sticky.trajectory_{key}_{name}", summary["mean"])
-    claims.glue(
-        f"sticky.trajectory_length_per_lr_{name}",
-        stats["length"]["mean"] / SCHEDULES[name].value_lr,
-    )
-first_seed = cfg.seeds[0]
-projected, explained = sticky.trajectory_pca(
-    {name: runs[(name, first_seed)].value_prototypes for name in ("sgd", "em_like")}
-)
-fig, axes = plotting.new_figure(2, width=3.6, height=3.4, sharex=True, sharey=True)
-for ax, name in zip(axes, ("sgd", "em_like")):
-    for s in range(sticky_chain.N_SYMBOLS):
-        path = projected[name][:, s]  # (snapshots, 2)
-        ax.plot(path[:, 0], path[:, 1], color=plotting.PALETTE[s % len(plotting.PALETTE)], lw=1.2)
-        ax.plot(*path[-1], "s", color=plotting.PALETTE[s % len(plotting.PALETTE)], ms=4)
-    ax.set_title(SCHEDULES[name].label)
-    ax.plot(0, 0, "o", color="0.2", ms=4)
-    ax.set_xlabel(f"PC 1 of the displacements ({100 * explained[0]:.0f}%)")
-axes[0].set_ylabel(f"PC 2 ({100 * explained[1]:.0f}%)")
-fig.suptitle(
-    f"Displacement of the 8 value prototypes over {cfg.steps} steps, seed {first_seed} (square: "
-    f"end)"
-)
+trajectory = report.glue_trajectories(runs, cfg.snapshot_every)
+report.plot_value_trajectories(runs, cfg.seeds[0], cfg.steps)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -925,59 +514,8 @@ plotting.plt.show()
 # Its attention projections have no bias (the script's have one).
 
 # %% tags=["hide-input", "trained-output"]
-deep = heavy["deep"]
-deep_test = {
-    key: float(np.mean([r["test"][key] for r in deep["runs"]]))
-    for key in ("loss", "entropy", "accuracy")
-}
-claims.record(
-    "sticky.deep_test_gap_to_hmin",
-    deep_test["loss"] - deep["hmin_nats"],
-    unit="nats",
-    description="held-out test loss of the 4-layer, 4-head, d = 64 transformer minus H_min",
-    params={
-        "seeds": [r["seed"] for r in deep["runs"]],
-        "steps": deep["steps"],
-        **deep["settings"],
-        "chain": "reference",
-        "scale": "paper",
-    },
-)
-for key, value in deep_test.items():
-    claims.glue(f"sticky.deep_test_{key}", value)
-claims.glue("sticky.deep_entropy_gap", deep_test["entropy"] - deep["hmin_nats"])
-claims.glue("sticky.deep_n_parameters", deep["runs"][0]["n_parameters"])
-claims.glue("sticky.deep_n_seeds", len(deep["runs"]))
-claims.glue("sticky.deep_train_loss", float(np.mean([r["train"]["loss"] for r in deep["runs"]])))
-claims.glue(
-    "sticky.deep_train_accuracy", float(np.mean([r["train"]["accuracy"] for r in deep["runs"]]))
-)
-deep_curve = deep["runs"][0]["test_curve"]
-best = int(np.argmin(deep_curve["loss"]))
-claims.glue("sticky.deep_best_test_loss", deep_curve["loss"][best])
-claims.glue("sticky.deep_best_test_step", deep_curve["steps"][best])
-claims.glue("sticky.deep_best_gap", deep_curve["loss"][best] - deep["hmin_nats"])
-
-fig, ax = plotting.new_figure(width=6.4, height=3.4)
-train_curve = deep["runs"][0]["losses"]
-ax.plot(
-    np.arange(len(train_curve)) * 10,
-    train_curve,
-    color=plotting.PALETTE[0],
-    label="training loss (dropout on)",
-)
-ax.plot(
-    deep_curve["steps"],
-    deep_curve["loss"],
-    color=plotting.PALETTE[1],
-    label="test loss (held-out sequence)",
-)
-ax.axhline(deep["hmin_nats"], color="0.2", ls="--", lw=1, label="$H_{\\min}$")
-ax.set_yscale("log")
-ax.set_xlabel("training step")
-ax.set_ylabel("loss (nats, log scale)")
-ax.set_title(f"Deep variant, seed {deep['runs'][0]['seed']}")
-ax.legend(fontsize=8)
+deep_test = report.record_deep(heavy)
+report.plot_deep(heavy)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
