@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@dfd6eaa3660bc4b94259841f649582b8f6907e58"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e0f39a0c9f4c94f13686cb3d210249afffce0807"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
