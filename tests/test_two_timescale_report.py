@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import matplotlib
 
@@ -152,3 +153,41 @@ def test_record_freeze_claims_against_hand_computed_costs(monkeypatch):
     assert recorded["frame_precision.tunnel_freeze_frame_step"] == 300  # never within: the run's length
     assert recorded["frame_precision.tunnel_freeze_frame_cost_bits"] == pytest.approx(0.2)  # already bits
     assert costs["head"][100] == pytest.approx(round(((0.005 + 0.02) / 2) / math.log(2), 4))
+
+
+def _path_run(k: int):
+    """A run recorded every 10 steps whose frame moves in its first steps and whose values move late."""
+    frame = np.r_[[8.0, 4.0, 2.0 + k], np.full(17, 0.01)]
+    values = np.r_[np.full(10, 0.05), [1.0, 3.0 + k, 6.0, 2.0], np.full(6, 0.01)]
+    return SimpleNamespace(path_steps=np.arange(0, 210, 10), frame_path=frame, value_path=values,
+                           probe_loss=np.array([2.0, 0.5, 0.1 * (k + 1)]))
+
+
+def _remaining_step(increments, fraction):
+    """The first recording step whose remaining path is at most ``fraction`` of the whole, by a plain loop."""
+    total = sum(increments)
+    for k in range(len(increments) + 1):
+        if sum(increments[k:]) <= fraction * total:
+            return 10 * k
+    raise AssertionError
+
+
+def test_path_comparison_and_order_claims_on_runs_with_a_known_order(monkeypatch):
+    glued, recorded = {}, {}
+    monkeypatch.setattr(claims, "glue", lambda name, value: glued.__setitem__(name, value))
+    monkeypatch.setattr(claims, "record", lambda cid, value, **kw: recorded.setdefault(cid, (value, kw)))
+    runs = [_path_run(k) for k in range(4)]
+    cfg = dict(chapter_settings(report.SETTINGS, "fast"))
+    comparison, order, table = report.path_comparison(runs, cfg, seed=0)
+    assert len(table.splitlines()) == len(report.PATH_FRACTIONS) + 1
+    frame = [_remaining_step(list(r.frame_path), report.CLAIM_FRACTION) for r in runs]
+    values = [_remaining_step(list(r.value_path), report.CLAIM_FRACTION) for r in runs]
+    assert glued["ch4.path_median_frame_step"] == np.median(frame)
+    assert glued["ch4.path_median_value_step"] == np.median(values)
+    assert glued["ch4.final_loss_fraction"] == pytest.approx(np.median([0.05, 0.1, 0.15, 0.2]))
+    assert glued["ch4.path_verdict_01"] == "frame first"
+    assert order["frame_first_fraction"] == 1.0
+    report.record_order_claims(order, cfg)
+    share, kw = recorded["dynamics.frame_settles_first_fraction"]
+    assert share == 1.0 and kw["lower"] == 0.5 and kw["params"]["steps"] == cfg["steps"]
+    assert recorded["dynamics.precision_to_frame_time_ratio"][1]["lower"] == 1.0
