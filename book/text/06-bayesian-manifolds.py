@@ -28,17 +28,14 @@ bij_steps = None  # bijection training steps (None: as the scale says)
 hmm_steps = None  # HMM training steps (None: as the scale says)
 
 # %% tags=["remove-stderr"]
-import numpy as np
 import pandas as pd
-import torch
 
-from attention_dynamics import calibration, claims, geometry, plotting, stats
-from attention_dynamics import settling
-from attention_dynamics.experiments import seed_spread, wind_tunnel
-from attention_dynamics.models.transformer import count_parameters
+from attention_dynamics import plotting
+from attention_dynamics.experiments import wind_tunnel
+from attention_dynamics.experiments import wind_tunnel_figures as figures
+from attention_dynamics.experiments import wind_tunnel_report as report
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
-from attention_dynamics.tasks import bijection, hmm
 
 # The table lives in the package so that other chapters rebuild exactly this chapter's models
 # (wind_tunnel.trained_bijection_transformer); it has the three scales fast / book / paper.
@@ -73,13 +70,7 @@ pd.DataFrame(SETTINGS).rename_axis("setting")
 # brute-force enumeration of all $V!$ bijections consistent with the revealed pairs. One sequence:
 
 # %% tags=[]
-example = bijection.sample_bijection_batch(1, cfg.V, cfg.L, generator=generator)
-keys, values = example.keys[0].tolist(), example.targets[0].tolist()
-print("  ".join(f"k{k}→v{v}" for k, v in zip(keys[:-1], values[:-1])) + f"  k{keys[-1]}→?")
-print(
-    "posterior entropy at the key positions (bits):",
-    np.round(bijection.bayes_entropy_bits(cfg.V, cfg.L), 3),
-)
+print(report.bijection_example_text(cfg, generator))
 
 # %% [markdown] tags=[]
 # Three reference levels follow in closed form from {eq}`eq-bijection-posterior`, averaging over the $L$ key
@@ -96,50 +87,8 @@ print(
 
 # %% tags=["hide-input"]
 eval_bij = wind_tunnel.bijection_batch_for_eval(cfg, seed=seed)  # held out: its own random stream
-sizes = {"V": cfg.V, "L": cfg.L, "n_sequences": cfg.n_eval, "seed": seed}
-p_true = eval_bij.posterior.gather(
-    2, eval_bij.targets[..., None]
-)  # (B, L, 1): posterior of the true value
-uniform = torch.full(
-    eval_bij.posterior.shape, -np.log(cfg.V), dtype=torch.float64
-)  # the context-blind optimum
-blind = calibration.calibration_report(eval_bij.posterior, uniform)
-claims.record(
-    "bijection.bayes_ce_floor_nats",
-    -p_true.log().mean(),
-    unit="nats per key position",
-    description="Bayes cross-entropy floor: mean −ln p(true value) under the exact posterior, "
-    "held-out sequences, vs the closed form (1/L) Σ_t ln(V − t)",
-    expected=bijection.bayes_ce_floor_nats(cfg.V, cfg.L),
-    tolerance=1e-9,
-    params=sizes,
-)
-claims.record(
-    "bijection.bayes_top1_accuracy",
-    eval_bij.posterior.max(-1).values.mean(),
-    unit="fraction",
-    description="Bayes top-1 accuracy: mean max-probability of the exact posterior (held-out "
-    "sequences) "
-    "vs the closed form (1/L) Σ_t 1/(V − t)",
-    expected=bijection.bayes_top1_accuracy(cfg.V, cfg.L),
-    tolerance=1e-9,
-    params=sizes,
-)
-claims.record(
-    "bijection.context_blind_entropy_mae_bits",
-    blind.entropy_mae_bits,
-    unit="bits",
-    description="entropy error of the best context-blind predictor (uniform over V), measured on "
-    "held-out "
-    "sequences, vs the closed form (1/L) Σ_t [log2 V − log2(V − t)]",
-    expected=bijection.context_blind_entropy_error_bits(cfg.V, cfg.L),
-    tolerance=1e-9,
-    params=sizes,
-)
-claims.glue("manifolds.blind_kl_bits", blind.kl_bits)
-claims.glue("manifolds.blind_paper_sizes_bits", bijection.context_blind_entropy_error_bits(20, 19))
-claims.glue("manifolds.V", cfg.V)
-claims.glue("manifolds.L", cfg.L)
+# Each level is measured on eval_bij and recorded against its closed form.
+levels = report.record_reference_levels(cfg, eval_bij, seed=seed)
 
 # %% [markdown] tags=[]
 # At $V = L =$ {glue:text}`manifolds.V` the floor is {glue:text}`bijection.bayes_ce_floor_nats:.4f` nats per
@@ -170,39 +119,7 @@ claims.glue("manifolds.L", cfg.L)
 # posterior of one sequence:
 
 # %% tags=["hide-input"]
-hmm_example = hmm.sample_hmm_batch(
-    1,
-    cfg.hmm_length,
-    n_states=cfg.hmm_states,
-    n_symbols=cfg.hmm_symbols,
-    grid=cfg.hmm_grid,
-    generator=generator,
-)
-fig, ax = plotting.new_figure(width=7.0, height=2.6)
-steps_t = np.arange(cfg.hmm_length)
-ax.stackplot(
-    steps_t,
-    hmm_example.posterior[0].T.numpy(),
-    labels=[f"state {s}" for s in range(cfg.hmm_states)],
-    alpha=0.85,
-    step="mid",
-)
-ax.scatter(
-    steps_t,
-    np.full(cfg.hmm_length, 1.04),
-    c=hmm_example.observations[0].numpy(),
-    cmap="tab10",
-    vmin=0,
-    vmax=9,
-    marker="s",
-    s=18,
-    clip_on=False,
-)
-ax.set(
-    xlabel="step t", ylabel="p(state | o_0..o_t)", ylim=(0, 1), xlim=(-0.5, cfg.hmm_length - 0.5)
-)
-ax.set_title("Exact filtering posterior of one sequence (squares: observed symbol)", pad=16)
-ax.legend(ncols=5, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
+fig, ax = figures.plot_hmm_posterior(report.hmm_example_batch(cfg, generator))
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -226,29 +143,9 @@ plotting.plt.show()
 # %% tags=["trained-output", "hide-input"]
 bij_run, hmm_run = wind_tunnel.train_both(cfg, seed=seed, device=device)
 bij_model, hmm_model = bij_run.model(), hmm_run.model()
-claims.glue("manifolds.bij_steps", cfg.bij_steps)
-claims.glue("manifolds.hmm_steps", cfg.hmm_steps)
-claims.glue("manifolds.bij_parameters", count_parameters(bij_model))
-claims.glue("manifolds.hmm_parameters", count_parameters(hmm_model))
-eval_hmm = {K: wind_tunnel.hmm_batch_for_eval(cfg, K, seed=seed) for K in cfg.hmm_test_lengths}
-hmm_floor = float(stats.entropy(eval_hmm[cfg.hmm_length].posterior, unit="bits").mean()) * np.log(2)
-fig, axes = plotting.new_figure(2, width=3.6, height=2.9)
-for ax, run, floor, name in (
-    (axes[0], bij_run, bijection.bayes_ce_floor_nats(cfg.V, cfg.L), "bijection"),
-    (axes[1], hmm_run, hmm_floor, "HMM filtering"),
-):
-    window = 25
-    smooth = np.convolve(run.losses, np.ones(window) / window, mode="valid")
-    ax.plot(
-        np.arange(window - 1, len(run.losses)),
-        smooth,
-        color=plotting.PALETTE[0],
-        label="training loss",
-    )
-    ax.axhline(floor, color="k", ls="--", lw=1, label="Bayes floor")
-    ax.set(title=name, xlabel="step", ylabel="cross-entropy (nats per position)")
-    ax.legend(frameon=False)
-fig.suptitle("Training loss (moving average over 25 steps) against the exact floor")
+model_sizes = report.glue_training(cfg, bij_model, hmm_model)  # steps and parameter counts
+eval_hmm = report.hmm_eval_batches(cfg, seed=seed)  # held out, at every test length
+fig, axes = figures.plot_training_losses(cfg, bij_run, hmm_run, eval_hmm[cfg.hmm_length])
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -266,78 +163,8 @@ plotting.plt.show()
 # bits, per position and averaged.
 
 # %% tags=["trained-output", "hide-input"]
-bij_report = calibration.calibration_report(
-    eval_bij.posterior, wind_tunnel.bijection_log_probs(bij_model, eval_bij)
-)
-bij_params = {
-    **sizes,
-    "d_model": cfg.bij_d_model,
-    "n_layers": cfg.bij_n_layers,
-    "n_heads": cfg.bij_n_heads,
-    "steps": cfg.bij_steps,
-    "batch": cfg.bij_batch,
-    "lr": cfg.bij_lr,
-    "target": cfg.bijection_target,
-    "scale": cfg.scale,
-}
-claims.record(
-    "bijection.entropy_mae_bits",
-    bij_report.entropy_mae_bits,
-    unit="bits",
-    description="bijection: per-sample entropy error |H(model) − H(Bayes)|, mean over held-out "
-    "sequences "
-    "and key positions (target ≤ 0.01 bits; Paper I: 0.007 bits at V = 20 on a GPU)",
-    paper_value=0.007,
-    upper=0.01,
-    params=bij_params,
-    explanation="the CPU-sized run stops above the target; more steps or a larger model close the "
-    "gap",
-)
-claims.record(
-    "bijection.kl_bits",
-    bij_report.kl_bits,
-    unit="bits",
-    description="bijection: KL(exact posterior ‖ model), mean over held-out sequences and key "
-    "positions",
-    params=bij_params,
-)
-claims.glue("manifolds.bij_curve_mae_bits", bij_report.curve_mae_bits)
-log_probs = wind_tunnel.bijection_log_probs(bij_model, eval_bij)
-claims.glue(
-    "manifolds.bij_model_ce_nats", float(-log_probs.gather(2, eval_bij.targets[..., None]).mean())
-)
-claims.glue(
-    "manifolds.bij_model_top1", float((log_probs.argmax(-1) == eval_bij.targets).double().mean())
-)
-claims.glue(
-    "manifolds.bij_sampled_top1_bayes",
-    float(eval_bij.posterior.gather(2, log_probs.argmax(-1, keepdim=True)).mean()),
-)
-h_model = stats.entropy(log_probs.exp(), unit="bits")  # (B, L) per-sample model entropy
-fig, axes = plotting.new_figure(2, width=3.6, height=3.0)
-t = np.arange(cfg.L)
-axes[0].plot(
-    t, bijection.bayes_entropy_bits(cfg.V, cfg.L), "k--", lw=1.2, label="exact: log2(V − t)"
-)
-axes[0].plot(
-    t, bij_report.model_entropy_curve, "o", color=plotting.PALETTE[0], ms=4, label="model (mean)"
-)
-lo, hi = np.quantile(h_model.numpy(), [0.05, 0.95], axis=0)
-axes[0].fill_between(
-    t, lo, hi, color=plotting.PALETTE[0], alpha=0.25, label="model (5–95 % of sequences)"
-)
-axes[0].set(xlabel="pairs revealed t", ylabel="entropy (bits)", title="Predictive entropy")
-axes[0].legend(frameon=False)
-axes[1].semilogy(
-    t, np.maximum(bij_report.entropy_mae_by_position, 1e-6), "o-", ms=4, label="entropy error"
-)
-axes[1].semilogy(
-    t, np.maximum(bij_report.kl_by_position, 1e-6), "s-", ms=4, label="KL(posterior ‖ model)"
-)
-axes[1].axhline(0.01, color="k", ls=":", lw=1, label="target 0.01 bits")
-axes[1].set(xlabel="pairs revealed t", ylabel="bits", title="Calibration error by position")
-axes[1].legend(frameon=False)
-fig.suptitle(f"Bijection elimination, V = L = {cfg.V}: the model against the exact posterior")
+bij_cal = report.record_bijection_calibration(cfg, bij_model, eval_bij, seed=seed)
+fig, axes = figures.plot_bijection_calibration(cfg, bij_cal.report, bij_cal.log_probs)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -354,153 +181,13 @@ plotting.plt.show()
 # $\log_2(V - t)$ all the way down to the last position, where exactly one value is left.
 
 # %% tags=["trained-output", "hide-input"]
-hmm_reports = {
-    K: calibration.calibration_report(b.posterior, wind_tunnel.hmm_log_probs(hmm_model, b))
-    for K, b in eval_hmm.items()
-}
-K_train, K_mid, K_long = cfg.hmm_test_lengths
-hmm_params = {
-    "n_states": cfg.hmm_states,
-    "n_symbols": cfg.hmm_symbols,
-    "train_length": K_train,
-    "test_lengths": list(cfg.hmm_test_lengths),
-    "grid": cfg.hmm_grid,
-    "d_model": cfg.hmm_d_model,
-    "n_layers": cfg.hmm_n_layers,
-    "n_heads": cfg.hmm_n_heads,
-    "steps": cfg.hmm_steps,
-    "batch": cfg.hmm_batch,
-    "lr": cfg.hmm_lr,
-    "n_sequences": cfg.n_eval,
-    "seed": seed,
-    "scale": cfg.scale,
-}
-# The reference level of belief transport: the exact posterior given only the current observation
-# and the matrices (tasks.hmm.context_blind_posterior). Every HMM bound is stated against it.
-blind_reports = {
-    K: calibration.calibration_report(
-        b.posterior, hmm.context_blind_posterior(b.transition, b.emission, b.observations).log()
-    )
-    for K, b in eval_hmm.items()
-}
-blind_kl, blind_kl_long = blind_reports[K_train].kl_bits, blind_reports[K_long].kl_bits
-claims.record(
-    "hmm.context_blind_kl_bits",
-    blind_kl,
-    unit="bits",
-    description="KL(exact filter ‖ posterior given only the current observation and the matrices) "
-    "at "
-    "the training length K: the level a model with no memory reaches",
-    params=hmm_params,
-)
-claims.record(
-    "hmm.context_blind_kl_bits_long",
-    blind_kl_long,
-    unit="bits",
-    description="the same context-blind level at 2.5× the training length",
-    params={**hmm_params, "length": K_long},
-)
-# The KL at every checkpoint, as a multiple of the context-blind level: has it plateaued?
-hmm_curve = wind_tunnel.hmm_kl_through_training(
-    hmm_run, {K: eval_hmm[K] for K in (K_train, K_long)}
-)
-PLATEAU_RATIO = 0.05  # plateau: the ratio moves by less than this over the last 20 % of training
-hmm_late = {K: settling.late_change(hmm_curve.steps, hmm_curve.ratio(K)) for K in (K_train, K_long)}
-UNDER_BUDGET = (
-    f"the KL ratio to the context-blind level moved by {hmm_late[K_train]:.3f} over the last 20 % "
-    f"of training ({'below' if hmm_late[K_train] < PLATEAU_RATIO else 'above'} the plateau amount "
-    f"{PLATEAU_RATIO}) under a learning rate decaying to zero; without a 4× longer run this is not "
-    "decided at this scale"
-)
-claims.record(
-    "hmm.kl_bits",
-    hmm_reports[K_train].kl_bits,
-    unit="bits",
-    description="HMM filtering: KL(exact filter ‖ model) at the training length K, mean over "
-    "held-out "
-    "sequences and steps; transport shown if ≤ 0.6 × the context-blind level "
-    "(hmm.context_blind_kl_bits; Paper I v3 reports 0.049)",
-    paper_value=0.049,
-    upper=0.6 * blind_kl,
-    params=hmm_params,
-    explanation=UNDER_BUDGET,
-)
-claims.record(
-    "hmm.entropy_mae_bits",
-    hmm_reports[K_train].entropy_mae_bits,
-    unit="bits",
-    description="HMM filtering: per-sample entropy error at the training length K (Paper I: 0.049 "
-    "bits in the v3 table, 7.5e-5 in the authors' README; the context-blind level is above 0.05)",
-    paper_value=0.049,
-    upper=0.05,
-    params=hmm_params,
-    explanation="our per-sample entropy error is larger than Paper I's number; see the text for "
-    "why "
-    "the two are not the same measurement",
-)
-claims.record(
-    "hmm.length_gen_kl_bits",
-    hmm_reports[K_long].kl_bits,
-    unit="bits",
-    description="HMM filtering: KL(exact filter ‖ model) at 2.5× the training length, trained at "
-    "K; "
-    "length generalisation of transport if below the context-blind level there "
-    "(hmm.context_blind_kl_bits_long)",
-    upper=blind_kl_long,
-    params={**hmm_params, "length": K_long},
-    explanation=UNDER_BUDGET,
-)
-for name, K in (("train", K_train), ("mid", K_mid), ("long", K_long)):
-    claims.glue(f"manifolds.blind_kl_{name}", blind_reports[K].kl_bits)
-    claims.glue(f"manifolds.blind_mae_{name}", blind_reports[K].entropy_mae_bits)
-    claims.glue(f"manifolds.hmm_kl_ratio_{name}", hmm_reports[K].kl_bits / blind_reports[K].kl_bits)
-claims.glue("manifolds.transport_target", 0.6 * blind_kl)
-claims.glue("manifolds.hmm_late_change_train", hmm_late[K_train])
-claims.glue("manifolds.hmm_late_change_long", hmm_late[K_long])
-claims.glue("manifolds.plateau_ratio", PLATEAU_RATIO)
-for name, K in (("train", K_train), ("mid", K_mid), ("long", K_long)):
-    claims.glue(f"manifolds.hmm_kl_{name}", hmm_reports[K].kl_bits)
-    claims.glue(f"manifolds.hmm_mae_{name}", hmm_reports[K].entropy_mae_bits)
-    claims.glue(f"manifolds.hmm_curve_{name}", hmm_reports[K].curve_mae_bits)
-claims.glue("manifolds.hmm_K_train", K_train)
-claims.glue("manifolds.hmm_K_mid", K_mid)
-claims.glue("manifolds.hmm_K_long", K_long)
-claims.glue("manifolds.hmm_kl_first_step", hmm_reports[K_train].kl_by_position[0])
-claims.glue("manifolds.hmm_kl_later_steps", hmm_reports[K_train].kl_by_position[1:].mean())
-fig, axes = plotting.new_figure(2, width=3.6, height=3.0)
-for i, (K, rep) in enumerate(hmm_reports.items()):
-    axes[0].plot(
-        np.arange(K), rep.kl_by_position, color=plotting.PALETTE[i], lw=1.2, label=f"K = {K}"
-    )
-    axes[0].plot(
-        np.arange(K), blind_reports[K].kl_by_position, color=plotting.PALETTE[i], lw=0.8, ls="--"
-    )
-    axes[1].plot(
-        np.arange(K),
-        rep.model_entropy_curve,
-        color=plotting.PALETTE[i],
-        lw=1.2,
-        label=f"model, K = {K}",
-    )
-axes[1].plot(np.arange(K_long), hmm_reports[K_long].bayes_entropy_curve, "k--", lw=1, label="exact")
-for ax in axes:
-    ax.axvline(K_train - 0.5, color="grey", ls=":", lw=1)
-axes[0].set(
-    xlabel="step t",
-    ylabel="KL (bits)",
-    title="KL(filter ‖ model) by step\n(dashed: no memory, context-blind)",
-    ylim=(0, None),
-)
-axes[1].set(xlabel="step t", ylabel="entropy (bits)", title="Mean predictive entropy")
-axes[0].legend(frameon=False)
-axes[1].legend(frameon=False, fontsize=8)
-fig.suptitle(f"HMM filtering: trained at K = {K_train} (dotted line), tested up to K = {K_long}")
+# Every HMM bound is stated against the context-blind level (tasks.hmm.context_blind_posterior).
+hmm_cal = report.record_hmm_calibration(cfg, hmm_run, eval_hmm, seed=seed)
+fig, axes = figures.plot_hmm_calibration(hmm_cal.reports, hmm_cal.blind_reports)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
-fig, ax = plotting.new_figure(width=6.0, height=3.2)
-wind_tunnel.plot_hmm_kl_through_training(ax, hmm_curve)
-ax.set_title("HMM filtering: KL to the exact filter through training, over the context-blind level")
+fig, ax = figures.figure_hmm_kl_through_training(hmm_cal.curve, target=report.TRANSPORT_FRACTION)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -567,230 +254,20 @@ plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
 probe = wind_tunnel.bijection_probe_batch(cfg, seed=seed)
-geo = wind_tunnel.bijection_geometry(bij_model, probe)
-geo_params = {**bij_params, "n_probe": cfg.n_probe, "d_head": cfg.bij_d_model // cfg.bij_n_heads}
-# Nulls: the same model untrained (step 0) and on scrambled values; every number through training.
-nulls = wind_tunnel.bijection_geometry_nulls(
-    bij_run, probe, wind_tunnel.bijection_scrambled_probe(cfg, seed=seed)
-)
-geo_curve = wind_tunnel.bijection_geometry_through_training(bij_run, probe)
-KEYS_ALL, KEYS_KEY, REDUCTION = (
-    "key |cos|, layer 0, all positions",
-    "key |cos|, layer 0, key tokens",
-    "attention entropy reduction, first → last layer",
-)
-PLATEAU = {KEYS_ALL: 0.02, KEYS_KEY: 0.02, REDUCTION: 0.05}  # largest move over the last 20 %
-late = {name: settling.late_change(geo_curve["step"], geo_curve[name]) for name in PLATEAU}
-
-
-def plateau_note(name):
-    moved, amount = late[name], PLATEAU[name]
-    if moved < amount:
-        return (
-            f"the metric has plateaued (it moved {moved:.3f} < {amount} over the last 20 % "
-            "of training)"
-        )
-    return f"it still moved {moved:.3f} ≥ {amount} over the last 20 % of training: not decided"
-
-
-claims.record(
-    "geometry.key_abs_cos_layer0",
-    geo.key_abs_cos[0],
-    unit="mean |cos|",
-    description="layer-0 keys: mean |cos| between the key vectors of a sequence (all positions), "
-    "averaged over probe sequences and heads (Paper I: < 0.1)",
-    upper=0.1,
-    params=geo_params,
-    explanation="our layer-0 keys are not orthogonal: they separate token *types* (the key tokens' "
-    f"keys nearly coincide), not individual hypotheses; {plateau_note(KEYS_ALL)}",
-)
-claims.record(
-    "geometry.key_abs_cos_layer0_key_tokens",
-    geo.key_abs_cos_key_tokens[0],
-    unit="mean |cos|",
-    description="layer-0 keys at the key-token positions only (Paper I's measure): mean |cos| "
-    "between them, over probe sequences and heads (Paper I: < 0.1)",
-    upper=0.1,
-    params=geo_params,
-    explanation="the key tokens' layer-0 keys nearly coincide: the model routes by token type; "
-    + plateau_note(KEYS_KEY),
-)
-for condition, suffix in (("untrained", "untrained"), ("scrambled values", "scrambled")):
-    for claim, name, unit in (
-        ("key_abs_cos_layer0", KEYS_ALL, "mean |cos|"),
-        ("key_abs_cos_layer0_key_tokens", KEYS_KEY, "mean |cos|"),
-        ("value_pc1_ratio_this_seed", "value PC1 share", "fraction of variance"),
-        ("value_pc1_entropy_spearman_this_seed", "ρ(value PC1, entropy)", "Spearman rho"),
-        ("attention_entropy_reduction", REDUCTION, "fraction"),
-    ):
-        claims.record(
-            f"geometry.{claim}_{suffix}",
-            nulls[condition][name],
-            unit=unit,
-            description=f"{name}: the null for this seed's number — the same model "
-            + (
-                "untrained (its initialisation, step 0)"
-                if suffix == "untrained"
-                else "trained, on probe sequences whose revealed values are scrambled"
-            ),
-            params=geo_params,
-        )
-baseline_draws = torch.randn(
-    4000,
-    cfg.bij_n_heads,
-    bijection.sequence_length(cfg.L),
-    cfg.bij_d_model // cfg.bij_n_heads,
-    generator=generator,
-    dtype=torch.float64,
-)
-claims.record(
-    "geometry.key_abs_cos_random_baseline",
-    geometry.mean_abs_cosine_per_set(baseline_draws).mean(),
-    unit="mean |cos|",
-    description="the same measurement on isotropic Gaussian vectors of the head dimension (Monte "
-    "Carlo), "
-    "vs the closed form Γ(d/2) / (√π Γ((d+1)/2))",
-    expected=geo.key_abs_cos_baseline,
-    tolerance=0.002,
-    params={"d_head": cfg.bij_d_model // cfg.bij_n_heads, "draws": 4000},
-)
-# One seed cannot decide these two: their seed-to-seed spread reaches the threshold. They are
-# stated as the
-# mean over the seed-spread runs (chapter 6's own training, seeds 0-4, stored) with a 95 % interval.
-spread = seed_spread.load()
-spread_params = {
-    **geo_params,
-    "seed": None,
-    "seeds": spread["seeds"],
-    "interval": "Student-t 95% over seeds",
-    "stored_in": f"data/{seed_spread.SPREAD_FILE}",
-}
-pc1 = spread["intervals"]["value_pc1_ratio"]
-pc1_low, pc1_high = seed_spread.seed_range(spread, "geometry", "value_pc1_ratio")
-claims.record(
-    "geometry.value_pc1_ratio",
-    pc1["mean"],
-    interval=(pc1["low"], pc1["high"]),
-    unit="fraction of variance",
-    description=f"value manifold (last layer's attention output at key positions): variance share "
-    f"of PC1, "
-    f"mean over {pc1['n']} seeds with its 95% interval (Paper I: > 80 %)",
-    lower=0.8,
-    params=spread_params,
-    explanation=f"one seed cannot decide it: over {pc1['n']} seeds PC1 carries {pc1_low:.2f} to "
-    f"{pc1_high:.2f} of the variance, and the 95% interval of the mean reaches both sides of 80 %",
-)
-rho = spread["intervals"]["value_pc1_entropy_spearman"]
-claims.record(
-    "geometry.value_pc1_entropy_spearman",
-    rho["mean"],
-    interval=(rho["low"], rho["high"]),
-    unit="Spearman rho",
-    description=f"value manifold: Spearman correlation of PC1 with the Bayes entropy log2(V − t), "
-    f"mean over "
-    f"{rho['n']} seeds with its 95% interval (Paper I: 'ordered by posterior entropy'; bound: ρ ≥ "
-    f"0.9)",
-    lower=0.9,
-    params=spread_params,
-    explanation="the seeds do not agree on whether PC1 is ordered by the posterior entropy to ρ ≥ "
-    "0.9",
-)
-claims.glue("manifolds.value_pc1_ratio_this_seed", geo.value_ratios[0])
-claims.glue("manifolds.value_pc1_spearman_this_seed", geo.value_pc1_entropy_spearman)
-claims.glue("manifolds.value_pc1_ratio_low", pc1["low"])
-claims.glue("manifolds.value_pc1_ratio_high", pc1["high"])
-claims.glue("manifolds.value_pc1_ratio_seed_min", pc1_low)
-claims.glue("manifolds.value_pc1_ratio_seed_max", pc1_high)
-claims.glue("manifolds.value_pc1_spearman_low", rho["low"])
-claims.glue("manifolds.value_pc1_spearman_high", rho["high"])
-claims.glue("manifolds.spread_n_seeds", pc1["n"])
-claims.record(
-    "geometry.attention_entropy_reduction",
-    geo.attention_entropy_reduction,
-    unit="fraction",
-    description="attention entropy (key-position queries) falls by this fraction from the first to "
-    "the last "
-    "layer (Paper I: 85–90 %)",
-    paper_value=0.875,
-    lower=0.85,
-    params=geo_params,
-    explanation="here the first layer does the elimination (its queries attend to the revealed "
-    "values) and the later layers attend broadly, so attention entropy rises with depth instead of "
-    f"falling; {plateau_note(REDUCTION)}",
-)
-claims.glue("manifolds.key_cos_value_tokens", geo.key_abs_cos_value_tokens[0])
-claims.glue("manifolds.key_cos_key_tokens", geo.key_abs_cos_key_tokens[0])
-claims.glue("manifolds.value_pc2_ratio", geo.value_ratios[1])
-for name, l in (("first", 0), ("last", cfg.bij_n_layers - 1)):
-    claims.glue(f"manifolds.attn_entropy_{name}", geo.attention_entropy_bits[l])
-    claims.glue(f"manifolds.qk_attended_{name}", geo.qk_alignment_attended[l])
-    claims.glue(f"manifolds.qk_visible_{name}", geo.qk_alignment_visible[l])
-claims.glue("manifolds.bij_n_layers", cfg.bij_n_layers)
-claims.glue("manifolds.attn_entropy_uniform", geo.attention_entropy_uniform_bits)
-for name, key in ((KEYS_ALL, "keys_all"), (KEYS_KEY, "keys_key"), (REDUCTION, "reduction")):
-    claims.glue(f"manifolds.late_change_{key}", late[name])
-    claims.glue(f"manifolds.plateau_{key}", PLATEAU[name])
-pd.DataFrame(geo.manifold_table).set_index(["layer", "representation"]).round(3)
+# The geometry beside its nulls (untrained, scrambled values), through training, and over seeds.
+bij_geometry = report.record_bijection_geometry(cfg, bij_run, probe, seed=seed, generator=generator)
+geo, nulls = bij_geometry.report, bij_geometry.nulls
+report.manifold_frame(geo.manifold_table)
 
 # %% tags=["trained-output", "hide-input"]
 pd.DataFrame(nulls).rename_axis(f"seed {seed}").round(3)
 
 # %% tags=["hide-input", "trained-output"]
-layers = np.arange(cfg.bij_n_layers)
-fig, axes = plotting.new_figure(2, 2, width=3.7, height=3.1)
-plotting.plot_matrix(
-    axes[0, 0],
-    np.abs(geo.key_cosines),
-    title="|cos| between layer-0 keys\n(one sequence, head 0)",
-    xlabel="position j (even: key token)",
-    ylabel="position i",
-    cbar_label="|cos|",
-    vmax=1.0,
-)
-w = 0.27
-axes[0, 1].bar(layers - w, geo.key_abs_cos, w, label="all positions")
-axes[0, 1].bar(layers, geo.key_abs_cos_value_tokens, w, label="value tokens")
-axes[0, 1].bar(layers + w, geo.key_abs_cos_key_tokens, w, label="key tokens")
-axes[0, 1].axhline(geo.key_abs_cos_baseline, color="k", ls="--", lw=1, label="isotropic baseline")
-axes[0, 1].axhline(0.1, color="k", ls=":", lw=1, label="Paper I: < 0.1")
-axes[0, 1].set(
-    xticks=layers,
-    xlabel="layer",
-    ylabel="mean |cos| between keys",
-    title="Key orthogonality",
-    ylim=(0, 1.15),
-)
-axes[0, 1].legend(frameon=False, fontsize=7, ncols=2, loc="upper right")
-axes[1, 0].bar(layers, geo.attention_entropy_bits, 0.6, label="trained model")
-axes[1, 0].axhline(
-    geo.attention_entropy_uniform_bits, color="k", ls="--", lw=1, label="uniform attention"
-)
-axes[1, 0].set(
-    xticks=layers,
-    xlabel="layer",
-    ylabel="attention entropy (bits)",
-    title="Attention entropy by layer",
-    ylim=(0, 1.25 * geo.attention_entropy_uniform_bits),
-)
-axes[1, 0].legend(frameon=False, fontsize=8, loc="upper left")
-axes[1, 1].plot(layers, geo.qk_alignment_attended, "o-", label="weighted by attention")
-axes[1, 1].plot(layers, geo.qk_alignment_visible, "s--", label="uniform over visible keys")
-axes[1, 1].set(
-    xticks=layers, xlabel="layer", ylabel="mean cos(q_i, k_j)", title="Query–key alignment"
-)
-axes[1, 1].legend(frameon=False, fontsize=8)
-fig.suptitle("Geometry of the bijection transformer (probe sequences)")
+fig, axes = figures.plot_geometry(geo)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
-fig, axes = plotting.new_figure(2, 2, width=3.7, height=2.9)
-wind_tunnel.plot_geometry_through_training(
-    axes.ravel(),
-    geo_curve,
-    nulls,
-    [(KEYS_ALL, 0.1), (KEYS_KEY, 0.1), (REDUCTION, 0.85), ("value PC1 share", 0.8)],
-)
-fig.suptitle("The geometry through training (shaded: the last 20 %, where a plateau is judged)")
+fig, axes = figures.figure_geometry_through_training(bij_geometry.curve, nulls)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -857,28 +334,10 @@ plotting.plt.show()
 # posterior entropy varies from sequence to sequence at a fixed step, separates the two:
 
 # %% tags=["trained-output", "hide-input"]
-hmm_geo = wind_tunnel.hmm_manifold(
-    hmm_model, wind_tunnel.hmm_batch_for_eval(cfg, K_train, seed=seed, n=cfg.n_probe)
-)
-claims.glue("manifolds.hmm_pc1_ratio", hmm_geo.ratios[0])
-claims.glue("manifolds.hmm_pc1_spearman", hmm_geo.spearman)
-claims.glue("manifolds.hmm_pc1_within_spearman", hmm_geo.within_position_spearman)
-claims.glue(
-    "manifolds.hmm_max_abs_spearman", max(abs(r["spearman"]) for r in hmm_geo.manifold_table)
-)
-fig, axes = plotting.new_figure(2, width=3.6, height=3.1)
-for ax, scores, entropy, title in (
-    (axes[0], geo.value_scores, geo.entropy_bits, "Bijection"),
-    (axes[1], hmm_geo.scores, hmm_geo.entropy_bits, "HMM filtering"),
-):
-    sc = ax.scatter(
-        scores[:, 0], scores[:, 1], c=entropy, s=5, cmap="viridis", alpha=0.7, rasterized=True
-    )
-    ax.set(xlabel="PC1", ylabel="PC2", title=title)
-    fig.colorbar(sc, ax=ax, shrink=0.85).set_label("exact posterior entropy (bits)")
-fig.suptitle("Value manifold: last layer's attention output at the prediction positions")
+hmm_geo = report.glue_hmm_manifold(cfg, hmm_model, seed=seed)
+fig, axes = figures.plot_value_manifolds(geo, hmm_geo)
 plotting.plt.show()
-pd.DataFrame(hmm_geo.manifold_table).set_index(["layer", "representation"]).round(3)
+report.manifold_frame(hmm_geo.manifold_table)
 
 # %% [markdown] tags=[]
 # In the HMM transformer nothing of the kind appears: PC1 of the last layer's value mixtures carries
@@ -913,86 +372,8 @@ pd.DataFrame(hmm_geo.manifold_table).set_index(["layer", "representation"]).roun
 # thousand steps exceeds.
 
 # %% tags=["trained-output", "hide-input"]
-fp = wind_tunnel.frame_precision(bij_run, probe)
-fp_params = {
-    **bij_params,
-    "checkpoints": fp.steps.tolist(),
-    "frame_threshold": fp.frame_threshold,
-    "fraction": fp.fraction,
-    "frame_measure": "every layer's 1 − mean TV distance of attention rows at key positions "
-    "to the final "
-    "model stays >= frame_threshold",
-    "calibration_measure": "per-sample entropy MAE (bits) within `fraction` of its total change, "
-    "log10 scale",
-}
-claims.record(
-    "frame_precision.frame_settle_step",
-    fp.frame_settle_step,
-    unit="training steps",
-    description="first step from which every layer's attention patterns stay ≥ 95 % similar to the "
-    "final "
-    "ones (Paper I: 'in place after a few hundred steps'; bound: < 1000)",
-    upper=999,
-    params=fp_params,
-    explanation="the attention patterns of this run keep moving for longer than Paper I's few "
-    "hundred steps",
-)
-claims.record(
-    "frame_precision.calibration_settle_step",
-    fp.calibration_settle_step,
-    unit="training steps",
-    description="first step from which the entropy error stays within 10 % of its total change "
-    "(log10 scale) "
-    "from its final value; the dissociation: later than the frame settles",
-    lower=fp.frame_settle_step + 1,
-    params=fp_params,
-    explanation="calibration settles no later than routing in this run: no frame–precision "
-    "dissociation",
-)
-claims.glue("manifolds.n_checkpoints", len(fp.steps))
-claims.glue("manifolds.frame_settle_relative", fp.frame_settle_step_relative)
-claims.glue("manifolds.calibration_settle_linear", fp.calibration_settle_step_linear)
-at_frame = int(np.nonzero(fp.steps == fp.frame_settle_step)[0][0])
-claims.glue("manifolds.mae_at_frame_settle", fp.entropy_mae_bits[at_frame])
-claims.glue("manifolds.mae_final", fp.entropy_mae_bits[-1])
-claims.glue(
-    "manifolds.mae_improvement_after_frame", fp.entropy_mae_bits[at_frame] / fp.entropy_mae_bits[-1]
-)
-claims.glue(
-    "manifolds.min_similarity_at_init",
-    fp.attention_similarity[0, 1:].min() if cfg.bij_n_layers > 1 else fp.attention_similarity[0, 0],
-)
-claims.glue("manifolds.rho_at_frame_settle", fp.value_pc1_spearman[at_frame])
-claims.glue("manifolds.rho_final", fp.value_pc1_spearman[-1])
-fig, ax = plotting.new_figure(width=6.6, height=3.4)
-x = np.maximum(fp.steps, 1)
-for l in range(cfg.bij_n_layers):
-    ax.plot(
-        x,
-        fp.attention_similarity[:, l],
-        "o-",
-        ms=3,
-        color=plotting.PALETTE[l],
-        label=f"attention, layer {l}",
-    )
-ax.axhline(fp.frame_threshold, color="grey", ls="--", lw=0.8)
-ax.set(
-    xscale="log",
-    xlabel="training step (step 0 drawn at 1)",
-    ylabel="similarity to final attention (1 − TV)",
-    title="The frame settles, the precision keeps improving",
-)
-ax.axvline(fp.frame_settle_step, color="k", ls=":", lw=1.2)
-axr = ax.twinx()
-axr.semilogy(
-    x, fp.entropy_mae_bits, "s-", ms=3, color="k", label="entropy error (bits, right axis)"
-)
-axr.axvline(fp.calibration_settle_step, color="k", ls="-.", lw=1.2)
-axr.set_ylabel("per-sample entropy error (bits)")
-axr.grid(False)
-h1, l1 = ax.get_legend_handles_labels()
-h2, l2 = axr.get_legend_handles_labels()
-ax.legend(h1 + h2, l1 + l2, frameon=False, fontsize=8, loc="center left")
+fp = report.record_frame_precision(cfg, bij_run, probe, seed=seed)
+fig, ax = figures.plot_frame_precision(fp)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -1014,23 +395,7 @@ plotting.plt.show()
 # {glue:text}`manifolds.rho_final:.2f` at the end).
 
 # %% tags=["hide-input", "trained-output"]
-picks = [
-    int(np.argmin(np.abs(fp.steps - s)))
-    for s in (0, fp.frame_settle_step // 2, fp.frame_settle_step, fp.steps[-1])
-]
-fig, axes = plotting.new_figure(4, width=2.6, height=2.6, sharex=True, sharey=True)
-for ax, i in zip(axes, picks):
-    z = fp.value_pcs[i]
-    sc = ax.scatter(
-        z[:, 0], z[:, 1], c=fp.value_entropy_bits, s=4, cmap="viridis", alpha=0.7, rasterized=True
-    )
-    ax.set(
-        title=f"step {fp.steps[i]}\nρ(PC1, entropy) = {fp.value_pc1_spearman[i]:.2f}",
-        xlabel="final PC1",
-    )
-axes[0].set_ylabel("final PC2")
-fig.colorbar(sc, ax=axes, shrink=0.8).set_label("posterior entropy (bits)")
-fig.suptitle("The value manifold through training (last layer's attention output at key positions)")
+fig, axes = figures.plot_manifold_through_training(fp)
 plotting.plt.show()
 
 # %% [markdown] tags=[]

@@ -1,0 +1,271 @@
+"""Chapter 6's figures: the wind tunnels' exact posteriors, training, calibration, geometry and frame–precision.
+
+Each function draws one figure of the chapter from results computed by
+:mod:`attention_dynamics.experiments.wind_tunnel` (the runs and measurements) and
+:mod:`attention_dynamics.experiments.wind_tunnel_report` (the claims), and returns ``(fig, axes)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .. import stats
+from ..tasks import bijection, hmm
+from .wind_tunnel import FramePrecision, GeometryReport, HMMCurve, HMMManifold, TrainedRun, plot_geometry_through_training, plot_hmm_kl_through_training
+
+__all__ = [
+    "moving_average",
+    "hmm_floor_nats",
+    "plot_hmm_posterior",
+    "plot_training_losses",
+    "plot_bijection_calibration",
+    "plot_hmm_calibration",
+    "figure_hmm_kl_through_training",
+    "plot_geometry",
+    "GEOMETRY_PANELS",
+    "figure_geometry_through_training",
+    "plot_value_manifolds",
+    "plot_frame_precision",
+    "manifold_checkpoints",
+    "plot_manifold_through_training",
+]
+
+
+def moving_average(values: Sequence[float], window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(steps, means)``: the mean of every run of ``window`` consecutive values, at its last step."""
+    values = np.asarray(values, dtype=np.float64)
+    if not 1 <= window <= len(values):
+        raise ValueError(f"window must be between 1 and the number of values ({len(values)}), got {window}")
+    return np.arange(window - 1, len(values)), np.convolve(values, np.ones(window) / window, mode="valid")
+
+
+def hmm_floor_nats(batch: hmm.HMMBatch) -> float:
+    """Return the HMM task's cross-entropy floor in nats per step: the mean entropy of the exact filter on ``batch``."""
+    return float(stats.entropy(batch.posterior, unit="bits").mean()) * np.log(2)
+
+
+def plot_hmm_posterior(example: hmm.HMMBatch):
+    """Return ``(fig, ax)``: the exact filtering posterior of the first sequence of ``example`` (stacked areas),
+    with the observed symbol at every step as a coloured square above the axes."""
+    from .. import plotting
+
+    K = example.observations.shape[1]
+    n_states = example.posterior.shape[-1]
+    fig, ax = plotting.new_figure(width=7.0, height=2.6)
+    steps = np.arange(K)
+    ax.stackplot(steps, example.posterior[0].T.numpy(), labels=[f"state {s}" for s in range(n_states)], alpha=0.85,
+                 step="mid")
+    ax.scatter(steps, np.full(K, 1.04), c=example.observations[0].numpy(), cmap="tab10", vmin=0, vmax=9, marker="s",
+               s=18, clip_on=False)
+    ax.set(xlabel="step t", ylabel="p(state | o_0..o_t)", ylim=(0, 1), xlim=(-0.5, K - 0.5))
+    ax.set_title("Exact filtering posterior of one sequence (squares: observed symbol)", pad=16)
+    ax.legend(ncols=5, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
+    return fig, ax
+
+
+def plot_training_losses(settings: Mapping[str, Any], bij_run: TrainedRun, hmm_run: TrainedRun,
+                         hmm_batch: hmm.HMMBatch, *, window: int = 25):
+    """Return ``(fig, axes)``: both runs' training loss (moving average over ``window`` steps) against the exact floor.
+
+    The bijection floor is the closed form (1/L) Σ_t ln(V − t); the HMM floor is the mean posterior
+    entropy on the held-out ``hmm_batch`` (:func:`hmm_floor_nats`).
+    """
+    from .. import plotting
+
+    fig, axes = plotting.new_figure(2, width=3.6, height=2.9)
+    for ax, run, floor, name in (
+        (axes[0], bij_run, bijection.bayes_ce_floor_nats(settings["V"], settings["L"]), "bijection"),
+        (axes[1], hmm_run, hmm_floor_nats(hmm_batch), "HMM filtering"),
+    ):
+        ax.plot(*moving_average(run.losses, window), color=plotting.PALETTE[0], label="training loss")
+        ax.axhline(floor, color="k", ls="--", lw=1, label="Bayes floor")
+        ax.set(title=name, xlabel="step", ylabel="cross-entropy (nats per position)")
+        ax.legend(frameon=False)
+    fig.suptitle(f"Training loss (moving average over {window} steps) against the exact floor")
+    return fig, axes
+
+
+def plot_bijection_calibration(settings: Mapping[str, Any], report, log_probs, *, target: float = 0.01):
+    """Return ``(fig, axes)``: (a) the model's predictive entropy (mean, 5–95 % band) against log2(V − t);
+    (b) entropy error and KL by position, log scale, with the ``target`` in bits.
+
+    ``report``: the :class:`~attention_dynamics.calibration.CalibrationReport` of the model on the
+    held-out batch; ``log_probs`` ``(B, L, V)``: the model's log-probabilities on it.
+    """
+    from .. import plotting
+
+    V, L = settings["V"], settings["L"]
+    h_model = stats.entropy(log_probs.exp(), unit="bits")  # (B, L) per-sample model entropy
+    fig, axes = plotting.new_figure(2, width=3.6, height=3.0)
+    t = np.arange(L)
+    axes[0].plot(t, bijection.bayes_entropy_bits(V, L), "k--", lw=1.2, label="exact: log2(V − t)")
+    axes[0].plot(t, report.model_entropy_curve, "o", color=plotting.PALETTE[0], ms=4, label="model (mean)")
+    lo, hi = np.quantile(h_model.numpy(), [0.05, 0.95], axis=0)
+    axes[0].fill_between(t, lo, hi, color=plotting.PALETTE[0], alpha=0.25, label="model (5–95 % of sequences)")
+    axes[0].set(xlabel="pairs revealed t", ylabel="entropy (bits)", title="Predictive entropy")
+    axes[0].legend(frameon=False)
+    axes[1].semilogy(t, np.maximum(report.entropy_mae_by_position, 1e-6), "o-", ms=4, label="entropy error")
+    axes[1].semilogy(t, np.maximum(report.kl_by_position, 1e-6), "s-", ms=4, label="KL(posterior ‖ model)")
+    axes[1].axhline(target, color="k", ls=":", lw=1, label=f"target {target} bits")
+    axes[1].set(xlabel="pairs revealed t", ylabel="bits", title="Calibration error by position")
+    axes[1].legend(frameon=False)
+    fig.suptitle(f"Bijection elimination, V = L = {V}: the model against the exact posterior")
+    return fig, axes
+
+
+def plot_hmm_calibration(reports: Mapping[int, Any], blind_reports: Mapping[int, Any]):
+    """Return ``(fig, axes)``: (a) KL(filter ‖ model) by step at every test length (dashed: the context-blind
+    predictor's); (b) the model's mean predictive entropy at every length against the exact one.
+
+    ``reports`` / ``blind_reports``: length K → calibration report of the model / of the context-blind
+    posterior; the first length is the training length (dotted line).
+    """
+    from .. import plotting
+
+    lengths = list(reports)
+    K_train, K_long = lengths[0], lengths[-1]
+    fig, axes = plotting.new_figure(2, width=3.6, height=3.0)
+    for i, (K, rep) in enumerate(reports.items()):
+        axes[0].plot(np.arange(K), rep.kl_by_position, color=plotting.PALETTE[i], lw=1.2, label=f"K = {K}")
+        axes[0].plot(np.arange(K), blind_reports[K].kl_by_position, color=plotting.PALETTE[i], lw=0.8, ls="--")
+        axes[1].plot(np.arange(K), rep.model_entropy_curve, color=plotting.PALETTE[i], lw=1.2, label=f"model, K = {K}")
+    axes[1].plot(np.arange(K_long), reports[K_long].bayes_entropy_curve, "k--", lw=1, label="exact")
+    for ax in axes:
+        ax.axvline(K_train - 0.5, color="grey", ls=":", lw=1)
+    axes[0].set(xlabel="step t", ylabel="KL (bits)", title="KL(filter ‖ model) by step\n(dashed: no memory, context-blind)",
+                ylim=(0, None))
+    axes[1].set(xlabel="step t", ylabel="entropy (bits)", title="Mean predictive entropy")
+    axes[0].legend(frameon=False)
+    axes[1].legend(frameon=False, fontsize=8)
+    fig.suptitle(f"HMM filtering: trained at K = {K_train} (dotted line), tested up to K = {K_long}")
+    return fig, axes
+
+
+def figure_hmm_kl_through_training(curve: HMMCurve, *, target: float = 0.6):
+    """Return ``(fig, ax)``: :func:`~attention_dynamics.experiments.wind_tunnel.plot_hmm_kl_through_training` with its title."""
+    from .. import plotting
+
+    fig, ax = plotting.new_figure(width=6.0, height=3.2)
+    plot_hmm_kl_through_training(ax, curve, target=target)
+    ax.set_title("HMM filtering: KL to the exact filter through training, over the context-blind level")
+    return fig, ax
+
+
+def plot_geometry(geo: GeometryReport, *, paper_key_bound: float = 0.1):
+    """Return ``(fig, axes)`` (2 × 2): layer-0 key cosines of one sequence; mean key |cos| by layer and token type
+    against the isotropic baseline and Paper I's bound; attention entropy by layer against uniform
+    attention; query–key alignment by layer, attention-weighted against uniform over the visible keys."""
+    from .. import plotting
+
+    layers = np.arange(len(geo.key_abs_cos))
+    fig, axes = plotting.new_figure(2, 2, width=3.7, height=3.1)
+    plotting.plot_matrix(axes[0, 0], np.abs(geo.key_cosines), title="|cos| between layer-0 keys\n(one sequence, head 0)",
+                         xlabel="position j (even: key token)", ylabel="position i", cbar_label="|cos|", vmax=1.0)
+    w = 0.27
+    axes[0, 1].bar(layers - w, geo.key_abs_cos, w, label="all positions")
+    axes[0, 1].bar(layers, geo.key_abs_cos_value_tokens, w, label="value tokens")
+    axes[0, 1].bar(layers + w, geo.key_abs_cos_key_tokens, w, label="key tokens")
+    axes[0, 1].axhline(geo.key_abs_cos_baseline, color="k", ls="--", lw=1, label="isotropic baseline")
+    axes[0, 1].axhline(paper_key_bound, color="k", ls=":", lw=1, label=f"Paper I: < {paper_key_bound}")
+    axes[0, 1].set(xticks=layers, xlabel="layer", ylabel="mean |cos| between keys", title="Key orthogonality",
+                   ylim=(0, 1.15))
+    axes[0, 1].legend(frameon=False, fontsize=7, ncols=2, loc="upper right")
+    axes[1, 0].bar(layers, geo.attention_entropy_bits, 0.6, label="trained model")
+    axes[1, 0].axhline(geo.attention_entropy_uniform_bits, color="k", ls="--", lw=1, label="uniform attention")
+    axes[1, 0].set(xticks=layers, xlabel="layer", ylabel="attention entropy (bits)", title="Attention entropy by layer",
+                   ylim=(0, 1.25 * geo.attention_entropy_uniform_bits))
+    axes[1, 0].legend(frameon=False, fontsize=8, loc="upper left")
+    axes[1, 1].plot(layers, geo.qk_alignment_attended, "o-", label="weighted by attention")
+    axes[1, 1].plot(layers, geo.qk_alignment_visible, "s--", label="uniform over visible keys")
+    axes[1, 1].set(xticks=layers, xlabel="layer", ylabel="mean cos(q_i, k_j)", title="Query–key alignment")
+    axes[1, 1].legend(frameon=False, fontsize=8)
+    fig.suptitle("Geometry of the bijection transformer (probe sequences)")
+    return fig, axes
+
+
+#: The four geometry measures followed through training, each with Paper I's bound.
+GEOMETRY_PANELS = (
+    ("key |cos|, layer 0, all positions", 0.1),
+    ("key |cos|, layer 0, key tokens", 0.1),
+    ("attention entropy reduction, first → last layer", 0.85),
+    ("value PC1 share", 0.8),
+)
+
+
+def figure_geometry_through_training(curve: Mapping[str, np.ndarray], nulls: Mapping[str, Mapping[str, float]],
+                                     panels: Sequence[tuple[str, float]] = GEOMETRY_PANELS):
+    """Return ``(fig, axes)`` (2 × 2): :func:`~attention_dynamics.experiments.wind_tunnel.plot_geometry_through_training`
+    for the ``panels`` (name, Paper I's bound), with its title."""
+    from .. import plotting
+
+    fig, axes = plotting.new_figure(2, 2, width=3.7, height=2.9)
+    plot_geometry_through_training(axes.ravel(), curve, nulls, list(panels))
+    fig.suptitle("The geometry through training (shaded: the last 20 %, where a plateau is judged)")
+    return fig, axes
+
+
+def plot_value_manifolds(geo: GeometryReport, hmm_geo: HMMManifold):
+    """Return ``(fig, axes)``: the value manifold (PC1, PC2 of the last layer's attention output) of the
+    bijection and of the HMM transformer, each point coloured by its exact posterior entropy."""
+    from .. import plotting
+
+    fig, axes = plotting.new_figure(2, width=3.6, height=3.1)
+    for ax, scores, entropy, title in (
+        (axes[0], geo.value_scores, geo.entropy_bits, "Bijection"),
+        (axes[1], hmm_geo.scores, hmm_geo.entropy_bits, "HMM filtering"),
+    ):
+        sc = ax.scatter(scores[:, 0], scores[:, 1], c=entropy, s=5, cmap="viridis", alpha=0.7, rasterized=True)
+        ax.set(xlabel="PC1", ylabel="PC2", title=title)
+        fig.colorbar(sc, ax=ax, shrink=0.85).set_label("exact posterior entropy (bits)")
+    fig.suptitle("Value manifold: last layer's attention output at the prediction positions")
+    return fig, axes
+
+
+def plot_frame_precision(fp: FramePrecision):
+    """Return ``(fig, ax)``: every layer's attention similarity to the final model through training (left axis,
+    with the frame threshold and the frame's settling step) and the entropy error (right axis, log scale, with
+    the calibration's settling step). The right axis is ``fig.axes[1]``."""
+    from .. import plotting
+
+    fig, ax = plotting.new_figure(width=6.6, height=3.4)
+    x = np.maximum(fp.steps, 1)
+    for l in range(fp.attention_similarity.shape[1]):
+        ax.plot(x, fp.attention_similarity[:, l], "o-", ms=3, color=plotting.PALETTE[l], label=f"attention, layer {l}")
+    ax.axhline(fp.frame_threshold, color="grey", ls="--", lw=0.8)
+    ax.set(xscale="log", xlabel="training step (step 0 drawn at 1)", ylabel="similarity to final attention (1 − TV)",
+           title="The frame settles, the precision keeps improving")
+    ax.axvline(fp.frame_settle_step, color="k", ls=":", lw=1.2)
+    axr = ax.twinx()
+    axr.semilogy(x, fp.entropy_mae_bits, "s-", ms=3, color="k", label="entropy error (bits, right axis)")
+    axr.axvline(fp.calibration_settle_step, color="k", ls="-.", lw=1.2)
+    axr.set_ylabel("per-sample entropy error (bits)")
+    axr.grid(False)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = axr.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, frameon=False, fontsize=8, loc="center left")
+    return fig, ax
+
+
+def manifold_checkpoints(fp: FramePrecision) -> list[int]:
+    """Return the indices of the checkpoints nearest to step 0, half the frame's settling step, that step and the end."""
+    return [int(np.argmin(np.abs(fp.steps - s)))
+            for s in (0, fp.frame_settle_step // 2, fp.frame_settle_step, fp.steps[-1])]
+
+
+def plot_manifold_through_training(fp: FramePrecision):
+    """Return ``(fig, axes)``: the value manifold at the :func:`manifold_checkpoints`, projected on the final
+    model's two principal directions and coloured by the posterior entropy, with ρ(PC1, entropy) in each title."""
+    from .. import plotting
+
+    picks = manifold_checkpoints(fp)
+    fig, axes = plotting.new_figure(len(picks), width=2.6, height=2.6, sharex=True, sharey=True)
+    for ax, i in zip(axes, picks):
+        z = fp.value_pcs[i]
+        sc = ax.scatter(z[:, 0], z[:, 1], c=fp.value_entropy_bits, s=4, cmap="viridis", alpha=0.7, rasterized=True)
+        ax.set(title=f"step {fp.steps[i]}\nρ(PC1, entropy) = {fp.value_pc1_spearman[i]:.2f}", xlabel="final PC1")
+    axes[0].set_ylabel("final PC2")
+    fig.colorbar(sc, ax=axes, shrink=0.8).set_label("posterior entropy (bits)")
+    fig.suptitle("The value manifold through training (last layer's attention output at key positions)")
+    return fig, axes

@@ -1,0 +1,512 @@
+"""Chapter 6's report: its claims with their reference levels and reasons, and the numbers glued for the prose.
+
+The runs and measurements are :mod:`attention_dynamics.experiments.wind_tunnel`; the figures are
+:mod:`attention_dynamics.experiments.wind_tunnel_figures`. Each ``record_*`` function records one
+section's claims (:func:`attention_dynamics.claims.record`), glues the numbers its prose states and
+returns what the section's figures and later sections need, with the recorded claims by id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from .. import calibration, claims, geometry, settling
+from ..models.transformer import count_parameters
+from ..tasks import bijection, hmm
+from . import seed_spread
+from .wind_tunnel import (
+    FramePrecision,
+    GeometryReport,
+    HMMCurve,
+    HMMManifold,
+    TrainedRun,
+    bijection_geometry,
+    bijection_geometry_nulls,
+    bijection_geometry_through_training,
+    bijection_log_probs,
+    bijection_scrambled_probe,
+    frame_precision,
+    hmm_batch_for_eval,
+    hmm_kl_through_training,
+    hmm_log_probs,
+    hmm_manifold,
+)
+
+__all__ = [
+    "TRANSPORT_FRACTION",
+    "HMM_PLATEAU_RATIO",
+    "KEYS_ALL",
+    "KEYS_KEY",
+    "REDUCTION",
+    "GEOMETRY_PLATEAU",
+    "bijection_example_text",
+    "hmm_example_batch",
+    "hmm_eval_batches",
+    "bijection_params",
+    "hmm_params",
+    "geometry_params",
+    "manifold_frame",
+    "record_reference_levels",
+    "glue_training",
+    "BijectionCalibration",
+    "record_bijection_calibration",
+    "HMMCalibration",
+    "record_hmm_calibration",
+    "BijectionGeometry",
+    "plateau_note",
+    "record_bijection_geometry",
+    "glue_hmm_manifold",
+    "record_frame_precision",
+]
+
+#: Belief transport shows when the HMM model's KL is at most this multiple of the context-blind level.
+TRANSPORT_FRACTION = 0.6
+#: The HMM KL ratio has plateaued when it moves by less than this over the last 20 % of training.
+HMM_PLATEAU_RATIO = 0.05
+KEYS_ALL = "key |cos|, layer 0, all positions"
+KEYS_KEY = "key |cos|, layer 0, key tokens"
+REDUCTION = "attention entropy reduction, first → last layer"
+#: The largest move over the last 20 % of training at which a geometry measure counts as plateaued.
+GEOMETRY_PLATEAU = {KEYS_ALL: 0.02, KEYS_KEY: 0.02, REDUCTION: 0.05}
+
+
+# --------------------------------------------------------------------------------------------
+# Examples, batches and the claims' parameters
+# --------------------------------------------------------------------------------------------
+
+
+def bijection_example_text(settings: Mapping[str, Any], generator: torch.Generator) -> str:
+    """Return two lines: one bijection sequence drawn with ``generator`` (k→v pairs, the last key open) and the
+    exact posterior entropy at the key positions (bits)."""
+    example = bijection.sample_bijection_batch(1, settings["V"], settings["L"], generator=generator)
+    keys, values = example.keys[0].tolist(), example.targets[0].tolist()
+    pairs = "  ".join(f"k{k}→v{v}" for k, v in zip(keys[:-1], values[:-1])) + f"  k{keys[-1]}→?"
+    entropy = np.round(bijection.bayes_entropy_bits(settings["V"], settings["L"]), 3)
+    return f"{pairs}\nposterior entropy at the key positions (bits): {entropy}"
+
+
+def hmm_example_batch(settings: Mapping[str, Any], generator: torch.Generator) -> hmm.HMMBatch:
+    """Return one HMM sequence of the training length with its exact filter, drawn with ``generator``."""
+    return hmm.sample_hmm_batch(1, settings["hmm_length"], n_states=settings["hmm_states"],
+                                n_symbols=settings["hmm_symbols"], grid=settings["hmm_grid"], generator=generator)
+
+
+def hmm_eval_batches(settings: Mapping[str, Any], *, seed: int) -> dict[int, hmm.HMMBatch]:
+    """Return the held-out HMM batches, test length → batch (:func:`~attention_dynamics.experiments.wind_tunnel.hmm_batch_for_eval`)."""
+    return {K: hmm_batch_for_eval(settings, K, seed=seed) for K in settings["hmm_test_lengths"]}
+
+
+def bijection_params(settings: Mapping[str, Any], *, seed: int) -> dict[str, Any]:
+    """Return the bijection claims' parameters: sizes, held-out sequences, seed, model, training and scale."""
+    s = settings
+    return {"V": s["V"], "L": s["L"], "n_sequences": s["n_eval"], "seed": seed, "d_model": s["bij_d_model"],
+            "n_layers": s["bij_n_layers"], "n_heads": s["bij_n_heads"], "steps": s["bij_steps"],
+            "batch": s["bij_batch"], "lr": s["bij_lr"], "target": s["bijection_target"], "scale": s["scale"]}
+
+
+def hmm_params(settings: Mapping[str, Any], *, seed: int) -> dict[str, Any]:
+    """Return the HMM claims' parameters: task sizes, lengths, model, training, held-out sequences, seed, scale."""
+    s = settings
+    return {"n_states": s["hmm_states"], "n_symbols": s["hmm_symbols"], "train_length": s["hmm_test_lengths"][0],
+            "test_lengths": list(s["hmm_test_lengths"]), "grid": s["hmm_grid"], "d_model": s["hmm_d_model"],
+            "n_layers": s["hmm_n_layers"], "n_heads": s["hmm_n_heads"], "steps": s["hmm_steps"],
+            "batch": s["hmm_batch"], "lr": s["hmm_lr"], "n_sequences": s["n_eval"], "seed": seed,
+            "scale": s["scale"]}
+
+
+def geometry_params(settings: Mapping[str, Any], *, seed: int) -> dict[str, Any]:
+    """Return the geometry claims' parameters: :func:`bijection_params` with the probe size and head dimension."""
+    return {**bijection_params(settings, seed=seed), "n_probe": settings["n_probe"],
+            "d_head": settings["bij_d_model"] // settings["bij_n_heads"]}
+
+
+def manifold_frame(rows):
+    """Return a manifold table (rows of layer, representation, PC1 share, ρ …) as a data frame indexed by
+    layer and representation, rounded to 3 digits."""
+    import pandas as pd
+
+    return pd.DataFrame(rows).set_index(["layer", "representation"]).round(3)
+
+
+# --------------------------------------------------------------------------------------------
+# Reference levels and training
+# --------------------------------------------------------------------------------------------
+
+
+def record_reference_levels(settings: Mapping[str, Any], eval_bij: bijection.BijectionBatch, *,
+                            seed: int) -> dict[str, claims.Claim]:
+    """Return the recorded claims of the bijection's three reference levels, measured on ``eval_bij``.
+
+    Each is checked against its closed form: the Bayes cross-entropy floor, the Bayes top-1 accuracy
+    and the entropy error of the best context-blind predictor (uniform over V); the latter's KL and
+    its closed form at Paper I's sizes (V = 20, L = 19) are glued.
+    """
+    V, L = settings["V"], settings["L"]
+    sizes = {"V": V, "L": L, "n_sequences": settings["n_eval"], "seed": seed}
+    p_true = eval_bij.posterior.gather(2, eval_bij.targets[..., None])  # (B, L, 1): posterior of the true value
+    uniform = torch.full(eval_bij.posterior.shape, -np.log(V), dtype=torch.float64)  # the context-blind optimum
+    blind = calibration.calibration_report(eval_bij.posterior, uniform)
+    out = {}
+    out["bijection.bayes_ce_floor_nats"] = claims.record(
+        "bijection.bayes_ce_floor_nats", -p_true.log().mean(), unit="nats per key position",
+        description="Bayes cross-entropy floor: mean −ln p(true value) under the exact posterior, "
+        "held-out sequences, vs the closed form (1/L) Σ_t ln(V − t)",
+        expected=bijection.bayes_ce_floor_nats(V, L), tolerance=1e-9, params=sizes)
+    out["bijection.bayes_top1_accuracy"] = claims.record(
+        "bijection.bayes_top1_accuracy", eval_bij.posterior.max(-1).values.mean(), unit="fraction",
+        description="Bayes top-1 accuracy: mean max-probability of the exact posterior (held-out sequences) "
+        "vs the closed form (1/L) Σ_t 1/(V − t)",
+        expected=bijection.bayes_top1_accuracy(V, L), tolerance=1e-9, params=sizes)
+    out["bijection.context_blind_entropy_mae_bits"] = claims.record(
+        "bijection.context_blind_entropy_mae_bits", blind.entropy_mae_bits, unit="bits",
+        description="entropy error of the best context-blind predictor (uniform over V), measured on held-out "
+        "sequences, vs the closed form (1/L) Σ_t [log2 V − log2(V − t)]",
+        expected=bijection.context_blind_entropy_error_bits(V, L), tolerance=1e-9, params=sizes)
+    claims.glue("manifolds.blind_kl_bits", blind.kl_bits)
+    claims.glue("manifolds.blind_paper_sizes_bits", bijection.context_blind_entropy_error_bits(20, 19))
+    claims.glue("manifolds.V", V)
+    claims.glue("manifolds.L", L)
+    return out
+
+
+def glue_training(settings: Mapping[str, Any], bij_model: torch.nn.Module, hmm_model: torch.nn.Module) -> dict[str, int]:
+    """Return (and glue) the training steps and parameter counts of the two models."""
+    out = {"manifolds.bij_steps": settings["bij_steps"], "manifolds.hmm_steps": settings["hmm_steps"],
+           "manifolds.bij_parameters": count_parameters(bij_model),
+           "manifolds.hmm_parameters": count_parameters(hmm_model)}
+    for name, value in out.items():
+        claims.glue(name, value)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BijectionCalibration:
+    """The bijection model against the exact posterior: its calibration ``report``, its ``log_probs``
+    ``(B, L, V)`` on the held-out batch and the recorded ``claims`` by id."""
+
+    report: calibration.CalibrationReport
+    log_probs: torch.Tensor
+    claims: dict[str, claims.Claim] = field(default_factory=dict)
+
+
+def record_bijection_calibration(settings: Mapping[str, Any], model: torch.nn.Module,
+                                 eval_bij: bijection.BijectionBatch, *, seed: int) -> BijectionCalibration:
+    """Return the :class:`BijectionCalibration` of the trained bijection model, recording its entropy error
+    (target ≤ 0.01 bits) and KL, and gluing its curve error, cross-entropy, top-1 accuracy and the exact
+    posterior's mean probability of its guesses."""
+    log_probs = bijection_log_probs(model, eval_bij)
+    report = calibration.calibration_report(eval_bij.posterior, log_probs)
+    params = bijection_params(settings, seed=seed)
+    out = BijectionCalibration(report=report, log_probs=log_probs)
+    out.claims["bijection.entropy_mae_bits"] = claims.record(
+        "bijection.entropy_mae_bits", report.entropy_mae_bits, unit="bits",
+        description="bijection: per-sample entropy error |H(model) − H(Bayes)|, mean over held-out sequences "
+        "and key positions (target ≤ 0.01 bits; Paper I: 0.007 bits at V = 20 on a GPU)",
+        paper_value=0.007, upper=0.01, params=params,
+        explanation="the CPU-sized run stops above the target; more steps or a larger model close the gap")
+    out.claims["bijection.kl_bits"] = claims.record(
+        "bijection.kl_bits", report.kl_bits, unit="bits",
+        description="bijection: KL(exact posterior ‖ model), mean over held-out sequences and key positions",
+        params=params)
+    claims.glue("manifolds.bij_curve_mae_bits", report.curve_mae_bits)
+    claims.glue("manifolds.bij_model_ce_nats", float(-log_probs.gather(2, eval_bij.targets[..., None]).mean()))
+    claims.glue("manifolds.bij_model_top1", float((log_probs.argmax(-1) == eval_bij.targets).double().mean()))
+    claims.glue("manifolds.bij_sampled_top1_bayes",
+                float(eval_bij.posterior.gather(2, log_probs.argmax(-1, keepdim=True)).mean()))
+    return out
+
+
+@dataclass
+class HMMCalibration:
+    """The HMM model against the exact filter at every test length K: ``reports`` and ``blind_reports``
+    (K → calibration report of the model / of the context-blind posterior), the KL ``curve`` through
+    training, its ``late_change`` over the last 20 % of training per length, and the recorded ``claims``."""
+
+    reports: dict[int, calibration.CalibrationReport]
+    blind_reports: dict[int, calibration.CalibrationReport]
+    curve: HMMCurve
+    late_change: dict[int, float]
+    claims: dict[str, claims.Claim] = field(default_factory=dict)
+
+
+def record_hmm_calibration(settings: Mapping[str, Any], run: TrainedRun, eval_hmm: Mapping[int, hmm.HMMBatch], *,
+                           seed: int) -> HMMCalibration:
+    """Return the :class:`HMMCalibration` of an HMM run on the held-out batches ``eval_hmm`` (length → batch).
+
+    Every HMM bound is stated against the context-blind level: the exact posterior given only the
+    current observation and the matrices (:func:`~attention_dynamics.tasks.hmm.context_blind_posterior`).
+    Records that level at the training and the longest length, the model's KL (transport if ≤
+    :data:`TRANSPORT_FRACTION` × the level), its entropy error and its KL at the longest length; the
+    KL ratio's late change through training (:data:`HMM_PLATEAU_RATIO`) is the reason stated when a
+    verdict is not decided. Glues the per-length numbers the prose states.
+    """
+    model = run.model()
+    reports = {K: calibration.calibration_report(b.posterior, hmm_log_probs(model, b)) for K, b in eval_hmm.items()}
+    K_train, K_mid, K_long = settings["hmm_test_lengths"]
+    params = hmm_params(settings, seed=seed)
+    blind_reports = {
+        K: calibration.calibration_report(
+            b.posterior, hmm.context_blind_posterior(b.transition, b.emission, b.observations).log())
+        for K, b in eval_hmm.items()
+    }
+    blind_kl, blind_kl_long = blind_reports[K_train].kl_bits, blind_reports[K_long].kl_bits
+    out = {}
+    out["hmm.context_blind_kl_bits"] = claims.record(
+        "hmm.context_blind_kl_bits", blind_kl, unit="bits",
+        description="KL(exact filter ‖ posterior given only the current observation and the matrices) at "
+        "the training length K: the level a model with no memory reaches", params=params)
+    out["hmm.context_blind_kl_bits_long"] = claims.record(
+        "hmm.context_blind_kl_bits_long", blind_kl_long, unit="bits",
+        description="the same context-blind level at 2.5× the training length", params={**params, "length": K_long})
+    # The KL at every checkpoint, as a multiple of the context-blind level: has it plateaued?
+    curve = hmm_kl_through_training(run, {K: eval_hmm[K] for K in (K_train, K_long)})
+    late = {K: settling.late_change(curve.steps, curve.ratio(K)) for K in (K_train, K_long)}
+    under_budget = (
+        f"the KL ratio to the context-blind level moved by {late[K_train]:.3f} over the last 20 % "
+        f"of training ({'below' if late[K_train] < HMM_PLATEAU_RATIO else 'above'} the plateau amount "
+        f"{HMM_PLATEAU_RATIO}) under a learning rate decaying to zero; without a 4× longer run this is not "
+        "decided at this scale"
+    )
+    out["hmm.kl_bits"] = claims.record(
+        "hmm.kl_bits", reports[K_train].kl_bits, unit="bits",
+        description="HMM filtering: KL(exact filter ‖ model) at the training length K, mean over held-out "
+        "sequences and steps; transport shown if ≤ 0.6 × the context-blind level "
+        "(hmm.context_blind_kl_bits; Paper I v3 reports 0.049)",
+        paper_value=0.049, upper=TRANSPORT_FRACTION * blind_kl, params=params, explanation=under_budget)
+    out["hmm.entropy_mae_bits"] = claims.record(
+        "hmm.entropy_mae_bits", reports[K_train].entropy_mae_bits, unit="bits",
+        description="HMM filtering: per-sample entropy error at the training length K (Paper I: 0.049 "
+        "bits in the v3 table, 7.5e-5 in the authors' README; the context-blind level is above 0.05)",
+        paper_value=0.049, upper=0.05, params=params,
+        explanation="our per-sample entropy error is larger than Paper I's number; see the text for why "
+        "the two are not the same measurement")
+    out["hmm.length_gen_kl_bits"] = claims.record(
+        "hmm.length_gen_kl_bits", reports[K_long].kl_bits, unit="bits",
+        description="HMM filtering: KL(exact filter ‖ model) at 2.5× the training length, trained at K; "
+        "length generalisation of transport if below the context-blind level there "
+        "(hmm.context_blind_kl_bits_long)",
+        upper=blind_kl_long, params={**params, "length": K_long}, explanation=under_budget)
+    lengths = (("train", K_train), ("mid", K_mid), ("long", K_long))
+    for name, K in lengths:
+        claims.glue(f"manifolds.blind_kl_{name}", blind_reports[K].kl_bits)
+        claims.glue(f"manifolds.blind_mae_{name}", blind_reports[K].entropy_mae_bits)
+        claims.glue(f"manifolds.hmm_kl_ratio_{name}", reports[K].kl_bits / blind_reports[K].kl_bits)
+    claims.glue("manifolds.transport_target", TRANSPORT_FRACTION * blind_kl)
+    claims.glue("manifolds.hmm_late_change_train", late[K_train])
+    claims.glue("manifolds.hmm_late_change_long", late[K_long])
+    claims.glue("manifolds.plateau_ratio", HMM_PLATEAU_RATIO)
+    for name, K in lengths:
+        claims.glue(f"manifolds.hmm_kl_{name}", reports[K].kl_bits)
+        claims.glue(f"manifolds.hmm_mae_{name}", reports[K].entropy_mae_bits)
+        claims.glue(f"manifolds.hmm_curve_{name}", reports[K].curve_mae_bits)
+    claims.glue("manifolds.hmm_K_train", K_train)
+    claims.glue("manifolds.hmm_K_mid", K_mid)
+    claims.glue("manifolds.hmm_K_long", K_long)
+    claims.glue("manifolds.hmm_kl_first_step", reports[K_train].kl_by_position[0])
+    claims.glue("manifolds.hmm_kl_later_steps", reports[K_train].kl_by_position[1:].mean())
+    return HMMCalibration(reports=reports, blind_reports=blind_reports, curve=curve, late_change=late, claims=out)
+
+
+# --------------------------------------------------------------------------------------------
+# Geometry
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BijectionGeometry:
+    """The bijection transformer's geometry: its :class:`~attention_dynamics.experiments.wind_tunnel.GeometryReport` ``report``, the
+    ``nulls`` (trained / untrained / scrambled values → measures), the measures through training
+    (``curve``), their ``late_change`` over the last 20 % of training and the recorded ``claims``."""
+
+    report: GeometryReport
+    nulls: dict[str, dict[str, float]]
+    curve: dict[str, np.ndarray]
+    late_change: dict[str, float]
+    claims: dict[str, claims.Claim] = field(default_factory=dict)
+
+
+def plateau_note(name: str, moved: float) -> str:
+    """Return the sentence saying whether geometry measure ``name`` has plateaued, having moved by ``moved``
+    over the last 20 % of training (against :data:`GEOMETRY_PLATEAU`)."""
+    amount = GEOMETRY_PLATEAU[name]
+    if moved < amount:
+        return f"the metric has plateaued (it moved {moved:.3f} < {amount} over the last 20 % of training)"
+    return f"it still moved {moved:.3f} ≥ {amount} over the last 20 % of training: not decided"
+
+
+def record_bijection_geometry(settings: Mapping[str, Any], run: TrainedRun, probe: bijection.BijectionBatch, *,
+                              seed: int, generator: torch.Generator, spread: Mapping[str, Any] | None = None,
+                              baseline_draws: int = 4000) -> BijectionGeometry:
+    """Return the :class:`BijectionGeometry` of a bijection run on ``probe``, recording Paper I's geometry claims.
+
+    Key orthogonality at layer 0 (all positions, key tokens) and the attention-entropy reduction,
+    each with its plateau note; the two nulls of every seed-0 number (untrained, scrambled values);
+    the isotropic baseline of |cos| by Monte Carlo (``baseline_draws`` draws with ``generator``)
+    against its closed form; and the value manifold's PC1 share and ρ with the entropy as the mean
+    over the stored seed-spread runs (``spread``, default :func:`~attention_dynamics.experiments.seed_spread.load`) with their 95 %
+    interval, since one seed cannot decide them.
+    """
+    geo = bijection_geometry(run.model(), probe)
+    params = geometry_params(settings, seed=seed)
+    # Nulls: the same model untrained (step 0) and on scrambled values; every number through training.
+    nulls = bijection_geometry_nulls(run, probe, bijection_scrambled_probe(settings, seed=seed))
+    curve = bijection_geometry_through_training(run, probe)
+    late = {name: settling.late_change(curve["step"], curve[name]) for name in GEOMETRY_PLATEAU}
+    out = {}
+    out["geometry.key_abs_cos_layer0"] = claims.record(
+        "geometry.key_abs_cos_layer0", geo.key_abs_cos[0], unit="mean |cos|",
+        description="layer-0 keys: mean |cos| between the key vectors of a sequence (all positions), "
+        "averaged over probe sequences and heads (Paper I: < 0.1)",
+        upper=0.1, params=params,
+        explanation="our layer-0 keys are not orthogonal: they separate token *types* (the key tokens' "
+        f"keys nearly coincide), not individual hypotheses; {plateau_note(KEYS_ALL, late[KEYS_ALL])}")
+    out["geometry.key_abs_cos_layer0_key_tokens"] = claims.record(
+        "geometry.key_abs_cos_layer0_key_tokens", geo.key_abs_cos_key_tokens[0], unit="mean |cos|",
+        description="layer-0 keys at the key-token positions only (Paper I's measure): mean |cos| "
+        "between them, over probe sequences and heads (Paper I: < 0.1)",
+        upper=0.1, params=params,
+        explanation="the key tokens' layer-0 keys nearly coincide: the model routes by token type; "
+        + plateau_note(KEYS_KEY, late[KEYS_KEY]))
+    for condition, suffix in (("untrained", "untrained"), ("scrambled values", "scrambled")):
+        for claim, name, unit in (
+            ("key_abs_cos_layer0", KEYS_ALL, "mean |cos|"),
+            ("key_abs_cos_layer0_key_tokens", KEYS_KEY, "mean |cos|"),
+            ("value_pc1_ratio_this_seed", "value PC1 share", "fraction of variance"),
+            ("value_pc1_entropy_spearman_this_seed", "ρ(value PC1, entropy)", "Spearman rho"),
+            ("attention_entropy_reduction", REDUCTION, "fraction"),
+        ):
+            out[f"geometry.{claim}_{suffix}"] = claims.record(
+                f"geometry.{claim}_{suffix}", nulls[condition][name], unit=unit,
+                description=f"{name}: the null for this seed's number — the same model "
+                + ("untrained (its initialisation, step 0)" if suffix == "untrained"
+                   else "trained, on probe sequences whose revealed values are scrambled"),
+                params=params)
+    d_head = settings["bij_d_model"] // settings["bij_n_heads"]
+    draws = torch.randn(baseline_draws, settings["bij_n_heads"], bijection.sequence_length(settings["L"]), d_head,
+                        generator=generator, dtype=torch.float64)
+    out["geometry.key_abs_cos_random_baseline"] = claims.record(
+        "geometry.key_abs_cos_random_baseline", geometry.mean_abs_cosine_per_set(draws).mean(), unit="mean |cos|",
+        description="the same measurement on isotropic Gaussian vectors of the head dimension (Monte Carlo), "
+        "vs the closed form Γ(d/2) / (√π Γ((d+1)/2))",
+        expected=geo.key_abs_cos_baseline, tolerance=0.002, params={"d_head": d_head, "draws": baseline_draws})
+    # One seed cannot decide these two: their seed-to-seed spread reaches the threshold. They are stated as
+    # the mean over the seed-spread runs (chapter 6's own training, seeds 0-4, stored) with a 95 % interval.
+    spread = seed_spread.load() if spread is None else spread
+    spread_params = {**params, "seed": None, "seeds": spread["seeds"], "interval": "Student-t 95% over seeds",
+                     "stored_in": f"data/{seed_spread.SPREAD_FILE}"}
+    pc1 = spread["intervals"]["value_pc1_ratio"]
+    pc1_low, pc1_high = seed_spread.seed_range(spread, "geometry", "value_pc1_ratio")
+    out["geometry.value_pc1_ratio"] = claims.record(
+        "geometry.value_pc1_ratio", pc1["mean"], interval=(pc1["low"], pc1["high"]), unit="fraction of variance",
+        description="value manifold (last layer's attention output at key positions): variance share of PC1, "
+        f"mean over {pc1['n']} seeds with its 95% interval (Paper I: > 80 %)",
+        lower=0.8, params=spread_params,
+        explanation=f"one seed cannot decide it: over {pc1['n']} seeds PC1 carries {pc1_low:.2f} to "
+        f"{pc1_high:.2f} of the variance, and the 95% interval of the mean reaches both sides of 80 %")
+    rho = spread["intervals"]["value_pc1_entropy_spearman"]
+    out["geometry.value_pc1_entropy_spearman"] = claims.record(
+        "geometry.value_pc1_entropy_spearman", rho["mean"], interval=(rho["low"], rho["high"]), unit="Spearman rho",
+        description="value manifold: Spearman correlation of PC1 with the Bayes entropy log2(V − t), mean over "
+        f"{rho['n']} seeds with its 95% interval (Paper I: 'ordered by posterior entropy'; bound: ρ ≥ 0.9)",
+        lower=0.9, params=spread_params,
+        explanation="the seeds do not agree on whether PC1 is ordered by the posterior entropy to ρ ≥ 0.9")
+    claims.glue("manifolds.value_pc1_ratio_this_seed", geo.value_ratios[0])
+    claims.glue("manifolds.value_pc1_spearman_this_seed", geo.value_pc1_entropy_spearman)
+    claims.glue("manifolds.value_pc1_ratio_low", pc1["low"])
+    claims.glue("manifolds.value_pc1_ratio_high", pc1["high"])
+    claims.glue("manifolds.value_pc1_ratio_seed_min", pc1_low)
+    claims.glue("manifolds.value_pc1_ratio_seed_max", pc1_high)
+    claims.glue("manifolds.value_pc1_spearman_low", rho["low"])
+    claims.glue("manifolds.value_pc1_spearman_high", rho["high"])
+    claims.glue("manifolds.spread_n_seeds", pc1["n"])
+    out["geometry.attention_entropy_reduction"] = claims.record(
+        "geometry.attention_entropy_reduction", geo.attention_entropy_reduction, unit="fraction",
+        description="attention entropy (key-position queries) falls by this fraction from the first to the last "
+        "layer (Paper I: 85–90 %)",
+        paper_value=0.875, lower=0.85, params=params,
+        explanation="here the first layer does the elimination (its queries attend to the revealed values) and "
+        "the later layers attend broadly, so attention entropy rises with depth instead of falling; "
+        + plateau_note(REDUCTION, late[REDUCTION]))
+    claims.glue("manifolds.key_cos_value_tokens", geo.key_abs_cos_value_tokens[0])
+    claims.glue("manifolds.key_cos_key_tokens", geo.key_abs_cos_key_tokens[0])
+    claims.glue("manifolds.value_pc2_ratio", geo.value_ratios[1])
+    for name, l in (("first", 0), ("last", settings["bij_n_layers"] - 1)):
+        claims.glue(f"manifolds.attn_entropy_{name}", geo.attention_entropy_bits[l])
+        claims.glue(f"manifolds.qk_attended_{name}", geo.qk_alignment_attended[l])
+        claims.glue(f"manifolds.qk_visible_{name}", geo.qk_alignment_visible[l])
+    claims.glue("manifolds.bij_n_layers", settings["bij_n_layers"])
+    claims.glue("manifolds.attn_entropy_uniform", geo.attention_entropy_uniform_bits)
+    for name, key in ((KEYS_ALL, "keys_all"), (KEYS_KEY, "keys_key"), (REDUCTION, "reduction")):
+        claims.glue(f"manifolds.late_change_{key}", late[name])
+        claims.glue(f"manifolds.plateau_{key}", GEOMETRY_PLATEAU[name])
+    return BijectionGeometry(report=geo, nulls=nulls, curve=curve, late_change=late, claims=out)
+
+
+def glue_hmm_manifold(settings: Mapping[str, Any], model: torch.nn.Module, *, seed: int) -> HMMManifold:
+    """Return the :class:`~attention_dynamics.experiments.wind_tunnel.HMMManifold` of the HMM model on ``n_probe`` held-out sequences of the
+    training length, gluing its PC1 share, ρ with the entropy (all steps, within a step) and the largest |ρ|
+    over its representations."""
+    K_train = settings["hmm_test_lengths"][0]
+    hmm_geo = hmm_manifold(model, hmm_batch_for_eval(settings, K_train, seed=seed, n=settings["n_probe"]))
+    claims.glue("manifolds.hmm_pc1_ratio", hmm_geo.ratios[0])
+    claims.glue("manifolds.hmm_pc1_spearman", hmm_geo.spearman)
+    claims.glue("manifolds.hmm_pc1_within_spearman", hmm_geo.within_position_spearman)
+    claims.glue("manifolds.hmm_max_abs_spearman", max(abs(r["spearman"]) for r in hmm_geo.manifold_table))
+    return hmm_geo
+
+
+# --------------------------------------------------------------------------------------------
+# Frame and precision through training
+# --------------------------------------------------------------------------------------------
+
+
+def record_frame_precision(settings: Mapping[str, Any], run: TrainedRun, probe: bijection.BijectionBatch, *,
+                           seed: int) -> FramePrecision:
+    """Return the :class:`~attention_dynamics.experiments.wind_tunnel.FramePrecision` of a bijection run on ``probe``, recording when the
+    frame settles (bound: before step 1000) and when the calibration settles (bound: after the frame), and
+    gluing the numbers the prose states (the entropy error when the frame settles and at the end, the
+    relative and linear settling rules, the attention's similarity at initialisation, ρ of PC1)."""
+    fp = frame_precision(run, probe)
+    params = {
+        **bijection_params(settings, seed=seed),
+        "checkpoints": fp.steps.tolist(),
+        "frame_threshold": fp.frame_threshold,
+        "fraction": fp.fraction,
+        "frame_measure": "every layer's 1 − mean TV distance of attention rows at key positions to the final "
+        "model stays >= frame_threshold",
+        "calibration_measure": "per-sample entropy MAE (bits) within `fraction` of its total change, log10 scale",
+    }
+    claims.record(
+        "frame_precision.frame_settle_step", fp.frame_settle_step, unit="training steps",
+        description="first step from which every layer's attention patterns stay ≥ 95 % similar to the final "
+        "ones (Paper I: 'in place after a few hundred steps'; bound: < 1000)",
+        upper=999, params=params,
+        explanation="the attention patterns of this run keep moving for longer than Paper I's few hundred steps")
+    claims.record(
+        "frame_precision.calibration_settle_step", fp.calibration_settle_step, unit="training steps",
+        description="first step from which the entropy error stays within 10 % of its total change (log10 scale) "
+        "from its final value; the dissociation: later than the frame settles",
+        lower=fp.frame_settle_step + 1, params=params,
+        explanation="calibration settles no later than routing in this run: no frame–precision dissociation")
+    at_frame = int(np.nonzero(fp.steps == fp.frame_settle_step)[0][0])
+    similarity_at_init = fp.attention_similarity[0, 1:] if fp.attention_similarity.shape[1] > 1 \
+        else fp.attention_similarity[0, :1]
+    claims.glue("manifolds.n_checkpoints", len(fp.steps))
+    claims.glue("manifolds.frame_settle_relative", fp.frame_settle_step_relative)
+    claims.glue("manifolds.calibration_settle_linear", fp.calibration_settle_step_linear)
+    claims.glue("manifolds.mae_at_frame_settle", fp.entropy_mae_bits[at_frame])
+    claims.glue("manifolds.mae_final", fp.entropy_mae_bits[-1])
+    claims.glue("manifolds.mae_improvement_after_frame", fp.entropy_mae_bits[at_frame] / fp.entropy_mae_bits[-1])
+    claims.glue("manifolds.min_similarity_at_init", similarity_at_init.min())
+    claims.glue("manifolds.rho_at_frame_settle", fp.value_pc1_spearman[at_frame])
+    claims.glue("manifolds.rho_final", fp.value_pc1_spearman[-1])
+    return fp

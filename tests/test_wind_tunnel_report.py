@@ -1,0 +1,303 @@
+"""Chapter 6's report and figures: the recorded claims against independent computations, the figures' contents."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pytest
+import torch
+
+from attention_dynamics import claims
+from attention_dynamics.experiments import wind_tunnel
+from attention_dynamics.experiments import wind_tunnel_figures as figures
+from attention_dynamics.experiments import wind_tunnel_report as report
+from attention_dynamics.settings import chapter_settings
+from attention_dynamics.tasks import hmm
+
+TINY = {**wind_tunnel.SETTINGS["fast"], "bij_steps": 40, "hmm_steps": 30, "n_checkpoints": 6, "n_eval": 64,
+        "n_probe": 32}
+LN2 = math.log(2.0)
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return chapter_settings({"fast": TINY}, "fast", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def runs(cfg):
+    return wind_tunnel.train_bijection(cfg, seed=3), wind_tunnel.train_hmm(cfg, seed=3)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Capture every claim recorded and every number glued: ``{"claims": id → Claim, "glue": name → value}``."""
+    out = {"claims": {}, "glue": {}}
+    record = claims.record
+
+    def capture(claim_id, value, **kwargs):
+        out["claims"][claim_id] = claim = record(claim_id, value, **kwargs)
+        return claim
+
+    monkeypatch.setattr(report.claims, "record", capture)
+    monkeypatch.setattr(report.claims, "glue", lambda name, value: out["glue"].__setitem__(name, value))
+    return out
+
+
+def _kl_bits(p: np.ndarray, log_q: np.ndarray) -> float:
+    """Mean over all but the last axis of Σ p (ln p − ln q) / ln 2, with 0 ln 0 = 0."""
+    terms = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1.0)) - log_q), 0.0)
+    return float(terms.sum(-1).mean() / LN2)
+
+
+def _entropy_bits(p: np.ndarray) -> np.ndarray:
+    return -np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0).sum(-1)
+
+
+# --------------------------------------------------------------------------------------------
+# Parameters and reference levels
+# --------------------------------------------------------------------------------------------
+
+
+def test_params_are_read_from_the_settings(cfg):
+    p = report.bijection_params(cfg, seed=5)
+    assert (p["V"], p["L"], p["n_sequences"], p["seed"]) == (TINY["V"], TINY["L"], TINY["n_eval"], 5)
+    assert (p["d_model"], p["steps"], p["lr"], p["scale"]) == (TINY["bij_d_model"], 40, TINY["bij_lr"], "fast")
+    h = report.hmm_params(cfg, seed=5)
+    assert h["train_length"] == TINY["hmm_test_lengths"][0] and h["test_lengths"] == list(TINY["hmm_test_lengths"])
+    assert h["steps"] == 30 and h["n_sequences"] == TINY["n_eval"]
+    g = report.geometry_params(cfg, seed=5)
+    assert g["d_head"] * TINY["bij_n_heads"] == TINY["bij_d_model"] and g["n_probe"] == TINY["n_probe"]
+
+
+def test_reference_levels_match_their_closed_forms(cfg, recorded):
+    V, L = cfg.V, cfg.L
+    out = report.record_reference_levels(cfg, wind_tunnel.bijection_batch_for_eval(cfg, seed=1), seed=1)
+    remaining = V - np.arange(L)  # values still possible after t pairs
+    assert out["bijection.bayes_ce_floor_nats"].value == pytest.approx(np.mean(np.log(remaining)), abs=1e-12)
+    assert out["bijection.bayes_top1_accuracy"].value == pytest.approx(np.mean(1 / remaining), abs=1e-12)
+    blind = np.mean(np.log2(V) - np.log2(remaining))
+    assert out["bijection.context_blind_entropy_mae_bits"].value == pytest.approx(blind, abs=1e-12)
+    # The uniform predictor's KL to a posterior uniform over the remaining values is the same number.
+    assert recorded["glue"]["manifolds.blind_kl_bits"] == pytest.approx(blind, abs=1e-12)
+    assert recorded["glue"]["manifolds.blind_paper_sizes_bits"] == pytest.approx(
+        np.mean(np.log2(20) - np.log2(20 - np.arange(19))), abs=1e-12)
+    assert all(c.status == "pass" for c in out.values())
+    assert set(recorded["claims"]) == set(out)
+
+
+def test_bijection_example_and_hmm_example(cfg):
+    text = report.bijection_example_text(cfg, torch.Generator().manual_seed(0))
+    pairs, entropy = text.splitlines()
+    assert pairs.count("→") == cfg.L and pairs.endswith("→?") and pairs.count("→v") == cfg.L - 1
+    assert entropy.startswith("posterior entropy") and str(round(math.log2(cfg.V), 3)) in entropy
+    batch = report.hmm_example_batch(cfg, torch.Generator().manual_seed(0))
+    assert batch.posterior.shape == (1, cfg.hmm_length, cfg.hmm_states)
+    assert set(report.hmm_eval_batches(cfg, seed=0)) == set(cfg.hmm_test_lengths)
+
+
+def test_glue_training_counts_the_parameters(cfg, runs, recorded):
+    bij_model, hmm_model = runs[0].model(), runs[1].model()
+    out = report.glue_training(cfg, bij_model, hmm_model)
+    assert out["manifolds.bij_parameters"] == sum(p.numel() for p in bij_model.parameters() if p.requires_grad)
+    assert out["manifolds.hmm_steps"] == 30 and recorded["glue"] == out
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration
+# --------------------------------------------------------------------------------------------
+
+
+def test_bijection_calibration_against_a_direct_computation(cfg, runs, recorded):
+    batch = wind_tunnel.bijection_batch_for_eval(cfg, seed=2)
+    out = report.record_bijection_calibration(cfg, runs[0].model(), batch, seed=2)
+    log_q = out.log_probs.numpy()
+    post = batch.posterior.numpy()
+    h_model = _entropy_bits(np.exp(log_q))
+    h_bayes = np.log2(cfg.V - np.arange(cfg.L))
+    assert out.claims["bijection.entropy_mae_bits"].value == pytest.approx(np.abs(h_model - h_bayes).mean(), rel=1e-9)
+    assert out.claims["bijection.kl_bits"].value == pytest.approx(_kl_bits(post, log_q), rel=1e-9)
+    g = recorded["glue"]
+    assert g["manifolds.bij_curve_mae_bits"] == pytest.approx(np.abs(h_model.mean(0) - h_bayes).mean(), rel=1e-9)
+    targets = batch.targets.numpy()
+    true_lp = np.take_along_axis(log_q, targets[..., None], -1)
+    assert g["manifolds.bij_model_ce_nats"] == pytest.approx(-true_lp.mean(), rel=1e-9)
+    guesses = log_q.argmax(-1)
+    assert g["manifolds.bij_model_top1"] == pytest.approx((guesses == targets).mean())
+    assert g["manifolds.bij_sampled_top1_bayes"] == pytest.approx(
+        np.take_along_axis(post, guesses[..., None], -1).mean())
+
+
+def test_hmm_calibration_against_a_direct_computation(cfg, runs, recorded):
+    batches = report.hmm_eval_batches(cfg, seed=4)
+    out = report.record_hmm_calibration(cfg, runs[1], batches, seed=4)
+    K_train, _, K_long = cfg.hmm_test_lengths
+    model = runs[1].model()
+    for K in (K_train, K_long):
+        b = batches[K]
+        blind = hmm.context_blind_posterior(b.transition, b.emission, b.observations).numpy()
+        assert out.blind_reports[K].kl_bits == pytest.approx(_kl_bits(b.posterior.numpy(), np.log(blind)), rel=1e-9)
+        model_kl = _kl_bits(b.posterior.numpy(), wind_tunnel.hmm_log_probs(model, b).numpy())
+        assert out.reports[K].kl_bits == pytest.approx(model_kl, rel=1e-9)
+    c = out.claims
+    assert c["hmm.context_blind_kl_bits"].value == pytest.approx(out.blind_reports[K_train].kl_bits)
+    assert c["hmm.kl_bits"].upper == pytest.approx(report.TRANSPORT_FRACTION * c["hmm.context_blind_kl_bits"].value)
+    assert c["hmm.length_gen_kl_bits"].upper == pytest.approx(c["hmm.context_blind_kl_bits_long"].value)
+    assert c["hmm.length_gen_kl_bits"].params["length"] == K_long
+    # The late change: max − min of the KL ratio over the checkpoints in the last 20 % of training.
+    for K in (K_train, K_long):
+        steps = out.curve.steps
+        late = out.curve.ratio(K)[steps >= 0.8 * steps[-1]]
+        assert out.late_change[K] == pytest.approx(late.max() - late.min())
+    if c["hmm.kl_bits"].status != "pass":
+        assert f"moved by {out.late_change[K_train]:.3f}" in c["hmm.kl_bits"].explanation
+    g = recorded["glue"]
+    assert g["manifolds.hmm_kl_ratio_long"] == pytest.approx(out.reports[K_long].kl_bits / out.blind_reports[K_long].kl_bits)
+    assert g["manifolds.hmm_kl_first_step"] == pytest.approx(out.reports[K_train].kl_by_position[0])
+
+
+# --------------------------------------------------------------------------------------------
+# Geometry and frame–precision
+# --------------------------------------------------------------------------------------------
+
+
+def _spread(pc1: tuple[float, float, float], rho: tuple[float, float, float]) -> dict:
+    """A stored seed-spread result with the given (mean, low, high) of the two value-manifold numbers."""
+    interval = lambda m: {"mean": m[0], "low": m[1], "high": m[2], "n": 3}  # noqa: E731
+    return {"seeds": [0, 1, 2], "intervals": {"value_pc1_ratio": interval(pc1), "value_pc1_entropy_spearman": interval(rho)},
+            "runs": {"geometry": [{"value_pc1_ratio": v} for v in (0.7, 0.9, 0.85)]}}
+
+
+def test_plateau_note_says_which_side_of_the_amount():
+    amount = report.GEOMETRY_PLATEAU[report.KEYS_ALL]
+    assert "has plateaued" in report.plateau_note(report.KEYS_ALL, amount / 2)
+    assert "not decided" in report.plateau_note(report.KEYS_ALL, amount * 2)
+
+
+def test_bijection_geometry_claims(cfg, runs, recorded):
+    probe = wind_tunnel.bijection_probe_batch(cfg, seed=3)
+    out = report.record_bijection_geometry(cfg, runs[0], probe, seed=3, generator=torch.Generator().manual_seed(0),
+                                           spread=_spread((0.82, 0.75, 0.89), (0.95, 0.92, 0.97)))
+    c = out.claims
+    # The untrained null is the run's step-0 model measured on the same probe.
+    untrained = wind_tunnel.bijection_geometry(runs[0].model(0), probe, table=False)
+    assert c["geometry.key_abs_cos_layer0_untrained"].value == pytest.approx(untrained.key_abs_cos[0])
+    assert c["geometry.attention_entropy_reduction_untrained"].value == pytest.approx(
+        1 - untrained.attention_entropy_bits[-1] / untrained.attention_entropy_bits[0])
+    # The Monte Carlo baseline against E|cos| of two isotropic vectors in d dimensions.
+    d = cfg.bij_d_model // cfg.bij_n_heads
+    closed = math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
+    assert c["geometry.key_abs_cos_random_baseline"].value == pytest.approx(closed, abs=0.002)
+    # Over seeds: the mean with its interval, decided by the interval against the bound.
+    pc1 = c["geometry.value_pc1_ratio"]
+    assert pc1.value == 0.82 and pc1.interval == [0.75, 0.89] and pc1.status != "pass"
+    assert "0.70 to 0.90" in pc1.explanation  # the smallest and largest seed
+    assert c["geometry.value_pc1_entropy_spearman"].status == "pass"
+    for name in report.GEOMETRY_PLATEAU:
+        late = out.curve[name][out.curve["step"] >= 0.8 * out.curve["step"][-1]]
+        assert out.late_change[name] == pytest.approx(late.max() - late.min())
+    g = recorded["glue"]
+    assert g["manifolds.value_pc1_ratio_seed_min"] == 0.7 and g["manifolds.value_pc1_ratio_seed_max"] == 0.9
+    assert g["manifolds.attn_entropy_last"] == pytest.approx(out.report.attention_entropy_bits[-1])
+    frame = report.manifold_frame(out.report.manifold_table)
+    assert frame.index.names == ["layer", "representation"] and len(frame) == len(out.report.manifold_table)
+
+
+def test_hmm_manifold_glue(cfg, runs, recorded):
+    geo = report.glue_hmm_manifold(cfg, runs[1].model(), seed=3)
+    assert geo.scores.shape == (cfg.n_probe * cfg.hmm_test_lengths[0], 2)
+    assert recorded["glue"]["manifolds.hmm_max_abs_spearman"] == pytest.approx(
+        max(abs(r["spearman"]) for r in geo.manifold_table))
+
+
+def test_frame_precision_claims(cfg, runs, recorded):
+    fp = report.record_frame_precision(cfg, runs[0], wind_tunnel.bijection_probe_batch(cfg, seed=3), seed=3)
+    c, g = recorded["claims"], recorded["glue"]
+    assert c["frame_precision.frame_settle_step"].value == fp.frame_settle_step
+    assert c["frame_precision.calibration_settle_step"].lower == fp.frame_settle_step + 1
+    i = list(fp.steps).index(fp.frame_settle_step)
+    assert g["manifolds.mae_improvement_after_frame"] == pytest.approx(fp.entropy_mae_bits[i] / fp.entropy_mae_bits[-1])
+    assert g["manifolds.min_similarity_at_init"] == pytest.approx(min(fp.attention_similarity[0, 1:]))
+    assert g["manifolds.n_checkpoints"] == len(fp.steps) == len(c["frame_precision.frame_settle_step"].params["checkpoints"])
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def test_moving_average_and_floor():
+    steps, means = figures.moving_average([1.0, 2.0, 3.0, 4.0, 8.0], 2)
+    np.testing.assert_array_equal(steps, [1, 2, 3, 4])
+    np.testing.assert_allclose(means, [1.5, 2.5, 3.5, 6.0])
+    with pytest.raises(ValueError):
+        figures.moving_average([1.0, 2.0], 3)
+    batch = wind_tunnel.hmm_batch_for_eval(TINY, 8, seed=0, n=8)
+    p = batch.posterior.numpy()
+    assert figures.hmm_floor_nats(batch) == pytest.approx(float(-(p * np.log(p)).sum(-1).mean()))
+
+
+def _close(fig):
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_figures_draw_their_panels(cfg, runs):
+    bij_run, hmm_run = runs
+    fig, ax = figures.plot_hmm_posterior(report.hmm_example_batch(cfg, torch.Generator().manual_seed(0)))
+    assert len(ax.collections) == cfg.hmm_states + 1 and len(ax.get_legend().get_texts()) == cfg.hmm_states
+    _close(fig)
+    batches = report.hmm_eval_batches(cfg, seed=0)
+    fig, axes = figures.plot_training_losses(cfg, bij_run, hmm_run, batches[cfg.hmm_length], window=5)
+    line = axes[0].get_lines()[0]
+    assert len(line.get_xdata()) == cfg.bij_steps - 4 and len(axes[1].get_lines()) == 2
+    assert axes[0].get_lines()[1].get_ydata()[0] == pytest.approx(np.mean(np.log(cfg.V - np.arange(cfg.L))))
+    _close(fig)
+    bij_batch = wind_tunnel.bijection_batch_for_eval(cfg, seed=0)
+    cal = report.record_bijection_calibration(cfg, bij_run.model(), bij_batch, seed=0)
+    fig, axes = figures.plot_bijection_calibration(cfg, cal.report, cal.log_probs)
+    assert len(axes[0].get_lines()) == 2 and len(axes[0].collections) == 1 and len(axes[1].get_lines()) == 3
+    _close(fig)
+    hmm_cal = report.record_hmm_calibration(cfg, hmm_run, batches, seed=0)
+    fig, axes = figures.plot_hmm_calibration(hmm_cal.reports, hmm_cal.blind_reports)
+    n = len(cfg.hmm_test_lengths)
+    assert len(axes[0].get_lines()) == 2 * n + 1 and len(axes[1].get_lines()) == n + 2
+    _close(fig)
+    fig, ax = figures.figure_hmm_kl_through_training(hmm_cal.curve)
+    assert len(ax.get_lines()) == 2 + 2 and ax.get_title()
+    _close(fig)
+
+
+def test_geometry_figures_draw_their_panels(cfg, runs):
+    bij_run, hmm_run = runs
+    probe = wind_tunnel.bijection_probe_batch(cfg, seed=0)
+    out = report.record_bijection_geometry(cfg, bij_run, probe, seed=0, generator=torch.Generator().manual_seed(0),
+                                           spread=_spread((0.85, 0.81, 0.89), (0.95, 0.92, 0.97)), baseline_draws=50)
+    n_layers = cfg.bij_n_layers
+    fig, axes = figures.plot_geometry(out.report)
+    assert len(axes[0, 1].patches) == 3 * n_layers and len(axes[1, 0].patches) == n_layers
+    assert len(axes[1, 1].get_lines()) == 2 and len(axes[0, 0].images) == 1
+    _close(fig)
+    fig, axes = figures.figure_geometry_through_training(out.curve, out.nulls)
+    assert axes.shape == (2, 2) and [ax.get_title() for ax in axes.ravel()] == [n for n, _ in figures.GEOMETRY_PANELS]
+    _close(fig)
+    hmm_geo = report.glue_hmm_manifold(cfg, hmm_run.model(), seed=0)
+    fig, axes = figures.plot_value_manifolds(out.report, hmm_geo)
+    assert [len(ax.collections[0].get_offsets()) for ax in axes] == [len(out.report.value_scores), len(hmm_geo.scores)]
+    _close(fig)
+    fp = wind_tunnel.frame_precision(bij_run, probe)
+    fig, ax = figures.plot_frame_precision(fp)
+    assert len(fig.axes) == 2 and len(ax.get_legend().get_texts()) == n_layers + 1
+    _close(fig)
+    picks = figures.manifold_checkpoints(fp)
+    assert picks[0] == 0 and picks[-1] == len(fp.steps) - 1
+    assert fp.steps[picks[2]] == fp.frame_settle_step
+    fig, axes = figures.plot_manifold_through_training(fp)
+    assert len(axes) == 4 and [ax.get_title().split("\n")[0] for ax in axes] == [f"step {fp.steps[i]}" for i in picks]
+    _close(fig)
