@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e0f39a0c9f4c94f13686cb3d210249afffce0807"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@6ddfe8433415d1a8649ab741e0b72b11c14fa6ef"
 
 # %% [markdown] tags=[]
 # # The gradient laws
@@ -30,62 +30,18 @@ n_draws = (
 
 # %% tags=["hide-input"]
 import numpy as np
-import torch
 
-from attention_dynamics import attention, claims, dynamics, gradients, plotting
+from attention_dynamics import claims, plotting
+from attention_dynamics.experiments import gradient_laws_report as report
 from attention_dynamics.experiments import head_training
-from attention_dynamics.experiments import em_vs_sgd
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
-from attention_dynamics.tasks import sticky_chain
 
-HEAD = {
-    "d_in": 20,
-    "d_k": 10,
-    "d_v": 15,
-    "n_classes": 8,
-}  # the paper's sticky-chain head (PAPER.md §4.1)
-SETTINGS = {  # exact checks: the scale changes how many heads and how long their sequences are
-    "fast": {
-        "n_draws": 3,
-        "batch": 2,
-        "T": 16,
-        "fd_T": 4,
-        "sweep_T": 16,
-        "n_temperatures": 11,
-        "log10_beta_max": 3,
-        "ws_steps": 100,
-        "ws_every": 50,
-    },
-    "book": {
-        "n_draws": 24,
-        "batch": 4,
-        "T": 64,
-        "fd_T": 8,
-        "sweep_T": 64,
-        "n_temperatures": 41,
-        "log10_beta_max": 3,
-        "ws_steps": 1000,
-        "ws_every": 200,
-    },
-    # 2000 queries include near-ties between their top two keys: one-hot needs a larger β
-    "paper": {
-        "n_draws": 6,
-        "batch": 1,
-        "T": 2000,
-        "fd_T": 8,
-        "sweep_T": 2000,
-        "n_temperatures": 41,
-        "log10_beta_max": 5,
-        "ws_steps": 1000,
-        "ws_every": 100,
-    },
-}
-INIT_STDS = (0.1, 0.3, 1.0)  # 0.1 is the paper's initialisation, 1.0 gives nearly one-hot attention
-cfg = chapter_settings(SETTINGS, scale, device=device, n_draws=n_draws)
+# fast / book / paper: how many heads and how long their sequences are; the heads have the paper's
+# sticky-chain sizes (report.HEAD), and the checks run in float64 (report.DTYPE)
+cfg = chapter_settings(report.SETTINGS, scale, device=device, n_draws=n_draws)
 generator = seed_everything(seed)
 plotting.use_book_style()
-DTYPE = torch.float64  # the checks are about exactness: float64 on the CPU, whatever the device
 cfg
 
 # %% [markdown] tags=[]
@@ -285,51 +241,11 @@ cfg
 # $\partial L/\partial s_{ij} = -\alpha_{ij} A_{ij}$. Blank cells are masked.
 
 # %% tags=["hide-input"]
-example = attention.init_single_head(4, 3, 3, 3, std=1.0, generator=generator, dtype=DTYPE)
-x_example = torch.randn(8, 4, generator=generator, dtype=DTYPE)  # (T, d_in)
-y_example = torch.randint(0, 3, (8,), generator=generator)  # (T,)
-fwd = attention.single_head_forward(x_example, example, y_example)
-advantage = gradients.advantage(fwd.alpha, fwd.b)  # (T, T)
-score_grad = gradients.advantage_routing_gradient(fwd.alpha, fwd.b)  # (T, T)
-mask = attention.causal_mask(8)
-
-fig, axes = plotting.new_figure(2, 2, width=3.7, height=3.2)
-plotting.plot_matrix(
-    axes[0, 0], fwd.alpha, mask=mask, title=r"attention $\alpha_{ij}$", cbar_label="weight"
-)
-plotting.plot_matrix(
-    axes[0, 1],
-    fwd.b,
-    mask=mask,
-    diverging=True,
-    title=r"compatibility $b_{ij} = u_i \cdot v_j$",
-    cbar_label="nats per unit of weight",
-)
-plotting.plot_matrix(
-    axes[1, 0],
-    advantage,
-    mask=mask,
-    diverging=True,
-    title=r"advantage $A_{ij} = \mathbb{E}_{\alpha_i}[b] - b_{ij}$",
-    cbar_label="nats per unit of weight",
-)
-plotting.plot_matrix(
-    axes[1, 1],
-    score_grad,
-    mask=mask,
-    diverging=True,
-    title=r"routing gradient $\partial L / \partial s_{ij}$",
-    cbar_label="nats per unit of score",
-)
-fig.suptitle("The routing law on a worked example (causal head, T = 8)")
+# a causal head 4 -> 3/3/3 -> 3, T = 8, weights from N(0, 1)
+example = report.worked_example(generator)
+report.plot_worked_example(example)
 plotting.plt.show()
-
-best_query, best_key = divmod(int(advantage.argmax()), advantage.shape[-1])
-claims.glue("gradients.example_best_query", best_query)
-claims.glue("gradients.example_best_key", best_key)
-claims.glue("gradients.example_best_advantage", advantage.max().item())
-claims.glue("gradients.example_best_weight", fwd.alpha[best_query, best_key].item())
-claims.glue("gradients.example_best_score_step", -score_grad[best_query, best_key].item())
+report.glue_worked_example(example)
 
 # %% [markdown] tags=[]
 # The compatibility matrix is large and of both signs wherever the error is large, but the routing
@@ -367,72 +283,10 @@ claims.glue("gradients.example_best_score_step", -score_grad[best_query, best_ke
 # and no output.
 
 # %% tags=["hide-input"]
-draws = []  # one report per random head: {check: (max abs error, scale)}
-for draw in range(cfg.n_draws):
-    params = attention.init_single_head(
-        **HEAD, std=INIT_STDS[draw % len(INIT_STDS)], generator=generator, dtype=DTYPE
-    )
-    x = torch.randn(
-        cfg.batch, cfg.T, HEAD["d_in"], generator=generator, dtype=DTYPE
-    )  # (batch, T, d_in)
-    y = torch.randint(0, HEAD["n_classes"], (cfg.batch, cfg.T), generator=generator)  # (batch, T)
-    draws.append(gradients.law_discrepancies(x, params, y))
-
-
-def worst(*checks):
-    """Largest error and largest scale over the given checks and all heads."""
-    return (
-        max(d[c][0] for d in draws for c in checks),
-        max(d[c][1] for d in draws for c in checks),
-    )
-
-
-verification = {
-    "seed": seed,
-    "n_heads": cfg.n_draws,
-    "batch": cfg.batch,
-    "T": cfg.T,
-    **HEAD,
-    "init_stds": INIT_STDS,
-    "reduction": "mean",
-    "causal": True,
-    "dtype": "float64",
-}
-RELATIVE_TOL = 1e-12  # the error may be at most this fraction of the gradient's largest entry
-recorded = {}
-for claim_id, checks, what in [
-    ("gradients.score_law_max_abs_err", ["autograd/scores"], "routing law ∂L/∂s vs autograd"),
-    ("gradients.value_law_max_abs_err", ["autograd/v"], "value law ∂L/∂v vs autograd"),
-    (
-        "gradients.query_key_max_abs_err",
-        ["autograd/q", "autograd/k"],
-        "query and key laws vs autograd",
-    ),
-    (
-        "gradients.param_grads_max_abs_err",
-        ["autograd/W_Q", "autograd/W_K", "autograd/W_V", "autograd/W_O"],
-        "W_Q, W_K, W_V, W_O from the laws alone vs autograd",
-    ),
-    (
-        "gradients.sdpa_agreement_max_abs_err",
-        ["fused/q", "fused/k", "fused/v"],
-        "query, key and value laws vs the backward of PyTorch's fused scaled_dot_product_attention "
-        "kernel",
-    ),
-]:
-    error, grad_scale = worst(*checks)
-    recorded[claim_id] = claims.record(
-        claim_id,
-        error,
-        unit="nats per unit",
-        expected=0.0,
-        tolerance=RELATIVE_TOL * grad_scale,
-        description=f"max abs error, {what} (float64; tolerance 1e-12 × the largest gradient "
-        f"entry)",
-        params={**verification, "gradient_scale": grad_scale},
-    )
-    claims.glue(claim_id + "_relative", error / grad_scale)
-for claim in recorded.values():
+# one report per random head: {check: (max abs error, scale)}
+draws = report.law_check_draws(cfg, generator)
+verification = report.verification_params(cfg, seed)
+for claim in report.record_law_claims(draws, verification).values():
     print(f"{claim.id}: {claim.value:.1e} (tolerance {claim.tolerance:.1e}) [{claim.status}]")
 
 # %% [markdown] tags=[]
@@ -460,34 +314,7 @@ for claim in recorded.values():
 
 # %% tags=["hide-input", "nbval-ignore-output"]
 claims.glue("gradients.n_heads_checked", cfg.n_draws)
-params = attention.init_single_head(**HEAD, std=0.5, generator=generator, dtype=DTYPE)
-x = torch.randn(cfg.fd_T, HEAD["d_in"], generator=generator, dtype=DTYPE)  # (fd_T, d_in)
-y = torch.randint(0, HEAD["n_classes"], (cfg.fd_T,), generator=generator)  # (fd_T,)
-fd_report = gradients.law_discrepancies(x, params, y, finite_differences=True)
-fd_relative = {
-    c.split("/")[1]: err / scale
-    for c, (err, scale) in fd_report.items()
-    if c.startswith("finite_difference/")
-}
-claims.record(
-    "gradients.finite_difference_max_rel_err",
-    max(fd_relative.values()),
-    unit="",
-    expected=0.0,
-    tolerance=1e-7,
-    description="max over the 8 gradients of max|law − central difference| / max|central "
-    "difference| "
-    "(fourth-order stencil, h = 1e-3, float64)",
-    params={
-        "seed": seed,
-        "T": cfg.fd_T,
-        **HEAD,
-        "init_std": 0.5,
-        "step": 1e-3,
-        "stencil_order": 4,
-        "dtype": "float64",
-    },
-)
+fd_relative = report.finite_difference_check(cfg, generator, seed=seed)
 {name: f"{err:.1e}" for name, err in fd_relative.items()}
 
 # %% [markdown] tags=[]
@@ -500,28 +327,7 @@ claims.record(
 # {eq}`eq-grad-entropy-bound` is an inequality, checked further below.
 
 # %% tags=["hide-input"]
-row_error, row_scale = worst("row_sum")
-masked_error, _ = worst("masked_scores")
-claims.glue("gradients.row_sum_term_scale", row_scale)
-claims.record(
-    "gradients.row_sum_max_abs",
-    row_error,
-    unit="nats per unit of score",
-    expected=0.0,
-    tolerance=RELATIVE_TOL * row_scale,
-    description="max over rows of |Σ_j ∂L/∂s_ij| (expected 0; tolerance 1e-12 × the largest term "
-    "|α_ij b_ij|)",
-    params={**verification, "term_scale": row_scale},
-)
-claims.record(
-    "gradients.masked_score_grad_max_abs",
-    masked_error,
-    unit="nats per unit of score",
-    expected=0.0,
-    tolerance=0.0,
-    description="max |∂L/∂s_ij| over causally masked entries (exactly 0 by the gate α_ij = 0)",
-    params=verification,
-)
+row_error, row_scale, masked_error = report.record_structure_claims(draws, verification)
 print(
     f"largest row sum: {row_error:.1e} (largest term {row_scale:.2f}); largest masked entry: "
     f"{masked_error}"
@@ -541,114 +347,12 @@ print(
 # (`gradients.inverse_temperature_sweep`, which scales $W_Q$ by $\beta$).
 
 # %% tags=["hide-input"]
-params = attention.init_single_head(**HEAD, std=0.5, generator=generator, dtype=DTYPE)
-x = torch.randn(cfg.sweep_T, HEAD["d_in"], generator=generator, dtype=DTYPE)  # (sweep_T, d_in)
-y = torch.randint(0, HEAD["n_classes"], (cfg.sweep_T,), generator=generator)  # (sweep_T,)
-betas = np.union1d(
-    np.logspace(-2, cfg.log10_beta_max, cfg.n_temperatures), [1.0]
-)  # always include β = 1
-sweep = gradients.inverse_temperature_sweep(x, params, y, betas)
-
-fig, axes = plotting.new_figure(2, width=4.2, height=3.4)
-ax = axes[0]
-ax.plot(
-    sweep.inverse_temperature,
-    sweep.attention_entropy,
-    color=plotting.PALETTE[2],
-    label="attention entropy (nats)",
-)
-ax.plot(
-    sweep.inverse_temperature,
-    sweep.max_attention,
-    color=plotting.PALETTE[4],
-    ls="--",
-    label=r"largest weight $\alpha^\star_i$",
-)
-ax.set(
-    xscale="log",
-    xlabel=r"inverse temperature $\beta$ (scores $\times\, \beta$)",
-    ylabel="mean over queries",
-    title="Sharpening the attention",
-)
-ax.legend(loc="center left")
-ax = axes[1]
-ax.plot(
-    sweep.attention_entropy,
-    sweep.score_grad_norm,
-    color=plotting.PALETTE[0],
-    marker=".",
-    label=r"routing $\|\partial L/\partial s\|$",
-)
-ax.plot(
-    sweep.attention_entropy,
-    sweep.value_grad_norm,
-    color=plotting.PALETTE[1],
-    marker=".",
-    label=r"values $\|\partial L/\partial v\|$",
-)
-ax.plot(
-    sweep.attention_entropy,
-    sweep.score_grad_bound,
-    color=plotting.PALETTE[0],
-    ls=":",
-    label=r"entropy bound $\Sigma_i\, 2 H(\alpha_i) R_i$",
-)
-ax.set(
-    xscale="log",
-    yscale="log",
-    xlabel="mean attention entropy (nats, log scale)",
-    ylabel="gradient norm (nats per unit)",
-    title="Routing gradient vanishes, value gradient stays",
-)
-ax.set_ylim(1e-10, None)
-ax.invert_xaxis()
-ax.legend(loc="lower left")
+sweep = report.temperature_sweep(cfg, generator)  # one head (std 0.5), scores multiplied by β
+report.plot_temperature_sweep(sweep)
 plotting.plt.show()
 
 # %% tags=["hide-input"]
-at_one = int(np.flatnonzero(betas == 1.0)[0])  # β = 1: the head as initialised
-sweep_params = {
-    "seed": seed,
-    "T": cfg.sweep_T,
-    **HEAD,
-    "init_std": 0.5,
-    "beta_min": float(betas[0]),
-    "beta_max": float(betas[-1]),
-    "n_temperatures": cfg.n_temperatures,
-    "dtype": "float64",
-}
-claims.record(
-    "gradients.one_hot_score_grad_ratio",
-    sweep.score_grad_norm[-1] / sweep.score_grad_norm.max(),
-    unit="",
-    upper=1e-6,
-    params=sweep_params,
-    description="‖∂L/∂s‖ at the sharpest attention (β = β_max) / its largest value over the sweep "
-    "(target: vanishes)",
-)
-claims.record(
-    "gradients.one_hot_value_grad_ratio",
-    sweep.value_grad_norm[-1] / sweep.value_grad_norm[at_one],
-    unit="",
-    lower=0.5,
-    params=sweep_params,
-    description="‖∂L/∂v‖ at the sharpest attention (β = β_max) / its value at β = 1 (target: does "
-    "not vanish)",
-)
-claims.record(
-    "gradients.entropy_bound_max_ratio",
-    float(np.max(sweep.score_grad_l1 / sweep.score_grad_bound)),
-    unit="",
-    upper=1.0,
-    params=sweep_params,
-    description="max over β of Σ_ij |∂L/∂s_ij| / Σ_i 2 H(α_i) R_i (the lemma says ≤ 1)",
-)
-claims.glue("gradients.sweep_entropy_max", sweep.attention_entropy.max())
-claims.glue("gradients.sweep_entropy_min", sweep.attention_entropy.min())
-claims.glue(
-    "gradients.sweep_peak_entropy", sweep.attention_entropy[np.argmax(sweep.score_grad_norm)]
-)
-claims.glue("gradients.sweep_beta_max", betas[-1])
+report.record_sweep_claims(sweep, cfg, seed=seed)
 
 # %% [markdown] tags=[]
 # As $\beta$ grows, the mean attention entropy falls from {glue:text}`gradients.sweep_entropy_max:.2f`
@@ -699,69 +403,9 @@ claims.glue("gradients.sweep_beta_max", betas[-1])
 # $\eta = 0.01$) and random heads of the same shape on short random sequences.
 
 # %% tags=["hide-input"]
-sticky_data = sticky_chain.make_sticky_chain_data(42, length=2000)  # chapter 5's seed-42 sequence
-sticky_head = em_vs_sgd.initial_head(42, dtype=torch.float64)
-sticky_check = gradients.weight_step_check(sticky_data.x, sticky_head, sticky_data.y, eta=0.01)
-random_checks = []
-for _ in range(cfg.n_draws):
-    head = attention.init_single_head(**HEAD, std=0.5, generator=generator, dtype=DTYPE)
-    x = torch.randn(cfg.T, HEAD["d_in"], generator=generator, dtype=DTYPE)
-    y = torch.randint(0, HEAD["n_classes"], (cfg.T,), generator=generator)
-    random_checks.append(gradients.weight_step_check(x, head, y, eta=0.01))
-checks = [sticky_check, *random_checks]
-claims.glue("gradients.ws_random_T", cfg.T)
-step_params = {
-    "eta": 0.01,
-    "sticky_seed": 42,
-    "n_random_heads": cfg.n_draws,
-    "T_random": cfg.T,
-    "head": HEAD,
-    "random_init_std": 0.5,
-    "dtype": "float64",
-    "seed": seed,
-}
-for kind in ("value", "score"):
-    worst = max(c[f"{kind}_err"] for c in checks)
-    largest = max(c[f"{kind}_scale"] for c in checks)
-    claims.record(
-        f"gradients.weight_step_{kind}_max_abs_err",
-        worst,
-        unit="",
-        description=f"max |formula − one autograd step| of the {kind} change through the "
-        "weights (Gram-mixed forms; tolerance 1e-12 × the largest change), float64",
-        expected=0.0,
-        tolerance=1e-12 * largest,
-        params=step_params,
-    )
-claims.record(
-    "dynamics.score_sign_agreement_fraction",
-    sticky_check["sign_agreement"],
-    unit="fraction",
-    description="sticky-chain head at initialisation, one step on W_Q, W_K: share of attended "
-    "pairs whose attention moves with the sign of their advantage (free scores: 1)",
-    params=step_params,
-)
-claims.record(
-    "dynamics.value_step_cosine",
-    sticky_check["value_cosine"],
-    unit="cosine",
-    description="sticky-chain head at initialisation: cosine between the value law's Δv and "
-    "the actual Δv of one step on W_V (free values: 1)",
-    params=step_params,
-)
-claims.glue(
-    "gradients.ws_random_sign_mean", float(np.mean([c["sign_agreement"] for c in random_checks]))
-)
-claims.glue(
-    "gradients.ws_random_cosine_mean", float(np.mean([c["value_cosine"] for c in random_checks]))
-)
-claims.glue("gradients.ws_random_cosine_min", min(c["value_cosine"] for c in random_checks))
-claims.glue("gradients.ws_random_cosine_max", max(c["value_cosine"] for c in random_checks))
-{
-    name: round(value, 3)
-    for name, value in sticky_check.items()
-    if "err" not in name and "scale" not in name
-}
+sticky_check, random_checks = report.weight_step_checks(cfg, generator)
+sticky_measures = report.record_weight_step_claims(sticky_check, random_checks, cfg, seed=seed)
+{name: round(value, 3) for name, value in sticky_measures.items()}
 
 # %% [markdown] tags=[]
 # The formulas reproduce the real step to round-off (largest differences
@@ -789,28 +433,11 @@ claims.glue("gradients.ws_random_cosine_max", max(c["value_cosine"] for c in ran
 # coincide: $d_{\text{in}} = 20$ orthonormal inputs ($X = I$), with the same head and the sequence's first 20 labels.
 
 # %% tags=["hide-input", "trained-output"]
-ws_traces = {
-    name: head_training.weight_step_along_training(
-        42, schedule=name, steps=cfg.ws_steps, every=cfg.ws_every, eta=0.01
-    )
-    for name in ("sgd", "em_like")
-}
+# the sticky head trained with the SGD and EM-like schedules
+ws_traces = report.weight_step_traces(cfg)
 head_training.plot_weight_step_along_training(ws_traces)
 plotting.plt.show()
-claims.glue("ch2.ws_steps", cfg.ws_steps)
-claims.glue("ch2.ws_every", cfg.ws_every)
-for name, tr in ws_traces.items():
-    claims.glue(f"ch2.ws_{name}_sign_min", min(tr["sign_agreement"]))
-    claims.glue(f"ch2.ws_{name}_sign_max", max(tr["sign_agreement"]))
-    claims.glue(f"ch2.ws_{name}_cosine_min", min(tr["value_cosine"]))
-    claims.glue(f"ch2.ws_{name}_cosine_max", max(tr["value_cosine"]))
-    claims.glue(f"ch2.ws_{name}_loss_end", tr["loss"][-1])
-claims.glue("ch2.ws_ref_sign_min", min(min(t["ref_sign_agreement"]) for t in ws_traces.values()))
-claims.glue("ch2.ws_ref_sign_max", max(max(t["ref_sign_agreement"]) for t in ws_traces.values()))
-claims.glue(
-    "ch2.ws_ref_cosine_err",
-    max(abs(c - 1) for t in ws_traces.values() for c in t["ref_value_cosine"]),
-)
+report.glue_weight_step_traces(ws_traces, cfg)
 {
     name: {k: np.round(tr[k], 3).tolist() for k in ("steps", "sign_agreement", "value_cosine")}
     for name, tr in ws_traces.items()

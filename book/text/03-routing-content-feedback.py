@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e0f39a0c9f4c94f13686cb3d210249afffce0807"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@6ddfe8433415d1a8649ab741e0b72b11c14fa6ef"
 
 # %% [markdown] tags=[]
 # # Routing–content feedback
@@ -49,40 +49,14 @@ warnings.filterwarnings(
     "ignore", message="IProgress not found"
 )  # tqdm's notebook bar (no bars are shown)
 
-from attention_dynamics import claims, dynamics, plotting, training
+from attention_dynamics import claims, plotting
 from attention_dynamics.experiments import head_training
-from attention_dynamics.attention import causal_mask
+from attention_dynamics.experiments import routing_report as report
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.settings import chapter_settings
 from attention_dynamics.tasks import specialization as recall
 
-SETTINGS = {  # one head on the recall task; the paper has no such experiment, so "paper" = "book"
-    "fast": {
-        "steps": 300,
-        "lr": 0.5,
-        "n_train": 64,
-        "n_probe": 64,
-        "record_every": 20,
-        "n_check": 16,
-    },
-    "book": {
-        "steps": 2000,
-        "lr": 0.5,
-        "n_train": 256,
-        "n_probe": 256,
-        "record_every": 20,
-        "n_check": 64,
-    },
-    "paper": {
-        "steps": 2000,
-        "lr": 0.5,
-        "n_train": 256,
-        "n_probe": 256,
-        "record_every": 20,
-        "n_check": 64,
-    },
-}
-cfg = chapter_settings(SETTINGS, scale, device=device, steps=steps)
+cfg = chapter_settings(report.SETTINGS, scale, device=device, steps=steps)  # fast / book / paper
 generator = seed_everything(seed)
 plotting.use_book_style()
 cfg
@@ -109,27 +83,8 @@ cfg
 
 # %% tags=["hide-input"]
 example = recall.sample_specialization_batch(1, generator=generator)
-K, Q, n_tags, n_labels = example.n_sources, example.n_queries, example.n_tags, example.n_labels
-T = K + Q
-claims.glue("recall.bayes_floor", recall.bayes_floor_nats())
-claims.glue("recall.blind_floor", recall.routing_blind_floor_nats(K))
-claims.glue("recall.chance", recall.chance_loss_nats(n_labels))
-for name, value in {
-    "K": K,
-    "Q": Q,
-    "n_tags": n_tags,
-    "n_labels": n_labels,
-    "T": T,
-    "d_in": example.x.shape[-1],
-}.items():
-    claims.glue(f"recall.{name}", value)
-{
-    "sources K": K,
-    "queries Q": Q,
-    "tags": n_tags,
-    "labels C": n_labels,
-    "input width": example.x.shape[-1],
-}
+K, n_labels = example.n_sources, example.n_labels
+report.glue_task(example)  # the sizes, glued with the loss's three reference levels
 
 # %% [markdown] tags=[]
 # The figure shows one sequence ({glue:text}`recall.K` sources, {glue:text}`recall.Q` queries,
@@ -138,33 +93,7 @@ for name, value in {
 # whose tag it requests.
 
 # %% tags=["hide-input"]
-fig, axes = plotting.new_figure(2, width=4.0, height=3.4)
-plotting.plot_matrix(
-    axes[0],
-    example.x[0].T,
-    title="inputs of one sequence",
-    xlabel="position",
-    ylabel="feature",
-    cbar_label="value",
-)
-for edge in (n_tags, 2 * n_tags):
-    axes[0].axhline(edge - 0.5, color="white", lw=1.5)
-axes[0].set_yticks(
-    [n_tags / 2 - 0.5, 1.5 * n_tags - 0.5, 2 * n_tags + n_labels / 2 - 0.5],
-    ["tag", "request", "label"],
-)
-axes[0].set_ylabel("feature block")
-truth = torch.zeros(T, T)
-truth[K:] = example.responsibility[0]
-plotting.plot_matrix(
-    axes[1],
-    truth,
-    mask=causal_mask(T),
-    title="correct responsibilities",
-    cbar_label="responsibility",
-)
-axes[1].axhline(K - 0.5, color="white", lw=1.5)
-fig.suptitle("Content-addressed recall: sources 0–3 hold (tag, label), queries 4–7 request a tag")
+report.plot_recall_example(example)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -195,56 +124,13 @@ plotting.plt.show()
 # {py:func}`training.map_parallel` runs them on separate cores.
 
 # %% tags=["trained-output", "hide-input"]
-common = dict(
-    seed=seed,
-    steps=cfg.steps,
-    lr=cfg.lr,
-    n_train=cfg.n_train,
-    n_probe=cfg.n_probe,
-    record_every=cfg.record_every,
-    settle_window=5 * cfg.record_every,
-)
-variants = {"full": (), "values frozen": ("W_V",), "routing frozen": ("W_Q", "W_K")}
-runs = dict(
-    zip(
-        variants,
-        training.map_parallel(
-            head_training.train_specialization_head,
-            [dict(common, frozen=f) for f in variants.values()],
-        ),
-    )
-)
+common = report.run_settings(cfg, seed)
+runs = report.train_variants(common)  # full head, values frozen, routing frozen (in parallel)
 run = runs["full"]
-for name in ("steps", "lr", "n_train", "n_probe", "record_every"):
-    claims.glue(f"ch3.{name}", cfg[name])
 # A held-out float64 batch for the measurements below that take one parameter state at a time.
 check = recall.sample_specialization_batch(cfg.n_check, generator=generator, dtype=torch.float64)
-advantage = np.array(
-    [dynamics.correct_source_advantage(run.head_at(i), check) for i in range(len(run.steps))]
-)
-milestones = head_training.milestone_indices(run.correct_mass, [0.25, 0.5, 0.75])
-aligned_at = (
-    int(run.steps[np.argmax(run.alignment >= 0.9)]) if (run.alignment >= 0.9).any() else None
-)
-routed_at = (
-    int(run.steps[np.argmax(run.correct_mass >= 0.5)]) if (run.correct_mass >= 0.5).any() else None
-)
-summary = {
-    "ch3.final_probe_loss": run.probe_loss[-1],
-    "ch3.initial_correct_mass": run.correct_mass[0],
-    "ch3.final_correct_mass": run.correct_mass[-1],
-    "ch3.final_source_mass": run.source_mass[-1],
-    "ch3.final_alignment": run.alignment[-1],
-    "ch3.final_precision": run.precision_nats[-1],
-    "ch3.initial_purity": run.purity[0],
-    "ch3.final_purity": run.purity[-1],
-    "ch3.aligned_step": aligned_at if aligned_at is not None else -1,
-    "ch3.routed_step": routed_at if routed_at is not None else -1,
-    "ch3.transition_step": int(run.steps[milestones[1]]),
-    "ch3.peak_advantage_step": int(run.steps[np.argmax(advantage)]),
-}
-for name, value in summary.items():
-    claims.glue(name, value)
+advantage = report.advantage_curve(run, check)
+summary = report.run_summary(run, advantage)
 {k.removeprefix("ch3."): round(float(v), 4) for k, v in summary.items()}
 
 # %% [markdown] tags=[]
@@ -274,48 +160,7 @@ for name, value in summary.items():
 # imperfect routing — a first glimpse of the next chapter's two timescales.
 
 # %% tags=["hide-input", "trained-output"]
-fig, axes = plotting.new_figure(2, 2, width=4.2, height=2.9)
-ax = axes[0, 0]
-ax.semilogy(run.steps, run.probe_loss, color=plotting.PALETTE[0], label="probe loss")
-ax.axhline(
-    recall.chance_loss_nats(n_labels), color="grey", ls="--", lw=1, label=r"$\ln C$ (uniform guess)"
-)
-ax.axhline(
-    recall.routing_blind_floor_nats(K), color="grey", ls=":", lw=1, label=r"$\ln K$ (no routing)"
-)
-ax.set(title="loss (Bayes floor: 0 nats)", xlabel="training step", ylabel="cross-entropy (nats)")
-ax.legend(loc="lower left")
-ax = axes[0, 1]
-ax.plot(run.steps, run.correct_mass, color=plotting.PALETTE[1], label="on the correct source")
-ax.plot(run.steps, run.source_mass, color=plotting.PALETTE[2], ls="--", label="on any source")
-ax.plot(run.steps, run.purity, color=plotting.PALETTE[4], label="purity of soft counts")
-ax.set(
-    title="E-step quality and specialization",
-    xlabel="training step",
-    ylabel="attention weight / share",
-)
-ax.legend(loc="center right")
-ax = axes[1, 0]
-ax.plot(run.steps, run.alignment, color=plotting.PALETTE[3], label="alignment (cosine)")
-ax.set(title="M-step quality", xlabel="training step", ylabel="cosine to ideal prototype")
-twin = ax.twinx()
-twin.plot(
-    run.steps, run.precision_nats, color=plotting.PALETTE[5], ls="--", label="precision loss (nats)"
-)
-twin.set_ylabel("value read alone: cross-entropy (nats)")
-twin.grid(False)
-ax.legend(handles=ax.get_lines() + twin.get_lines(), loc="center right")
-ax = axes[1, 1]
-ax.plot(run.steps, advantage, color=plotting.PALETTE[6])
-ax.set(
-    title="advantage of the correct source",
-    xlabel="training step",
-    ylabel=r"$N \cdot (\mathbb{E}_{\alpha_i}[b] - b_{ij})$",
-)
-for a in axes.flat:
-    for i in milestones:
-        a.axvline(run.steps[i], color="black", ls=":", lw=0.8)
-fig.suptitle("One head learning content-addressed recall")
+report.plot_learning_curves(run, advantage, n_sources=K, n_labels=n_labels)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -328,33 +173,7 @@ plotting.plt.show()
 # exactly the queries that ask for it.
 
 # %% tags=["hide-input", "trained-output"]
-shown = [0, *milestones, len(run.steps) - 1]
-truth_cols = run.shown_sequences["correct_source"][0]
-fig, axes = plotting.new_figure(len(shown), 2, width=2.7, height=2.6)
-for col, i in enumerate(shown):
-    plotting.plot_matrix(
-        axes[0, col],
-        run.attention_snapshots[i, 0],
-        mask=causal_mask(T),
-        vmax=1.0,
-        title=f"step {run.steps[i]}",
-        cbar_label="attention" if col == len(shown) - 1 else "",
-    )
-    axes[0, col].scatter(
-        truth_cols, np.arange(K, T), marker="s", s=40, facecolors="none", edgecolors="white", lw=1.2
-    )
-    plotting.plot_matrix(
-        axes[1, col],
-        run.specialization[i],
-        vmax=1.0,
-        title=f"step {run.steps[i]}",
-        xlabel="source tag c",
-        ylabel="requested tag r",
-        cbar_label="mean attention" if col == len(shown) - 1 else "",
-    )
-fig.suptitle(
-    "Attention of one probe sequence (top) and specialization over all probe sequences (bottom)"
-)
+report.plot_attention_snapshots(run)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -371,23 +190,7 @@ plotting.plt.show()
 # %% tags=["hide-input", "trained-output"]
 coords, explained = head_training.prototype_trajectories(run)
 claims.glue("ch3.pca_explained", float(explained.sum()))
-fig, ax = plotting.new_figure(width=5.2, height=4.2)
-for label in range(n_labels):
-    color = plotting.PALETTE[label % len(plotting.PALETTE)]
-    ax.plot(coords[:, label, 0], coords[:, label, 1], color=color, lw=1.2)
-    ax.scatter(*coords[0, label], color=color, marker="o", s=14)
-    ax.scatter(
-        *coords[milestones[1], label], color=color, marker="D", s=18, edgecolors="black", lw=0.5
-    )
-    ax.scatter(*coords[-1, label], color=color, marker="*", s=90, edgecolors="black", lw=0.5)
-    ax.annotate(
-        f"label {label}", coords[-1, label], textcoords="offset points", xytext=(5, 4), fontsize=8
-    )
-ax.set(
-    title="Label prototypes over training (o start, ◆ routing transition, * end)",
-    xlabel=f"PC 1 ({explained[0]:.0%} of variance)",
-    ylabel=f"PC 2 ({explained[1]:.0%} of variance)",
-)
+report.plot_prototype_trajectories(run, coords, explained)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -404,17 +207,7 @@ plotting.plt.show()
 # %% tags=["hide-input", "trained-output"]
 claims.glue("ch3.frozen_routing_loss", runs["routing frozen"].probe_loss[-1])
 claims.glue("ch3.frozen_values_loss", runs["values frozen"].probe_loss[-1])
-fig, axes = plotting.new_figure(2, width=4.2, height=3.0)
-for k, (name, r) in enumerate(runs.items()):
-    axes[0].semilogy(r.steps, r.probe_loss, color=plotting.PALETTE[k], label=name)
-    axes[1].plot(r.steps, r.correct_mass, color=plotting.PALETTE[k], label=name)
-axes[0].axhline(recall.routing_blind_floor_nats(K), color="grey", ls=":", lw=1, label=r"$\ln K$")
-axes[0].set(title="probe loss", xlabel="training step", ylabel="cross-entropy (nats)")
-axes[1].set(
-    title="E-step quality", xlabel="training step", ylabel="attention on the correct source"
-)
-axes[0].legend(loc="lower left")
-fig.suptitle("Freezing one side of the loop")
+report.plot_frozen_runs(runs, n_sources=K)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -449,17 +242,8 @@ plotting.plt.show()
 # carries a factor $1/N$; that is why useful step sizes are large.)
 
 # %% tags=["hide-input", "trained-output"]
-etas = np.logspace(-2, 4, 25)
-moments = {
-    "initialisation": 0,
-    "routing transition": milestones[1],
-    "end of training": len(run.steps) - 1,
-}
-ratio_curves, bounds = {}, {}
-for name, i in moments.items():
-    head = run.head_at(i)
-    ratio_curves[name] = dynamics.value_step_ratio_curve(head, check, etas)
-    bounds[name] = dynamics.value_step_curvature_bound(head, check)
+etas = report.ETAS
+ratio_curves, bounds = report.value_step_ratios(run, check, etas)  # at the three moments
 claims.glue("ch3.eta_min", etas[0])
 claims.glue("ch3.eta_max", etas[-1])
 claims.glue("ch3.n_check", cfg.n_check)
@@ -472,27 +256,7 @@ claims.glue("ch3.n_check", cfg.n_check)
 }
 
 # %% tags=["hide-input", "trained-output"]
-fig, axes = plotting.new_figure(2, width=4.2, height=3.1)
-for k, name in enumerate(moments):
-    color = plotting.PALETTE[k]
-    axes[0].semilogx(etas, ratio_curves[name], color=color, marker="o", ms=3, label=name)
-    deviation = np.clip(1 - ratio_curves[name], 1e-16, None)
-    axes[1].loglog(etas, deviation, color=color, marker="o", ms=3, label=name)
-    axes[1].loglog(etas, etas * bounds[name] / 2, color=color, ls="--", lw=1)
-axes[0].axhline(1.0, color="grey", lw=1)
-axes[0].set(
-    title="actual / predicted loss change",
-    xlabel=r"step size $\eta$",
-    ylabel="ratio",
-    ylim=(-0.1, 1.1),
-)
-axes[0].legend(loc="lower left")
-axes[1].set(
-    title=r"$1 - $ratio (dashed: bound $\eta\lambda/2$)",
-    xlabel=r"step size $\eta$",
-    ylabel=r"$1 - \Delta L_\mathrm{actual} / \Delta L_\mathrm{predicted}$",
-)
-fig.suptitle("A value-only step: the first-order prediction becomes exact as the step shrinks")
+report.plot_value_step_ratios(etas, ratio_curves, bounds)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -503,29 +267,8 @@ plotting.plt.show()
 # $\eta\lambda/2$ = {glue:text}`ch3.ratio_tolerance:.1e` that serves as the claim's tolerance.
 
 # %% tags=["trained-output", "hide-input"]
-transition = "routing transition"
-ratio_tolerance = (
-    etas[0] * bounds[transition] / 2 + 1e-9
-)  # a-priori bound, plus float64 rounding of ΔL
-claims.glue("ch3.ratio_tolerance", ratio_tolerance)
-ratio_claim = claims.record(
-    "dynamics.first_order_value_step_ratio",
-    float(ratio_curves[transition][0]),
-    unit="",
-    description="actual / predicted (−η Σ_j ||Σ_i α_ij u_i||²) loss change of a value-only step, "
-    "at the "
-    "smallest η and the middle of the routing transition (recall task, float64)",
-    expected=1.0,
-    tolerance=float(ratio_tolerance),
-    params={
-        "seed": seed,
-        "scale": scale,
-        "eta": float(etas[0]),
-        "step": int(run.steps[milestones[1]]),
-        "n_check": cfg.n_check,
-        "curvature_bound": bounds[transition],
-        **common,
-    },
+ratio_claim = report.record_value_step_ratio(
+    run, etas, ratio_curves, bounds, common=common, scale=scale, n_check=cfg.n_check
 )
 
 # %% [markdown] tags=[]
@@ -550,67 +293,15 @@ ratio_claim = claims.record(
 
 # %% tags=["hide-input", "trained-output"]
 eta_db = float(etas[0])
-db_changes = {
-    name: dynamics.compatibility_change_after_value_step(run.head_at(i), check, eta_db)
-    for name, i in moments.items()
-}
-db_error_curve = np.array(
-    [
-        dynamics.compatibility_change_after_value_step(run.head_at(i), check, eta_db).relative_error
-        for i in range(len(run.steps))
-    ]
-)
-claims.glue("ch3.frozen_residual", max(c.frozen_error_signal_residual for c in db_changes.values()))
-claims.glue("ch3.db_err_transition", db_changes[transition].relative_error)
-claims.glue("ch3.db_err_end", db_changes["end of training"].relative_error)
-claims.glue(
-    "ch3.db_err_below_10pct_until",
-    int(run.steps[np.argmax(db_error_curve > 0.1)])
-    if (db_error_curve > 0.1).any()
-    else int(run.steps[-1]),
-)
-db_claim = claims.record(
-    "dynamics.db_prediction_rel_err",
-    db_changes["initialisation"].relative_error,
-    unit="",
-    description="||Δb_actual − Δb_predicted||_F / ||Δb_actual||_F for a value-only step at the "
-    "smallest η, at "
-    f"initialisation (u recomputed after the step; {db_changes[transition].relative_error:.2f} at "
-    f"the "
-    f"routing transition and {db_changes['end of training'].relative_error:.2f} at the end of "
-    f"training)",
-    params={"seed": seed, "scale": scale, "eta": eta_db, "n_check": cfg.n_check, **common},
+db_changes, db_error_curve = report.compatibility_changes(run, check, eta_db)
+db_claim = report.record_compatibility_change(
+    run, db_changes, db_error_curve, eta=eta_db, common=common, scale=scale, n_check=cfg.n_check
 )
 {name: round(c.relative_error, 4) for name, c in db_changes.items()}
 
 # %% tags=["hide-input", "trained-output"]
-N2 = check.targets.numel() ** 2  # u carries 1/N, so u·u carries 1/N²
-fig, axes = plotting.new_figure(3, width=3.6, height=3.2)
-for ax, name in zip(axes[:2], ("initialisation", "end of training")):
-    c = db_changes[name]
-    m = c.mask.expand_as(c.actual)
-    pred, act = (c.predicted[m] / eta_db * N2).numpy(), (c.actual[m] / eta_db * N2).numpy()
-    lim = float(np.abs(np.concatenate([pred, act])).max()) * 1.05
-    ax.scatter(pred, act, s=4, alpha=0.4, color=plotting.PALETTE[0])
-    ax.plot([-lim, lim], [-lim, lim], color="grey", lw=1)
-    ax.set(
-        title=f"{name}: rel. error {c.relative_error:.2f}",
-        xlabel=r"predicted $\Delta b_{ij}\,N^2/\eta$",
-        ylabel=r"actual $\Delta b_{ij}\,N^2/\eta$",
-        xlim=(-lim, lim),
-        ylim=(-lim, lim),
-    )
-axes[2].plot(run.steps, db_error_curve, color=plotting.PALETTE[3])
-for i in milestones:
-    axes[2].axvline(run.steps[i], color="black", ls=":", lw=0.8)
-axes[2].set(
-    title="relative error over training",
-    xlabel="training step",
-    ylabel=r"$\|\Delta b_\mathrm{actual} - \Delta b_\mathrm{pred}\| / \|\Delta "
-    r"b_\mathrm{actual}\|$",
-)
-fig.suptitle(
-    r"The compatibility change after a value step: prediction vs actual ($\eta$ = " + f"{eta_db:g})"
+report.plot_compatibility_changes(
+    run, db_changes, db_error_curve, eta=eta_db, n_positions=check.targets.numel()
 )
 plotting.plt.show()
 
@@ -659,35 +350,12 @@ plotting.plt.show()
 # training, we count which keys gain advantage under a value step, and how often the rule gets the sign right.
 
 # %% tags=["hide-input", "trained-output"]
-adv_errors, adv_scales = [], []
-for i in range(len(run.steps)):
-    head = run.head_at(i)
-    closed = dynamics.advantage_change_rate(head, check).total
-    exact = dynamics.advantage_change_autograd(head, check)
-    adv_errors.append(float((closed - exact).abs().max()))
-    adv_scales.append(float(exact.abs().max()))
-claims.record(
-    "dynamics.advantage_change_max_abs_err",
-    max(adv_errors),
-    unit="",
-    description="max |closed-form dA_ij/deta − forward-mode autograd through a real value step| "
-    "over every checkpoint (self + other-query + error-signal terms), float64; tolerance "
-    "1e-12 × the largest rate",
-    expected=0.0,
-    tolerance=1e-12 * max(adv_scales),
-    params={"n_check": cfg.n_check, "checkpoints": len(run.steps), "dtype": "float64", **common},
-)
+adv_errors, adv_scales = report.advantage_change_errors(run, check)
+report.record_advantage_change(adv_errors, adv_scales, common=common, n_check=cfg.n_check)
 adv_trace = head_training.advantage_change_along_training(run, check)
 head_training.plot_advantage_change(adv_trace)
 plotting.plt.show()
-for key in ("gain_correct", "gain_other_source", "rule_agreement", "correct_rich", "self_share"):
-    claims.glue(f"ch3.adv_{key}_start", float(adv_trace[key][0]))
-    claims.glue(f"ch3.adv_{key}_end", float(adv_trace[key][-1]))
-    claims.glue(f"ch3.adv_{key}_min", float(np.nanmin(adv_trace[key])))
-    claims.glue(f"ch3.adv_{key}_max", float(np.nanmax(adv_trace[key])))
-peak = int(np.argmax(advantage))
-claims.glue("ch3.adv_gain_correct_at_peak", float(adv_trace["gain_correct"][peak]))
-claims.glue("ch3.adv_rule_at_peak", float(adv_trace["rule_agreement"][peak]))
+report.glue_advantage_trace(adv_trace, advantage)
 {k: np.round(v[::10], 2).tolist() for k, v in adv_trace.items()}  # every tenth checkpoint
 
 # %% [markdown] tags=[]
