@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["first_true", "first_true_for_good", "settle_step", "stays_above_step", "quiescence_step",
-           "path_settling_step", "late_change", "PLATEAU_TOLERANCE", "late_drop", "has_plateaued"]
+           "path_settling_step", "late_change", "late_drop"]
 
 
 def first_true(condition) -> int | None:
@@ -29,11 +29,6 @@ def first_true_for_good(condition) -> int | None:
     return int(misses[-1] + 1) if misses.size else 0
 
 
-#: A curve has reached its plateau when its excess over the floor fell by less than this fraction over the
-#: last 20% of training (the mean over the last 10% of steps against the mean over the 10% before).
-PLATEAU_TOLERANCE = 0.05
-
-
 def late_drop(curve, floor: float = 0.0, *, window: float = 0.1) -> float:
     """Return how much a training curve's excess over ``floor`` fell over its last ``2 · window`` of steps.
 
@@ -49,11 +44,6 @@ def late_drop(curve, floor: float = 0.0, *, window: float = 0.1) -> float:
     n = max(1, int(round(window * c.size)))
     before, after = c[-2 * n:-n].mean(), c[-n:].mean()
     return float((before - after) / abs(before)) if before != 0 else 0.0
-
-
-def has_plateaued(curve, floor: float = 0.0, *, tolerance: float = PLATEAU_TOLERANCE) -> bool:
-    """Return whether a training curve's excess over ``floor`` fell by less than ``tolerance`` over its last 20%."""
-    return late_drop(curve, floor) < tolerance
 
 
 def settle_step(steps, values, *, fraction: float = 0.1, log: bool = False) -> int:

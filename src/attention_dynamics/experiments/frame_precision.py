@@ -30,10 +30,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import scipy.stats
 
-from .. import __version__
 from ..paths import data_path
 from ..seeding import stream
 from ..settling import path_settling_step
+from .results import load_results, save_results
 
 __all__ = [
     "settling_comparison",
@@ -314,39 +314,28 @@ HEAVY_SETTINGS: dict[str, dict[str, Any]] = {
 def compute(heavy: Mapping[str, Mapping[str, Any]] = HEAVY_SETTINGS, *, cache_dir: str | Path | None = None,
             kinds: Sequence[str] = ("head", "tunnel"), log=print) -> dict[str, Any]:
     """Return the freeze-the-frame results of every kind in ``heavy`` (see :func:`freeze_frame_experiment`)."""
-    from ..notebooks import package_commit
-    from ..paths import REPO_ROOT
-
     out: dict[str, Any] = {}
     for kind in kinds:
         h = heavy[kind]
         out[kind] = freeze_frame_experiment(kind, h["settings"], h["seeds"], h["freeze_steps"],
                                             cache_dir=cache_dir, log=log)
-    try:
-        commit = package_commit(REPO_ROOT)
-    except Exception:  # noqa: BLE001 - provenance only
-        commit = None
-    out["provenance"] = {"package_version": __version__, "package_commit": commit}
     return out
 
 
 def load_freeze_results(path: str | Path = DATA_PATH) -> dict[str, Any]:
-    """Return the committed freeze-the-frame results (:data:`DATA_PATH`)."""
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    """Return the committed freeze-the-frame results (:data:`DATA_PATH`), with the provenance they were saved with."""
+    return load_results(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Compute the freeze-the-frame results and write them as JSON (``--out``, default :data:`DATA_PATH`)."""
+    """Compute the freeze-the-frame results and write them as JSON with their provenance (``--out``, default :data:`DATA_PATH`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(DATA_PATH))
     parser.add_argument("--cache", default="build/frame_freeze_cache", help="per-run cache (resumable)")
     parser.add_argument("--kinds", nargs="+", default=["head", "tunnel"])
     args = parser.parse_args(argv)
     results = compute(cache_dir=args.cache, kinds=args.kinds, log=lambda m: print(m, flush=True))
-    from ..claims import atomic_write_text
-
-    atomic_write_text(Path(args.out), json.dumps(results, indent=1, allow_nan=False) + "\n")
+    save_results(results, args.out)
     print(f"wrote {args.out}", flush=True)
     return 0
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -167,16 +166,6 @@ def intervals_separate(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
     return a["low"] > b["high"] or b["low"] > a["high"]
 
 
-def _code_version() -> str:
-    """Return the git commit of the package's sources (``"unknown"`` outside a git checkout)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                             text=True, timeout=10, check=True)
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def _block(seeds: Sequence[int], finals: Mapping[int, float], runs: Mapping[tuple, dict], names: Sequence[str],
            config: Mapping[str, Any]) -> dict[str, Any]:
     """The metric, its bootstrap interval and the paired comparisons of ``names`` on ``seeds``."""
@@ -254,7 +243,6 @@ def collect_surface_results(
         if any(done(r, twenty) for r in CONDITIONS.values()) else None,
         "grid": [],
         "missing": missing,
-        "code_version": _code_version(),
     }
     levels = config["grid_levels"]
     values_axis = [(1, v, 1) for v in config["values_axis_levels"] if (1, v, 1) not in itertools.product(levels, repeat=3)]
