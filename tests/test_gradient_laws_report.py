@@ -154,3 +154,11 @@ def test_glue_weight_step_traces_ranges(glued):
     assert glued["ch2.ws_sgd_loss_end"] == 1.5
     assert (glued["ch2.ws_ref_sign_min"], glued["ch2.ws_ref_sign_max"]) == (0.55, 0.7)
     assert glued["ch2.ws_ref_cosine_err"] == pytest.approx(2e-9)
+
+
+def test_entropy_bound_ratio_at_one_hot_attention_is_defined():
+    from attention_dynamics.experiments.gradient_laws_report import entropy_bound_max_ratio
+
+    assert entropy_bound_max_ratio([0.5, 0.0], [1.0, 0.0]) == 0.5  # 0/0 at the one-hot end: no violation
+    assert entropy_bound_max_ratio([0.5, 1e-3], [1.0, 0.0]) == float("inf")  # a gradient with zero bound violates
+    assert entropy_bound_max_ratio([0.5, 0.9], [1.0, 0.6]) == 1.5

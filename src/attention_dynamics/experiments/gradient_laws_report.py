@@ -230,6 +230,17 @@ def plot_temperature_sweep(sweep: gradients.InverseTemperatureSweep):
     return fig, axes
 
 
+
+def entropy_bound_max_ratio(l1, bound) -> float:
+    """Return the largest ratio of Σ|∂L/∂s| to its entropy bound over a sweep (the lemma says ≤ 1).
+
+    Where the bound is 0 (one-hot attention: zero entropy) the lemma forces the gradient to 0 too; such a
+    point counts as ratio 0 when it does and as ``inf`` (a violation) when it does not, instead of 0/0.
+    """
+    l1, bound = np.asarray(l1, dtype=np.float64), np.asarray(bound, dtype=np.float64)
+    safe = np.where(bound > 0, bound, 1.0)
+    return float(np.max(np.where(bound > 0, l1 / safe, np.where(l1 > 0, np.inf, 0.0))))
+
 def record_sweep_claims(sweep: gradients.InverseTemperatureSweep, cfg: Mapping[str, Any], *, seed: int) -> None:
     """Record the sweep's three claims (routing gradient vanishes, value gradient does not, the entropy bound
     holds) and glue the entropies and β the prose cites."""
@@ -245,7 +256,7 @@ def record_sweep_claims(sweep: gradients.InverseTemperatureSweep, cfg: Mapping[s
                   unit="", lower=0.5, params=params,
                   description="‖∂L/∂v‖ at the sharpest attention (β = β_max) / its value at β = 1 (target: does "
                               "not vanish)")
-    claims.record("gradients.entropy_bound_max_ratio", float(np.max(sweep.score_grad_l1 / sweep.score_grad_bound)),
+    claims.record("gradients.entropy_bound_max_ratio", entropy_bound_max_ratio(sweep.score_grad_l1, sweep.score_grad_bound),
                   unit="", upper=1.0, params=params,
                   description="max over β of Σ_ij |∂L/∂s_ij| / Σ_i 2 H(α_i) R_i (the lemma says ≤ 1)")
     claims.glue("gradients.sweep_entropy_max", sweep.attention_entropy.max())
