@@ -79,7 +79,9 @@ __all__ = [
 ]
 
 
-#: Settings per scale. ``book`` is what the chapter shows (sized for 2 CPU cores); ``paper`` is
+#: Settings per scale. ``book`` is what the chapter shows (sized for 2 CPU cores; its HMM learning
+#: rate, 1e-3, was chosen on seed 0: after 6,000 steps the KL to the filter stood at 0.69x the
+#: context-blind level, against 0.96x at 2e-3 and 1.12x at 5e-4); ``paper`` is
 #: Paper I's bijection model (V = 20, L = 19, 6 layers, 6 heads, d = 192, AdamW 3e-4, sampled
 #: targets), GPU-sized; ``fast`` is a smoke run.
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -282,7 +284,8 @@ def train_hmm(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", ch
     """Return the :class:`TrainedRun` of a transformer trained on fresh HMM-filtering batches of length K.
 
     Loss: soft-target cross-entropy in nats against the exact filtering posterior (its minimum is
-    the mean posterior entropy). AdamW with warm-up and cosine decay, gradients clipped at 1.
+    the mean posterior entropy). AdamW with warm-up and cosine decay, gradients clipped at 1;
+    ``settings["hmm_fused_adamw"]`` selects AdamW's fused kernel (the same update, faster on a CPU).
     With ``checkpoints``, the weights at :func:`checkpoint_schedule` steps are kept (for the
     calibration curve through training, :func:`hmm_kl_through_training`).
     """
