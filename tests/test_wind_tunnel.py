@@ -194,3 +194,15 @@ def test_hmm_checkpoints_and_the_kl_curve_against_the_context_blind_level():
     assert curve.kl_bits[8].shape == (len(run.checkpoints),)
     with pytest.raises(ValueError, match="checkpoints"):
         wind_tunnel.hmm_kl_through_training(plain, batches)
+
+
+def test_hmm_fused_adamw_follows_plain_adamw():
+    # the fused optimiser kernel is a speed-up only: the same run with PyTorch's reference AdamW
+    fused = wind_tunnel.train_hmm({**TINY, "hmm_fused_adamw": True}, seed=6, checkpoints=False)
+    plain = wind_tunnel.train_hmm({**TINY, "hmm_fused_adamw": False}, seed=6, checkpoints=False)
+    np.testing.assert_allclose(fused.losses, plain.losses, rtol=1e-4)
+    for name, value in plain.state_dict.items():
+        torch.testing.assert_close(fused.state_dict[name], value, rtol=1e-3, atol=1e-4)
+    model = wind_tunnel.make_hmm_transformer(5, 5, d_model=16, n_layers=1, n_heads=2)
+    assert wind_tunnel._optimizer(model, 1e-3, fused=True).defaults["fused"] is True
+    assert not wind_tunnel._optimizer(model, 1e-3).defaults["fused"]
