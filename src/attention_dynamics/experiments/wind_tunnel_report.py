@@ -114,7 +114,8 @@ def hmm_params(settings: Mapping[str, Any], *, seed: int) -> dict[str, Any]:
     return {"n_states": s["hmm_states"], "n_symbols": s["hmm_symbols"], "train_length": s["hmm_test_lengths"][0],
             "test_lengths": list(s["hmm_test_lengths"]), "grid": s["hmm_grid"], "d_model": s["hmm_d_model"],
             "n_layers": s["hmm_n_layers"], "n_heads": s["hmm_n_heads"], "steps": s["hmm_steps"],
-            "batch": s["hmm_batch"], "lr": s["hmm_lr"], "n_sequences": s["n_eval"], "seed": seed,
+            "batch": s["hmm_batch"], "lr": s["hmm_lr"], "fused_adamw": s["hmm_fused_adamw"], "n_sequences": s["n_eval"],
+            "seed": seed,
             "scale": s["scale"]}
 
 
