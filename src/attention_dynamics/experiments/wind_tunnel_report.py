@@ -174,9 +174,10 @@ def record_reference_levels(settings: Mapping[str, Any], eval_bij: bijection.Bij
     return out
 
 
-def glue_training(settings: Mapping[str, Any], bij_model: torch.nn.Module, hmm_model: torch.nn.Module) -> dict[str, int]:
-    """Return (and glue) the training steps and parameter counts of the two models."""
+def glue_training(settings: Mapping[str, Any], bij_model: torch.nn.Module, hmm_model: torch.nn.Module) -> dict[str, float]:
+    """Return (and glue) the training steps and parameter counts of the two models, and the HMM's learning rate."""
     out = {"manifolds.bij_steps": settings["bij_steps"], "manifolds.hmm_steps": settings["hmm_steps"],
+           "manifolds.hmm_lr": settings["hmm_lr"],
            "manifolds.bij_parameters": count_parameters(bij_model),
            "manifolds.hmm_parameters": count_parameters(hmm_model)}
     for name, value in out.items():
