@@ -32,16 +32,18 @@ from ..settings import check_scale
 from ..tasks.wind_tunnels import STICKY_HMM, STICKY_SELF_TRANSITION, TASKS, WindTunnel
 from .results import load_results, save_results
 
-__all__ = ["SETTINGS", "RESULTS_FILE", "CURVE_POINTS", "sticky_task", "eval_seed", "evaluation_set", "kl_curve_bits",
-           "run_family", "compute", "load", "main"]
+__all__ = ["SETTINGS", "RESULTS_FILE", "CURVE_POINTS", "LONGER_FACTOR", "sticky_task", "eval_seed", "evaluation_set", "kl_curve_bits",
+           "family_steps", "run_family", "compute", "load", "main"]
 
 #: The sticky tunnel's settings per scale: HMM sizes (K = 20, Paper I's length), chapter 7's model budget and
-#: optimiser, and the steps of every family (more than chapter 7's grid: transport has to be learned).
+#: optimiser, and the steps of every family (more than chapter 7's grid: transport has to be learned), except
+#: where ``steps_<family>`` says otherwise: Mamba's pure-PyTorch scan costs about fifteen times as much per step
+#: on a CPU, and the book's budget allows it fewer steps.
 SETTINGS: dict[str, dict[str, Any]] = {
     "fast": {"hmm_states": 5, "hmm_symbols": 5, "hmm_length": 8, "target_params": 6000, "steps": 40,
              "batch_size": 16, "lr": 2e-3, "eval_sequences": 64},
     "book": {"hmm_states": 5, "hmm_symbols": 5, "hmm_length": 20, "target_params": 60000, "steps": 4000,
-             "batch_size": 64, "lr": 2e-3, "eval_sequences": 1000},
+             "steps_mamba": 1500, "batch_size": 64, "lr": 2e-3, "eval_sequences": 1000},
 }
 #: The committed results (``python -m attention_dynamics.experiments.sticky_hmm`` writes it).
 RESULTS_FILE = "sticky_hmm.json"
@@ -50,6 +52,8 @@ def eval_seed(seed: int) -> int:
     return stream(seed, "heldout", len(TASKS))
 
 
+#: A longer run, for the evidence of a verdict, trains this many times as long.
+LONGER_FACTOR = 4
 #: The training curves are stored as the mean over this many equal blocks of steps.
 CURVE_POINTS = 100
 
@@ -87,13 +91,21 @@ def _settings(scale: str) -> dict[str, Any]:
     return SETTINGS[scale]
 
 
+def family_steps(cfg: Mapping[str, Any], family: str) -> int:
+    """Return the training steps of ``family`` under settings ``cfg`` (``steps_<family>`` or ``steps``)."""
+    return int(cfg.get(f"steps_{family}", cfg["steps"]))
+
+
 def _blocks(curve: np.ndarray, n: int = CURVE_POINTS) -> list[float]:
     n = min(n, len(curve))
     return [float(block.mean()) for block in np.array_split(curve, n)]
 
 
-def run_family(scale: str, family: str, seed: int = 0) -> dict[str, Any]:
+def run_family(scale: str, family: str, seed: int = 0, *, steps: int | None = None) -> dict[str, Any]:
     """Train one family on the sticky tunnel with chapter 7's :func:`train_and_evaluate`; return its results.
+
+    ``steps``: the training steps (default: :func:`family_steps` of the scale's settings; a longer run for the
+    verdicts' evidence passes a multiple).
 
     ``kl_bits`` etc.: the metrics on the evaluation set; ``kl_by_position``: KL at each step t;
     ``kl_curve_bits``: the training-batch KL (:func:`kl_curve_bits`) averaged over :data:`CURVE_POINTS`
@@ -103,7 +115,8 @@ def run_family(scale: str, family: str, seed: int = 0) -> dict[str, Any]:
 
     cfg = _settings(scale)
     task = sticky_task(cfg)
-    run = train_and_evaluate(family=family, task=task, target_params=cfg["target_params"], steps=cfg["steps"],
+    run = train_and_evaluate(family=family, task=task, target_params=cfg["target_params"],
+                             steps=steps or family_steps(cfg, family),
                              batch_size=cfg["batch_size"], lr=cfg["lr"], seed=seed,
                              eval_sequences=cfg["eval_sequences"],
                              eval_seed=eval_seed(seed))
@@ -129,10 +142,12 @@ def reference(scale: str, seed: int = 0) -> dict[str, Any]:
 
 
 def compute(scale: str = "book", families: Sequence[str] = FAMILIES, *, seed: int = 0, out: Path | None = None,
-            log=print) -> dict[str, Any]:
+            longer: Sequence[str] = (), log=print) -> dict[str, Any]:
     """Return the sticky tunnel's results for ``families``, saving after each run to ``out`` (and resuming from it).
 
-    A family already in ``out`` with the same scale, seed and settings is not trained again.
+    A family already in ``out`` with the same scale, seed and settings is not trained again. Each family in
+    ``longer`` is also trained :data:`LONGER_FACTOR` times as long (under ``"longer"``): the evidence that decides
+    whether more training would change its verdict.
     """
     families = list(families)
     unknown = [f for f in families if f not in FAMILIES]
@@ -141,11 +156,11 @@ def compute(scale: str = "book", families: Sequence[str] = FAMILIES, *, seed: in
     settings = {**_settings(scale), "self_transition": STICKY_SELF_TRANSITION}
     result = {"about": "Chapter 7's sticky-HMM tunnel: five parameter-matched families trained with chapter 7's "
                        "train_and_evaluate; written by `python -m attention_dynamics.experiments.sticky_hmm`.",
-              "scale": scale, "seed": seed, "settings": settings, "reference": None, "runs": {}}
+              "scale": scale, "seed": seed, "settings": settings, "reference": None, "runs": {}, "longer": {}}
     if out is not None and Path(out).exists():
         stored = load_results(out)
         if (stored.get("scale"), stored.get("seed"), stored.get("settings")) == (scale, seed, settings):
-            result["runs"] = stored["runs"]
+            result["runs"], result["longer"] = stored["runs"], stored.get("longer", {})
             log(f"resuming: {', '.join(stored['runs']) or 'nothing'} already done")
     result["reference"] = reference(scale, seed)
     log(f"context-blind KL {result['reference']['context_blind']['kl_bits']:.4f} bits")
@@ -153,11 +168,21 @@ def compute(scale: str = "book", families: Sequence[str] = FAMILIES, *, seed: in
         if family in result["runs"]:
             continue
         started = time.time()
-        log(f"training {family} ({settings['steps']} steps) ...")
+        log(f"training {family} ({family_steps(settings, family)} steps) ...")
         result["runs"][family] = run_family(scale, family, seed)
         run = result["runs"][family]
         log(f"{family}: KL {run['metrics']['kl_bits']:.4f} bits, {run['cpu_seconds']:.0f} CPU-s "
             f"({time.time() - started:.0f} s wall)")
+        if out is not None:
+            save_results(result, out)
+    for family in longer:
+        if family in result["longer"]:
+            continue
+        steps = LONGER_FACTOR * family_steps(settings, family)
+        log(f"training {family} {LONGER_FACTOR}× longer ({steps} steps) ...")
+        result["longer"][family] = run_family(scale, family, seed, steps=steps)
+        log(f"{family}, {steps} steps: KL {result['longer'][family]['metrics']['kl_bits']:.4f} bits, "
+            f"{result['longer'][family]['cpu_seconds']:.0f} CPU-s")
         if out is not None:
             save_results(result, out)
     result["runs"] = {f: result["runs"][f] for f in FAMILIES if f in result["runs"]}
@@ -178,13 +203,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scale", default="book", choices=tuple(SETTINGS))
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--longer", nargs="*", default=[], choices=FAMILIES,
+                        help=f"families also trained {LONGER_FACTOR}× as long (the evidence for their verdicts)")
     parser.add_argument("--out", type=Path, default=None, help=f"output file (default: the package's data/{RESULTS_FILE})")
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)  # one core: the runs go one after another
     out = args.out or data_path(RESULTS_FILE)
-    compute(args.scale, args.families, seed=args.seed, out=out, log=lambda m: print(m, flush=True))
+    compute(args.scale, args.families, seed=args.seed, out=out, longer=args.longer,
+            log=lambda m: print(m, flush=True))
     print(f"wrote {out}")
     return 0
 
