@@ -127,11 +127,13 @@ def test_an_lstm_below_the_threshold_fails_paper_is_verdict_for_good():
 def test_sticky_curve_figure_draws_every_family_and_both_levels():
     from attention_dynamics.experiments import architectures_report as report
 
-    fig, ax = report.plot_sticky_kl_curves(_stored({f: 0.1 for f in FAMILIES}))
-    assert len(ax.get_lines()) == 2 * len(FAMILIES) + 2 and ax.get_yscale() == "log"
+    stored = _stored({f: 0.1 for f in FAMILIES})
+    stored["longer"] = {"lstm": stored["runs"]["lstm"]}
+    fig, ax = report.plot_sticky_kl_curves(stored)
+    assert len(ax.get_lines()) == 2 * len(FAMILIES) + 3 and ax.get_yscale() == "log"
 
 
-@pytest.mark.parametrize("long_kl, expected", [(None, "undecided"), (0.05, "pass"), (0.02, "undecided")])
+@pytest.mark.parametrize("long_kl, expected", [(None, "undecided"), (0.05, "pass"), (0.02, "fail")])
 def test_an_lstm_pass_below_the_blind_level_is_decided_only_by_a_longer_run(long_kl, expected):
     from attention_dynamics.experiments import architectures_report as report
 
@@ -141,8 +143,8 @@ def test_an_lstm_pass_below_the_blind_level_is_decided_only_by_a_longer_run(long
     assert report.record_sticky_claims(stored).loc["LSTM", "status"] == expected
 
 
-@pytest.mark.parametrize("long_kl, expected", [(0.09, "fail"), (0.03, "undecided")])
-def test_a_missed_realises_bound_is_a_fail_only_when_a_longer_run_misses_it_too(long_kl, expected):
+@pytest.mark.parametrize("long_kl, expected", [(0.09, "fail"), (0.03, "pass")])
+def test_a_longer_run_states_the_claim_so_a_missed_realises_bound_fails_only_if_it_misses_too(long_kl, expected):
     from attention_dynamics.experiments import architectures_report as report
 
     stored = _stored({"transformer": 0.03, "mamba": 0.1})

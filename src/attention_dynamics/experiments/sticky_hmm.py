@@ -33,7 +33,7 @@ from ..tasks.wind_tunnels import STICKY_HMM, STICKY_SELF_TRANSITION, TASKS, Wind
 from .results import load_results, save_results
 
 __all__ = ["SETTINGS", "RESULTS_FILE", "CURVE_POINTS", "LONGER_FACTOR", "sticky_task", "eval_seed", "evaluation_set", "kl_curve_bits",
-           "family_steps", "run_family", "compute", "load", "main"]
+           "family_steps", "run_family", "reference", "compute", "load", "main"]
 
 #: The sticky tunnel's settings per scale: HMM sizes (K = 20, Paper I's length), chapter 7's model budget and
 #: optimiser, and the steps of every family (more than chapter 7's grid: transport has to be learned), except
