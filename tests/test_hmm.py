@@ -140,3 +140,39 @@ def test_context_blind_posterior_equals_enumeration_over_hidden_paths():
     other = obs.clone()
     other[:, 0] = 1 - other[:, 0]
     torch.testing.assert_close(context_blind_posterior(T, E, other)[:, 1:], got[:, 1:], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mix", [0.0, 0.3, 0.7])
+def test_sticky_parameters_are_the_stated_mix_of_the_same_draws_with_the_identity(mix):
+    """T = (1 − m)·T_random + m·I from the same random draws; rows still sum to one; emissions unchanged."""
+    base_T, base_E = hmm.sample_hmm_parameters(50, generator=torch.Generator().manual_seed(7))
+    T, E = hmm.sample_hmm_parameters(50, self_transition=mix, generator=torch.Generator().manual_seed(7))
+    np.testing.assert_allclose(T.sum(-1).numpy(), 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(T.numpy(), ((1 - mix) * base_T + mix * torch.eye(5, dtype=torch.float64)).numpy(),
+                               rtol=0, atol=1e-15)
+    assert torch.equal(E, base_E)
+    diag = torch.diagonal(T, dim1=-2, dim2=-1)
+    assert bool((diag >= mix).all()) and bool((T >= 0).all())
+
+
+def test_sticky_batch_filter_matches_enumeration_over_hidden_paths():
+    batch = hmm.sample_hmm_batch(4, 5, n_states=3, n_symbols=2, self_transition=0.7,
+                                 generator=torch.Generator().manual_seed(11))
+    assert bool((torch.diagonal(batch.transition, dim1=-2, dim2=-1) >= 0.7).all())
+    for b in range(len(batch)):
+        expected = brute_force_filter(batch.transition[b].numpy(), batch.emission[b].numpy(), batch.observations[b].tolist())
+        np.testing.assert_allclose(batch.posterior[b].numpy(), expected, rtol=0, atol=1e-10)
+
+
+def test_sticky_chains_stay_put_as_often_as_their_diagonal_says():
+    """The sampled sequences follow the sticky chain: empirical self-transition rate = mean diagonal."""
+    batch = hmm.sample_hmm_batch(4000, 6, self_transition=0.7, generator=torch.Generator().manual_seed(5))
+    stays = (batch.states[:, 1:] == batch.states[:, :-1]).double()
+    expected = torch.diagonal(batch.transition, dim1=-2, dim2=-1).gather(1, batch.states[:, :-1])
+    assert abs(float(stays.mean() - expected.mean())) < 4 * float(stays.std()) / np.sqrt(stays.numel())
+
+
+@pytest.mark.parametrize("mix", [-0.1, 1.0])
+def test_self_transition_outside_zero_one_is_rejected(mix):
+    with pytest.raises(ValueError, match="self_transition"):
+        hmm.sample_hmm_parameters(3, self_transition=mix)

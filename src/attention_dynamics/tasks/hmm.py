@@ -2,7 +2,10 @@
 
 Every sequence has its own HMM with ``S`` hidden states and ``O`` symbols: the rows of the
 transition and emission matrices are drawn from Dirichlet(1), floored at 0.05 and renormalised
-(optionally rounded to a 0.01 grid, as the paper does); the initial state is uniform. The model
+(optionally rounded to a 0.01 grid, as the paper does); the initial state is uniform. A *sticky*
+HMM (``self_transition = m > 0``) mixes each transition row with the identity,
+``T = (1 − m)·T_Dirichlet + m·I``: the chain stays where it is with probability at least ``m``, so
+the past observations say much more about the current state than on Paper I's random HMMs. The model
 sees both matrices in its input together with the observations ``o_0..o_{K−1}``, and must output
 the exact filtering posterior ``p(s_t | o_0..o_t)`` at every step, computed by the (normalised)
 forward algorithm. Training uses soft-target cross-entropy against that posterior.
@@ -62,20 +65,28 @@ def sample_hmm_parameters(
     n_symbols: int = 5,
     floor: float = 0.05,
     grid: float | None = None,
+    self_transition: float = 0.0,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Return ``(transition (n, S, S), emission (n, S, O))``, float64 row-stochastic, one HMM per row.
 
     Rows are Dirichlet(1), floored at ``floor``, renormalised; ``grid=0.01`` also rounds every
-    probability to a multiple of 0.01 (rows still sum to one).
+    probability to a multiple of 0.01 (rows still sum to one). ``self_transition = m`` in [0, 1)
+    then mixes every transition row with the identity, ``T = (1 − m)·T + m·I`` (a sticky chain; the
+    random draws are the same for every ``m``, so ``m = 0`` gives exactly Paper I's HMMs).
     """
     n = check_positive_int("n_hmms", n_hmms)
     S = check_positive_int("n_states", n_states)
     O = check_positive_int("n_symbols", n_symbols)
     if not 0 <= floor < 1.0 / max(S, O):
         raise ValueError(f"floor must be in [0, 1/max(S, O)), got {floor}")
+    if not 0 <= self_transition < 1:
+        raise ValueError(f"self_transition must be in [0, 1), got {self_transition}")
     transition = _floor_and_round(_dirichlet_ones((n, S, S), generator), floor, grid)
     emission = _floor_and_round(_dirichlet_ones((n, S, O), generator), floor, grid)
+    if self_transition > 0:
+        identity = torch.eye(S, dtype=transition.dtype)
+        transition = (1.0 - self_transition) * transition + self_transition * identity
     return transition, emission
 
 
@@ -229,11 +240,16 @@ def sample_hmm_batch(
     n_symbols: int = 5,
     floor: float = 0.05,
     grid: float | None = None,
+    self_transition: float = 0.0,
     generator: torch.Generator | None = None,
 ) -> HMMBatch:
-    """Return ``n_sequences`` sequences of ``length`` steps, each from a fresh HMM, with exact posteriors."""
+    """Return ``n_sequences`` sequences of ``length`` steps, each from a fresh HMM, with exact posteriors.
+
+    ``self_transition``: the sticky mix of :func:`sample_hmm_parameters` (0: Paper I's random HMMs).
+    """
     transition, emission = sample_hmm_parameters(
-        n_sequences, n_states=n_states, n_symbols=n_symbols, floor=floor, grid=grid, generator=generator
+        n_sequences, n_states=n_states, n_symbols=n_symbols, floor=floor, grid=grid,
+        self_transition=self_transition, generator=generator,
     )
     states, observations = sample_hmm_sequences(transition, emission, length, generator=generator)
     return HMMBatch(

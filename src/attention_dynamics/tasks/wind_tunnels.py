@@ -4,6 +4,10 @@ samples a :class:`TaskBatch` with its exact posterior; :func:`task_loss` is the 
 - **belief accumulation**: bijection elimination (:mod:`~attention_dynamics.tasks.bijection`),
 - **belief transport**: HMM filtering (:mod:`~attention_dynamics.tasks.hmm`),
 - **random-access binding**: associative recall (:mod:`~attention_dynamics.tasks.associative_recall`).
+
+A fourth tunnel, ``hmm_sticky``, is HMM filtering on sticky chains (each transition row mixed with the
+identity, :data:`STICKY_SELF_TRANSITION`), where carrying the belief forward is worth much more than
+the current observation.
 """
 
 from __future__ import annotations
@@ -19,8 +23,16 @@ from ..tasks import associative_recall, bijection, hmm
 
 #: The three wind tunnels, in the order of Paper I v3's primitives.
 TASKS = ("bijection", "hmm", "binding")
+#: HMM filtering on sticky chains: transport with a large value (chapter 7's sticky-HMM tunnel).
+STICKY_HMM = "hmm_sticky"
+#: Every task name :meth:`WindTunnel.make` accepts (the three primitives, then the sticky HMM).
+ALL_TASKS = (*TASKS, STICKY_HMM)
+#: The HMM-filtering tasks (the same inputs, targets and reference levels).
+HMM_TASKS = ("hmm", STICKY_HMM)
+#: The sticky HMM's mix: each transition row is ``(1 − m)·Dirichlet row + m·identity`` with this ``m``.
+STICKY_SELF_TRANSITION = 0.7
 #: What each task tests.
-TASK_PRIMITIVES = {"bijection": "accumulation", "hmm": "transport", "binding": "binding"}
+TASK_PRIMITIVES = {"bijection": "accumulation", "hmm": "transport", "binding": "binding", STICKY_HMM: "transport"}
 
 
 @dataclass
@@ -45,8 +57,8 @@ class TaskBatch:
 
 @dataclass(frozen=True)
 class WindTunnel:
-    """One task with its sizes: ``bijection`` (V, L), ``hmm`` (n_states, n_symbols, length) or
-    ``binding`` (n_pairs, n_queries, n_keys, n_values).
+    """One task with its sizes: ``bijection`` (V, L), ``hmm`` or ``hmm_sticky`` (n_states, n_symbols,
+    length) or ``binding`` (n_pairs, n_queries, n_keys, n_values).
 
     Inputs: bijection tokens; HMM features (observation and both matrices at every step); binding in
     the one-position-per-pair layout (:func:`~attention_dynamics.tasks.associative_recall.pair_features`),
@@ -59,9 +71,10 @@ class WindTunnel:
     @classmethod
     def make(cls, name: str, **sizes: int) -> "WindTunnel":
         """Return the task ``name`` with ``sizes`` validated."""
-        if name not in TASKS:
-            raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+        if name not in ALL_TASKS:
+            raise ValueError(f"unknown task {name!r}; choose one of {', '.join(ALL_TASKS)}")
         required = {"bijection": ("V", "L"), "hmm": ("n_states", "n_symbols", "length"),
+                    STICKY_HMM: ("n_states", "n_symbols", "length"),
                     "binding": ("n_pairs", "n_queries", "n_keys", "n_values")}[name]
         if set(sizes) != set(required):
             raise ValueError(f"task {name!r} needs sizes {', '.join(required)}, got {', '.join(sorted(sizes))}")
@@ -83,7 +96,7 @@ class WindTunnel:
     @property
     def input_dim(self) -> int | None:
         """Return the feature size per position (``None`` for the bijection's token inputs)."""
-        if self.name == "hmm":
+        if self.name in HMM_TASKS:
             return hmm.hmm_input_dim(self["n_states"], self["n_symbols"])
         if self.name == "binding":
             return associative_recall.pair_feature_dim(self["n_keys"], self["n_values"])
@@ -92,7 +105,7 @@ class WindTunnel:
     @property
     def n_out(self) -> int:
         """Return the number of classes predicted at each position."""
-        return {"bijection": lambda: self["V"], "hmm": lambda: self["n_states"],
+        return {"bijection": lambda: self["V"], "hmm": lambda: self["n_states"], STICKY_HMM: lambda: self["n_states"],
                 "binding": lambda: self["n_values"]}[self.name]()
 
     @property
@@ -117,11 +130,17 @@ class WindTunnel:
                              positions=associative_recall.pair_query_positions(self["n_pairs"], self["n_queries"]),
                              targets=b.targets, posterior=posterior)
         b = hmm.sample_hmm_batch(n_sequences, self["length"], n_states=self["n_states"],
-                                 n_symbols=self["n_symbols"], generator=generator)
+                                 n_symbols=self["n_symbols"], self_transition=self.self_transition,
+                                 generator=generator)
         return TaskBatch(inputs=b.inputs, positions=torch.arange(self["length"]), targets=None,
                          posterior=b.posterior,
                          extra={"transition": b.transition, "emission": b.emission,
                                 "states": b.states, "observations": b.observations})
+
+    @property
+    def self_transition(self) -> float:
+        """Return the HMM's sticky mix (:data:`STICKY_SELF_TRANSITION` for ``hmm_sticky``, 0 otherwise)."""
+        return STICKY_SELF_TRANSITION if self.name == STICKY_HMM else 0.0
 
     def describe(self) -> str:
         """Return the sizes as short text, e.g. ``"V=10, L=10"``."""

@@ -1,0 +1,152 @@
+"""Chapter 7's sticky-HMM tunnel: the task, its training-curve KL against an independent computation, the
+verdict thresholds, and the committed results against a recomputation of what can be recomputed cheaply."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attention_dynamics import calibration
+from attention_dynamics.experiments import architectures as arch
+from attention_dynamics.experiments import sticky_hmm
+from attention_dynamics.models.factory import FAMILIES, build_model
+from attention_dynamics.paths import data_path
+from attention_dynamics.seeding import stream, torch_generator
+from attention_dynamics.tasks import hmm
+from attention_dynamics.tasks import wind_tunnels as tunnels
+
+
+def test_sticky_task_samples_sticky_hmms_with_their_exact_filter():
+    task = tunnels.WindTunnel.make("hmm_sticky", n_states=3, n_symbols=4, length=5)
+    plain = tunnels.WindTunnel.make("hmm", n_states=3, n_symbols=4, length=5)
+    assert (task.input_dim, task.n_out, task.sequence_length) == (plain.input_dim, plain.n_out, plain.sequence_length)
+    assert task.self_transition == tunnels.STICKY_SELF_TRANSITION and plain.self_transition == 0.0
+    batch = task.sample(6, generator=torch.Generator().manual_seed(0))
+    T, E, obs = batch.extra["transition"], batch.extra["emission"], batch.extra["observations"]
+    assert bool((torch.diagonal(T, dim1=-2, dim2=-1) >= tunnels.STICKY_SELF_TRANSITION).all())
+    torch.testing.assert_close(batch.posterior, hmm.forward_filter(T, E, obs))
+    # the same draws as the plain task, mixed with the identity
+    base = plain.sample(6, generator=torch.Generator().manual_seed(0)).extra["transition"]
+    m = tunnels.STICKY_SELF_TRANSITION
+    torch.testing.assert_close(T, (1 - m) * base + m * torch.eye(3, dtype=torch.float64), rtol=0, atol=1e-15)
+
+
+def test_sticky_threshold_is_a_fifth_of_the_context_blind_level_and_carries_paper_is_transport_verdict():
+    levels = arch.ReferenceLevels(bayes={"hmm_sticky": {"kl_bits": 0.0}},
+                                  context_blind={"hmm_sticky": {"kl_bits": 0.19, "entropy_mae_bits": 0.26}})
+    assert arch.realised_threshold("hmm_sticky", "kl_bits", levels) == pytest.approx(0.2 * 0.19)
+    assert arch.paper_verdict_bounds("transformer", "hmm_sticky", levels) == {"lower": None, "upper": pytest.approx(0.038)}
+    assert arch.paper_verdict_bounds("lstm", "hmm_sticky", levels) == {"lower": pytest.approx(0.038), "upper": None}
+    assert arch.paper_verdict_bounds("mlp_window", "hmm_sticky", levels) == {"lower": None, "upper": None}
+
+
+def test_kl_curve_is_the_kl_on_each_training_batch():
+    """The curve from the losses equals the KL of the same model on the batches drawn again independently."""
+    task = tunnels.WindTunnel.make("hmm_sticky", n_states=3, n_symbols=3, length=4)
+    torch.manual_seed(0)
+    model = build_model("transformer", task, 8).eval()
+    data = torch_generator(stream(5, "data"))
+    losses, direct = [], []
+    with torch.no_grad():
+        for _ in range(3):
+            batch = task.sample(7, generator=data)
+            logits = tunnels.prediction_logits(model, batch)
+            losses.append(float(tunnels.task_loss(model, batch)))
+            direct.append(calibration.calibration_report(batch.posterior, torch.log_softmax(logits.double(), -1)).kl_bits)
+    np.testing.assert_allclose(sticky_hmm.kl_curve_bits(losses, task, batch_size=7, seed=5), direct, rtol=1e-5, atol=1e-7)
+
+
+def test_committed_results_match_the_settings_and_a_recomputed_reference():
+    stored = json.loads(data_path(sticky_hmm.RESULTS_FILE).read_text(encoding="utf-8"))
+    assert stored["scale"] == "book" and stored["settings"] == {**sticky_hmm.SETTINGS["book"],
+                                                                "self_transition": tunnels.STICKY_SELF_TRANSITION}
+    assert list(stored["runs"]) == list(FAMILIES)
+    ref = sticky_hmm.reference("book", stored["seed"])
+    assert stored["reference"]["context_blind"]["kl_bits"] == pytest.approx(ref["context_blind"]["kl_bits"], rel=1e-9)
+    assert stored["reference"]["floor_nats"] == pytest.approx(ref["floor_nats"], rel=1e-9)
+    for family, run in stored["runs"].items():
+        assert run["steps"] == sticky_hmm.family_steps(stored["settings"], family) and len(run["kl_curve_bits"]) == sticky_hmm.CURVE_POINTS
+        assert len(run["kl_by_position"]) == stored["settings"]["hmm_length"]
+        assert np.mean(run["kl_by_position"]) == pytest.approx(run["metrics"]["kl_bits"], rel=1e-9)
+        # the context-blind MLP cannot beat the exact context-blind predictor (up to estimation noise)
+        if family == "mlp_blind":
+            assert run["metrics"]["kl_bits"] > 0.95 * stored["reference"]["context_blind"]["kl_bits"]
+
+
+@pytest.mark.slow
+def test_the_fast_scale_regenerates_through_the_same_code_and_resumes(tmp_path):
+    out = tmp_path / "sticky.json"
+    messages = []
+    first = sticky_hmm.compute("fast", ["transformer", "mlp_blind"], out=out, log=messages.append)
+    assert list(first["runs"]) == ["transformer", "mlp_blind"]
+    again = sticky_hmm.compute("fast", ["transformer", "mlp_blind", "lstm"], out=out, log=messages.append)
+    assert any("resuming" in m for m in messages) and sum("training transformer" in m for m in messages) == 1
+    assert again["runs"]["transformer"] == first["runs"]["transformer"]
+    run = again["runs"]["lstm"]
+    assert run["steps"] == sticky_hmm.SETTINGS["fast"]["steps"]
+    assert np.isfinite(run["kl_curve_bits"]).all() and "provenance" in json.loads(out.read_text())
+    with pytest.raises(ValueError, match="scales"):
+        sticky_hmm.run_family("paper", "transformer")
+
+
+def _stored(kl: dict[str, float], *, late: float = 0.5) -> dict:
+    """A stored result with the given final KL per family and a KL curve that falls by about ``late`` at its end."""
+    curve = lambda v: [v * (1 + late)] * 80 + [v * (1 + late)] * 10 + [v] * 10  # noqa: E731
+    runs = {f: {"metrics": {"kl_bits": v}, "steps": 1000, "n_params": 100, "width": 8, "kl_curve_bits": curve(v),
+                "loss_curve_nats": [1.0 + x for x in curve(v)]} for f, v in kl.items()}
+    return {"seed": 0, "scale": "book", "settings": {**sticky_hmm.SETTINGS["book"], "steps": 1000},
+            "reference": {"context_blind": {"kl_bits": 0.2, "entropy_mae_bits": 0.3},
+                          "context_blind_kl_by_position": [0.0, 0.2], "floor_nats": 1.0}, "runs": runs}
+
+
+@pytest.mark.parametrize("transformer_kl, expected", [
+    (0.03, {"transformer": "pass", "mamba": "undecided", "lstm": "undecided", "mlp_window": "new", "mlp_blind": "pass"}),
+    (0.10, {"transformer": "undecided", "mamba": "undecided", "lstm": "undecided", "mlp_window": "new",
+            "mlp_blind": "undecided"}),
+])
+def test_sticky_claims_follow_the_verdict_rules(transformer_kl, expected):
+    from attention_dynamics.experiments import architectures_report as report
+
+    stored = _stored({"transformer": transformer_kl, "mamba": 0.08, "lstm": 0.15, "mlp_window": 0.1, "mlp_blind": 0.21})
+    table = report.record_sticky_claims(stored)
+    assert dict(table["status"].drop("context-blind (exact best)")) == {
+        report.FAMILY_LABELS[f]: s for f, s in expected.items()}
+    assert table.loc["Transformer", "× context-blind"] == pytest.approx(transformer_kl / 0.2, abs=1e-3)
+
+
+def test_an_lstm_below_the_threshold_fails_paper_is_verdict_for_good():
+    from attention_dynamics.experiments import architectures_report as report
+
+    table = report.record_sticky_claims(_stored({"transformer": 0.03, "lstm": 0.02}))
+    assert table.loc["LSTM", "status"] == "fail"
+
+
+def test_sticky_curve_figure_draws_every_family_and_both_levels():
+    from attention_dynamics.experiments import architectures_report as report
+
+    stored = _stored({f: 0.1 for f in FAMILIES})
+    stored["longer"] = {"lstm": stored["runs"]["lstm"]}
+    fig, ax = report.plot_sticky_kl_curves(stored)
+    assert len(ax.get_lines()) == 2 * len(FAMILIES) + 3 and ax.get_yscale() == "log"
+
+
+@pytest.mark.parametrize("long_kl, expected", [(None, "undecided"), (0.05, "pass"), (0.02, "fail")])
+def test_an_lstm_pass_below_the_blind_level_is_decided_only_by_a_longer_run(long_kl, expected):
+    from attention_dynamics.experiments import architectures_report as report
+
+    stored = _stored({"transformer": 0.03, "lstm": 0.045})
+    if long_kl is not None:
+        stored["longer"] = {"lstm": {**stored["runs"]["lstm"], "steps": 4000, "metrics": {"kl_bits": long_kl}}}
+    assert report.record_sticky_claims(stored).loc["LSTM", "status"] == expected
+
+
+@pytest.mark.parametrize("long_kl, expected", [(0.09, "fail"), (0.03, "pass")])
+def test_a_longer_run_states_the_claim_so_a_missed_realises_bound_fails_only_if_it_misses_too(long_kl, expected):
+    from attention_dynamics.experiments import architectures_report as report
+
+    stored = _stored({"transformer": 0.03, "mamba": 0.1})
+    stored["longer"] = {"mamba": {**stored["runs"]["mamba"], "steps": 4000, "metrics": {"kl_bits": long_kl}}}
+    assert report.record_sticky_claims(stored).loc["Mamba", "status"] == expected
