@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@6ddfe8433415d1a8649ab741e0b72b11c14fa6ef"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@25566d83151fc767c04273ac6bb5c19b70e3cccd"
 
 # %% [markdown] tags=[]
 # # The gradient laws

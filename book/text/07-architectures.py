@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e3911ca8a08bcc4f8d8a421492376043c922b95f"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@25566d83151fc767c04273ac6bb5c19b70e3cccd"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures
@@ -359,7 +359,8 @@ plotting.plt.show()
 #   is {glue:text}`architectures.sticky_ratio_lstm:.2f` × the context-blind level, just above the bound, with a decaying
 #   learning rate flattening its curve. A run four times as long ({glue:text}`architectures.sticky_longer_steps_lstm`
 #   steps, dashed) goes on to {glue:text}`architectures.sticky_longer_ratio_lstm:.3f` ×, far below the bound, and the
-#   claim is stated at that run. More training cannot undo a KL that low, so here Paper I's "the LSTM does not realise
+#   claim is stated at that run (the rule — every claim of this table is stated at the longest run made for it — is
+#   applied to every family alike, but it was written after this run had been seen). More training cannot undo a KL that low, so here Paper I's "the LSTM does not realise
 #   transport" does not reproduce. What differs: Paper I's verdict comes from its random HMMs, where transport is worth
 #   little; on sticky chains a recurrent state can carry the belief forward. (One seed; the transformer was not
 #   trained for as long, so the two are not ranked here.)
