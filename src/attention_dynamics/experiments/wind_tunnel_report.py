@@ -289,8 +289,10 @@ def record_hmm_calibration(settings: Mapping[str, Any], run: TrainedRun, eval_hm
         description="HMM filtering: per-sample entropy error at the training length K (Paper I: 0.049 "
         "bits in the v3 table, 7.5e-5 in the authors' README; the context-blind level is above 0.05)",
         paper_value=0.049, upper=0.05, params=params,
-        explanation="our per-sample entropy error is larger than Paper I's number; see the text for why "
-        "the two are not the same measurement")
+        undecided_because=None if reports[K_train].entropy_mae_bits <= 0.05 else (
+            "Not decided at this scale: the error is above the bound, but the run's learning rate decays to zero, "
+            "so the flat end of training is no plateau evidence, and no four times longer run was made; Paper I's "
+            "0.049 may moreover be a curve error rather than a per-sample one (see the text)"))
     out["hmm.length_gen_kl_bits"] = claims.record(
         "hmm.length_gen_kl_bits", reports[K_long].kl_bits, unit="bits",
         description="HMM filtering: KL(exact filter ‖ model) at 2.5× the training length, trained at K; "
