@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@25566d83151fc767c04273ac6bb5c19b70e3cccd"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@43cfea04ba504541bb097aa3084f4bfde286cbff"
 
 # %% [markdown] tags=[]
 # # Diagnostics
