@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@43cfea04ba504541bb097aa3084f4bfde286cbff"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@82cbfe2a45925b4a65879470fa4a2f5edf922a0f"
 
 # %% [markdown] tags=[]
 # # Setup and notation
