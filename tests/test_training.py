@@ -124,3 +124,62 @@ def test_compiled_fast_path_gives_the_eager_losses_and_repeats_itself():
     eager, fast, again = _transformer_run(False), _transformer_run(True, compile=True), _transformer_run(True, compile=True)
     assert np.max(np.abs(eager - fast)) < 1e-5
     np.testing.assert_array_equal(fast, again)
+
+
+def _noisy_regression(seed: int = 0):
+    """A small model trained on fresh noisy batches drawn from its own generator, with AdamW and a schedule."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1 + 0.1 * s))
+    generator = torch.Generator().manual_seed(seed + 1)
+
+    def batches(_step):
+        x = torch.randn(16, 4, generator=generator)
+        return x, x.sum(-1, keepdim=True) + 0.1 * torch.randn(16, 1, generator=generator)
+
+    def loss_fn(m, batch):
+        return ((m(batch[0]) - batch[1]) ** 2).mean()
+
+    return model, optimizer, scheduler, generator, batches, loss_fn
+
+
+def _resumable_run(path, *, crash_at=None, steps=30):
+    from attention_dynamics.training import ResumePoint, fit_resumable
+
+    model, optimizer, scheduler, generator, batches, loss_fn = _noisy_regression()
+
+    def record(step, m):
+        if crash_at is not None and step == crash_at:
+            raise KeyboardInterrupt("the session stopped")
+        return {"weight_norm": float(m[0].weight.norm())}
+
+    history = fit_resumable(model, batches, steps=steps, optimizer=optimizer, scheduler=scheduler, loss_fn=loss_fn,
+                            resume=ResumePoint(path=path, every=10, record=record), generator=generator)
+    return model, history
+
+
+def test_a_resumed_run_is_bit_for_bit_the_run_that_never_stopped(tmp_path):
+    whole, whole_history = _resumable_run(tmp_path / "a.pt")
+    with pytest.raises(KeyboardInterrupt):
+        _resumable_run(tmp_path / "b.pt", crash_at=20)  # dies after saving step 10, while measuring step 20
+    assert torch.load(tmp_path / "b.pt", weights_only=True)["done"] == 10
+    resumed, resumed_history = _resumable_run(tmp_path / "b.pt")
+    for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)
+    np.testing.assert_array_equal(whole_history.losses, resumed_history.losses)
+    assert [r["step"] for r in resumed_history.records] == [0, 10, 20, 30]
+    assert [r["weight_norm"] for r in resumed_history.records] == [r["weight_norm"] for r in whole_history.records]
+
+
+def test_a_resumable_run_is_the_plain_loop_when_nothing_stops_it(tmp_path):
+    _, history = _resumable_run(tmp_path / "a.pt")
+    model, optimizer, scheduler, generator, batches, loss_fn = _noisy_regression()
+    plain = fit(model, batches, steps=30, optimizer=optimizer, scheduler=scheduler, loss_fn=loss_fn)
+    np.testing.assert_array_equal(history.losses, plain.losses)
+
+
+def test_a_resume_file_from_a_run_of_another_length_is_refused(tmp_path):
+    _resumable_run(tmp_path / "a.pt", steps=20)
+    with pytest.raises(ValueError, match="holds a run of 20 steps"):
+        _resumable_run(tmp_path / "a.pt", steps=30)

@@ -41,7 +41,7 @@ from ..models.transformer import CausalTransformer, probe_activations
 from ..seeding import stream, torch_generator
 from ..settings import check_positive_int, check_scale, resolve_device
 from ..tasks import bijection, hmm
-from ..training import fast_adamw, fit, map_parallel
+from ..training import ResumePoint, fast_adamw, fit, fit_resumable, map_parallel
 
 __all__ = [
     "SETTINGS",
@@ -74,8 +74,6 @@ __all__ = [
     "geometry_summary",
     "bijection_geometry_nulls",
     "bijection_geometry_through_training",
-    "plot_hmm_kl_through_training",
-    "plot_geometry_through_training",
 ]
 
 
@@ -198,14 +196,16 @@ def _set_threads(device: torch.device) -> int:
 
 
 def train_bijection(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", checkpoints: bool = True,
-                    progress: bool = False, freeze_routing_at: int | None = None) -> TrainedRun:
+                    progress: bool = False, freeze_routing_at: int | None = None,
+                    resume: ResumePoint | None = None) -> TrainedRun:
     """Return the :class:`TrainedRun` of a transformer trained on fresh bijection-elimination batches.
 
     Loss: cross-entropy in nats at the key positions, against the exact posterior or the sampled
     value (``settings["bijection_target"]``). AdamW with warm-up and cosine decay, gradients clipped
     at 1. With ``checkpoints``, the weights at :func:`checkpoint_schedule` steps are kept.
     ``freeze_routing_at`` = t: every layer's query and key weights keep their step-t values from then
-    on (:func:`freeze_query_key`); everything else trains on.
+    on (:func:`freeze_query_key`); everything else trains on. ``resume``: save the run's state there as it
+    goes and continue from it (:func:`~attention_dynamics.training.fit_resumable`; no checkpoints then).
     """
     s = dict(settings)
     if s["bijection_target"] not in BIJECTION_TARGETS:
@@ -242,9 +242,8 @@ def train_bijection(settings: Mapping[str, Any], *, seed: int, device: str = "cp
             kept[step] = _cpu_state(m)
 
         optimizer = _optimizer(model, s["bij_lr"])
-        history = fit(model, batches, steps=steps, optimizer=optimizer, loss_fn=loss_fn,
-                      scheduler=warmup_cosine(optimizer, steps, s["warmup_steps"]), grad_clip=1.0,
-                      callback=keep if at else None, callback_steps=at, progress=progress, desc="bijection")
+        history = _fit(model, batches, steps, optimizer, loss_fn, s, resume=resume, generator=data,
+                       callback=keep if at else None, callback_steps=at, progress=progress, desc="bijection")
         if frozen is not None and freeze_routing_at < steps:
             frozen(False)  # undo the last step's move of the frozen rows
         return TrainedRun("bijection", s, _cpu_state(model), history.losses, kept)
@@ -275,14 +274,14 @@ def freeze_query_key(model: CausalTransformer):
 
 
 def train_hmm(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", checkpoints: bool = True,
-              progress: bool = False) -> TrainedRun:
+              progress: bool = False, resume: ResumePoint | None = None) -> TrainedRun:
     """Return the :class:`TrainedRun` of a transformer trained on fresh HMM-filtering batches of length K.
 
     Loss: soft-target cross-entropy in nats against the exact filtering posterior (its minimum is
     the mean posterior entropy). AdamW with warm-up and cosine decay, gradients clipped at 1;
     ``settings["hmm_fused_adamw"]`` selects AdamW's fused kernel (the same update, faster on a CPU).
     With ``checkpoints``, the weights at :func:`checkpoint_schedule` steps are kept (for the
-    calibration curve through training, :func:`hmm_kl_through_training`).
+    calibration curve through training, :func:`hmm_kl_through_training`); ``resume`` as in :func:`train_bijection`.
     """
     s = dict(settings)
     dev = resolve_device(device)
@@ -310,12 +309,21 @@ def train_hmm(settings: Mapping[str, Any], *, seed: int, device: str = "cpu", ch
             kept[step] = _cpu_state(m)
 
         optimizer = _optimizer(model, s["hmm_lr"], fused=bool(s.get("hmm_fused_adamw", False)))
-        history = fit(model, batches, steps=steps, optimizer=optimizer, loss_fn=loss_fn,
-                      scheduler=warmup_cosine(optimizer, steps, s["warmup_steps"]), grad_clip=1.0,
-                      callback=keep if at else None, callback_steps=at, progress=progress, desc="HMM")
+        history = _fit(model, batches, steps, optimizer, loss_fn, s, resume=resume, generator=data,
+                       callback=keep if at else None, callback_steps=at, progress=progress, desc="HMM")
         return TrainedRun("hmm", s, _cpu_state(model), history.losses, kept)
     finally:
         torch.set_num_threads(threads)
+
+
+def _fit(model, batches, steps, optimizer, loss_fn, s, *, resume, generator, **kwargs):
+    """:func:`fit` with AdamW's warm-up–cosine schedule and clipping at 1; resumable (no checkpoints) if ``resume``."""
+    scheduler = warmup_cosine(optimizer, steps, s["warmup_steps"])
+    if resume is None:
+        return fit(model, batches, steps=steps, optimizer=optimizer, loss_fn=loss_fn, scheduler=scheduler,
+                   grad_clip=1.0, **kwargs)
+    return fit_resumable(model, batches, steps=steps, optimizer=optimizer, loss_fn=loss_fn, scheduler=scheduler,
+                         grad_clip=1.0, resume=resume, generator=generator, progress=kwargs["progress"], desc=kwargs["desc"])
 
 
 def _hmm_batch(s: Mapping[str, Any], n: int, length: int, generator: torch.Generator) -> hmm.HMMBatch:
@@ -756,45 +764,3 @@ def bijection_geometry_through_training(run: TrainedRun, probe: bijection.Biject
     steps = sorted(run.checkpoints)
     rows = [geometry_summary(bijection_geometry(run.model(int(t)), probe, table=False)) for t in steps]
     return {"step": np.array(steps), **{k: np.array([r[k] for r in rows]) for k in rows[0]}}
-
-
-# --------------------------------------------------------------------------------------------
-# Figures
-# --------------------------------------------------------------------------------------------
-
-
-def plot_hmm_kl_through_training(ax, curve: HMMCurve, *, target: float = 0.6) -> None:
-    """Draw the HMM model's KL at every checkpoint as a multiple of the context-blind level, one line per length.
-
-    1 (dashed) is the level of a model with no memory; ``target`` (dotted) is the book's transport bound.
-    """
-    from ..plotting import PALETTE
-
-    x = np.maximum(curve.steps, 1)
-    for i, K in enumerate(curve.kl_bits):
-        ax.plot(x, curve.ratio(K), "o-", ms=3, color=PALETTE[i], label=f"K = {K}")
-    ax.axhline(1.0, color="k", ls="--", lw=1, label="context-blind level")
-    ax.axhline(target, color="k", ls=":", lw=1, label=f"transport bound ({target}×)")
-    ax.set(xscale="log", xlabel="training step (step 0 drawn at 1)", ylabel="KL / context-blind KL",
-           ylim=(0, min(3.0, 1.1 * max(float(np.max(curve.ratio(K)[1:])) for K in curve.kl_bits) + 0.1)))
-    ax.legend(frameon=False, fontsize=8)
-
-
-def plot_geometry_through_training(axes, curve: Mapping[str, np.ndarray], nulls: Mapping[str, Mapping[str, float]],
-                                   panels: Sequence[tuple[str, float]]) -> None:
-    """Draw geometry measures through training, one panel per ``(name, paper bound)`` in ``panels``.
-
-    Each panel shows the checkpoint values (:func:`bijection_geometry_through_training`), the paper's
-    bound (dotted) and the scrambled-values control (dashed); step 0 is the untrained model. The last
-    20 % of training is shaded: the window in which a plateau is judged (:func:`settling.late_change`).
-    """
-    from ..plotting import PALETTE
-
-    x = np.maximum(curve["step"], 1)
-    for ax, (name, bound) in zip(axes, panels):
-        ax.plot(x, curve[name], "o-", ms=3, color=PALETTE[0], label="trained (step 0: untrained)")
-        ax.axhline(nulls["scrambled values"][name], color=PALETTE[1], ls="--", lw=1, label="scrambled-values control")
-        ax.axhline(bound, color="k", ls=":", lw=1, label="Paper I's bound")
-        ax.axvspan(0.8 * curve["step"][-1], curve["step"][-1], color="grey", alpha=0.15, lw=0)
-        ax.set(xscale="log", xlabel="training step", title=name)
-    axes[0].legend(frameon=False, fontsize=7)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import stats
 from ..tasks import bijection, hmm
-from .wind_tunnel import FramePrecision, GeometryReport, HMMCurve, HMMManifold, TrainedRun, plot_geometry_through_training, plot_hmm_kl_through_training
+from .wind_tunnel import FramePrecision, GeometryReport, HMMCurve, HMMManifold, TrainedRun
 
 __all__ = [
     "moving_average",
@@ -22,9 +22,11 @@ __all__ = [
     "plot_training_losses",
     "plot_bijection_calibration",
     "plot_hmm_calibration",
+    "plot_hmm_kl_through_training",
     "figure_hmm_kl_through_training",
     "plot_geometry",
     "GEOMETRY_PANELS",
+    "plot_geometry_through_training",
     "figure_geometry_through_training",
     "plot_value_manifolds",
     "plot_frame_precision",
@@ -143,8 +145,45 @@ def plot_hmm_calibration(reports: Mapping[int, Any], blind_reports: Mapping[int,
     return fig, axes
 
 
+def plot_hmm_kl_through_training(ax, curve: HMMCurve, *, target: float = 0.6) -> None:
+    """Draw the HMM model's KL at every checkpoint as a multiple of the context-blind level, one line per length.
+
+    1 (dashed) is the level of a model with no memory; ``target`` (dotted) is the book's transport bound.
+    """
+    from ..plotting import PALETTE
+
+    x = np.maximum(curve.steps, 1)
+    for i, K in enumerate(curve.kl_bits):
+        ax.plot(x, curve.ratio(K), "o-", ms=3, color=PALETTE[i], label=f"K = {K}")
+    ax.axhline(1.0, color="k", ls="--", lw=1, label="context-blind level")
+    ax.axhline(target, color="k", ls=":", lw=1, label=f"transport bound ({target}×)")
+    ax.set(xscale="log", xlabel="training step (step 0 drawn at 1)", ylabel="KL / context-blind KL",
+           ylim=(0, min(3.0, 1.1 * max(float(np.max(curve.ratio(K)[1:])) for K in curve.kl_bits) + 0.1)))
+    ax.legend(frameon=False, fontsize=8)
+
+
+def plot_geometry_through_training(axes, curve: Mapping[str, np.ndarray], nulls: Mapping[str, Mapping[str, float]],
+                                   panels: Sequence[tuple[str, float]]) -> None:
+    """Draw geometry measures through training, one panel per ``(name, paper bound)`` in ``panels``.
+
+    Each panel shows the checkpoint values (:func:`~attention_dynamics.experiments.wind_tunnel.bijection_geometry_through_training`), the paper's
+    bound (dotted) and the scrambled-values control (dashed); step 0 is the untrained model. The last
+    20 % of training is shaded: the window in which a plateau is judged (:func:`~attention_dynamics.settling.late_change`).
+    """
+    from ..plotting import PALETTE
+
+    x = np.maximum(curve["step"], 1)
+    for ax, (name, bound) in zip(axes, panels):
+        ax.plot(x, curve[name], "o-", ms=3, color=PALETTE[0], label="trained (step 0: untrained)")
+        ax.axhline(nulls["scrambled values"][name], color=PALETTE[1], ls="--", lw=1, label="scrambled-values control")
+        ax.axhline(bound, color="k", ls=":", lw=1, label="Paper I's bound")
+        ax.axvspan(0.8 * curve["step"][-1], curve["step"][-1], color="grey", alpha=0.15, lw=0)
+        ax.set(xscale="log", xlabel="training step", title=name)
+    axes[0].legend(frameon=False, fontsize=7)
+
+
 def figure_hmm_kl_through_training(curve: HMMCurve, *, target: float = 0.6):
-    """Return ``(fig, ax)``: :func:`~attention_dynamics.experiments.wind_tunnel.plot_hmm_kl_through_training` with its title."""
+    """Return ``(fig, ax)``: :func:`plot_hmm_kl_through_training` with its title."""
     from .. import plotting
 
     fig, ax = plotting.new_figure(width=6.0, height=3.2)
@@ -196,7 +235,7 @@ GEOMETRY_PANELS = (
 
 def figure_geometry_through_training(curve: Mapping[str, np.ndarray], nulls: Mapping[str, Mapping[str, float]],
                                      panels: Sequence[tuple[str, float]] = GEOMETRY_PANELS):
-    """Return ``(fig, axes)`` (2 × 2): :func:`~attention_dynamics.experiments.wind_tunnel.plot_geometry_through_training`
+    """Return ``(fig, axes)`` (2 × 2): :func:`plot_geometry_through_training`
     for the ``panels`` (name, Paper I's bound), with its title."""
     from .. import plotting
 
