@@ -52,7 +52,7 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
         "hmm_long": {"base": "fast", "hmm_steps": 60, "save_every": 20, "n_measure": 64},
     },
     "long": {
-        "bijection_v20": {"base": "book", "V": 20, "L": 19, "bij_d_model": 96, "bij_n_heads": 4, "bij_steps": 20_000,
+        "bijection_v20": {"base": "book", "V": 20, "L": 19, "bij_d_model": 96, "bij_n_heads": 4, "bij_steps": 16_000,
                           "warmup_steps": 500, "n_probe": 256, "save_every": 1000, "n_measure": 500},
         "hmm_long": {"base": "book", "hmm_n_layers": 4, "hmm_steps": 60_000, "warmup_steps": 500,
                      "save_every": 2500, "n_measure": 500},
