@@ -1,0 +1,358 @@
+"""Chapter 6's long-tier section: the committed long runs loaded, measured here, and their claims.
+
+The runs are :mod:`attention_dynamics.experiments.long_tier` (computed once, weights committed). Everything
+this module reports is measured in the chapter on the loaded weights: calibration on freshly drawn
+held-out sequences, geometry beside its nulls (the untrained model of the same seed and size, and the
+trained model on scrambled sequences), and the training curves stored by the run, which say whether it
+had stopped moving.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import calibration, claims, settling
+from ..models.transformer import count_parameters
+from ..tasks import bijection, hmm
+from . import long_tier
+from .long_tier import LongRun
+from .wind_tunnel import (
+    HMMManifold,
+    bijection_batch_for_eval,
+    bijection_geometry_nulls,
+    bijection_log_probs,
+    bijection_probe_batch,
+    bijection_scrambled_probe,
+    hmm_batch_for_eval,
+    hmm_log_probs,
+    hmm_manifold,
+)
+from .wind_tunnel_report import GEOMETRY_PLATEAU
+
+__all__ = [
+    "LONG_TRANSPORT_FRACTION",
+    "LENGTH_GEN_FRACTION",
+    "BIJECTION_TARGET_BITS",
+    "HMM_ENTROPY_BOUND_BITS",
+    "MAE_PLATEAU_BITS",
+    "RATIO_PLATEAU",
+    "GEOMETRY_PLATEAU_OTHER",
+    "load_runs",
+    "runs_table",
+    "BijectionV20",
+    "record_bijection_v20",
+    "HMMLong",
+    "record_hmm_long",
+    "LongGeometry",
+    "record_long_geometry",
+    "curve",
+    "plot_long_curves",
+]
+
+#: The long tier's HMM bound: KL at the training length at most this multiple of the context-blind level.
+LONG_TRANSPORT_FRACTION = 0.3
+#: Transport carried to untrained lengths: KL at K = 30 and 50 at most this multiple of the level there
+#: (chapter 6's transport fraction).
+LENGTH_GEN_FRACTION = 0.6
+#: The bijection's entropy-error target (bits), as at the book scale; Paper I reports 0.007.
+BIJECTION_TARGET_BITS = 0.01
+#: The HMM's per-sample entropy-error bound (bits), as at the book scale; Paper I's v3 table reports 0.049.
+HMM_ENTROPY_BOUND_BITS = 0.05
+#: A curve has plateaued when it moved less than this over the last 20 % of training: the entropy errors (bits)
+#: and the HMM's KL ratio to the context-blind level.
+MAE_PLATEAU_BITS = 0.002
+RATIO_PLATEAU = 0.05
+#: The plateau amount of the geometry numbers chapter 6 gives none (the value manifold's PC1 share and ρ).
+GEOMETRY_PLATEAU_OTHER = 0.05
+
+
+def load_runs(folder: Path | None = None) -> dict[str, LongRun]:
+    """Return the committed long-tier runs by tunnel (:func:`~attention_dynamics.experiments.long_tier.load`)."""
+    return {tunnel: long_tier.load(tunnel, folder=folder) for tunnel in long_tier.TUNNELS}
+
+
+def runs_table(runs: Mapping[str, LongRun]) -> pd.DataFrame:
+    """Return (and glue) what each loaded run is: task sizes, model, steps, parameters, CPU time, code commit."""
+    rows = {}
+    for tunnel, lr in runs.items():
+        s, r = lr.settings, lr.results
+        bij = lr.run.task == "bijection"
+        prefix = "bij_" if bij else "hmm_"
+        cpu_min = r["curve"][-1]["cpu_seconds"] / 60
+        rows[tunnel] = {
+            "task": f"bijection V = {s['V']}, L = {s['L']}" if bij else f"HMM S = O = {s['hmm_states']}, K = {s['hmm_length']}",
+            "model (d, layers, heads)": f"{s[prefix + 'd_model']}, {s[prefix + 'n_layers']}, {s[prefix + 'n_heads']}",
+            "parameters": count_parameters(lr.run.model()),
+            "steps": r["steps"], "learning rate": s[prefix + "lr"], "batch": s[prefix + "batch"],
+            "CPU minutes (one core)": round(cpu_min, 1),
+            "code commit": (r["provenance"]["code_commit"] or "unknown")[:10],
+            "weights file": f"data/{long_tier.DATA_FOLDER}/{lr.weights_file.name}",
+        }
+        claims.glue(f"long_tier.{tunnel}_steps", r["steps"])
+        claims.glue(f"long_tier.{tunnel}_cpu_minutes", cpu_min)
+        claims.glue(f"long_tier.{tunnel}_parameters", rows[tunnel]["parameters"])
+    return pd.DataFrame(rows)
+
+
+def curve(lr: LongRun, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(steps, values)`` of measurement ``name`` stored along a long run (:func:`~attention_dynamics.experiments.long_tier.measure`)."""
+    rows = lr.results["curve"]
+    if name not in rows[0]:
+        raise KeyError(f"{lr.tunnel} stored no measurement {name!r}; it has {', '.join(k for k in rows[0] if k != 'step')}")
+    return np.array([r["step"] for r in rows]), np.array([r[name] for r in rows])
+
+
+def _params(lr: LongRun, **extra: Any) -> dict[str, Any]:
+    s, bij = lr.settings, lr.run.task == "bijection"
+    p = "bij_" if bij else "hmm_"
+    out = {"tunnel": lr.tunnel, "seed": lr.results["seed"], "steps": lr.results["steps"], "d_model": s[p + "d_model"],
+           "n_layers": s[p + "n_layers"], "n_heads": s[p + "n_heads"], "lr": s[p + "lr"], "batch": s[p + "batch"],
+           "n_sequences": s["n_eval"], "stored_in": f"data/{long_tier.DATA_FOLDER}/{lr.weights_file.name}"}
+    out.update({"V": s["V"], "L": s["L"], "target": s["bijection_target"]} if bij else
+               {"states": s["hmm_states"], "symbols": s["hmm_symbols"], "length": s["hmm_length"]})
+    return {**out, **extra}
+
+
+def _plateau(moved: float, amount: float, what: str) -> str:
+    return (f"{what} moved {moved:.4f} over the last 20 % of the long run "
+            f"({'below' if moved < amount else 'above'} the plateau amount {amount})")
+
+
+@dataclass
+class BijectionV20:
+    """The V = 20 bijection model against the exact posterior: ``report``, the uniform predictor's ``blind``
+    report, the entropy error's ``late_change`` along the run, and the recorded ``claims``."""
+
+    report: calibration.CalibrationReport
+    blind: calibration.CalibrationReport
+    late_change: float
+    claims: dict[str, claims.Claim] = field(default_factory=dict)
+
+
+def record_bijection_v20(lr: LongRun) -> BijectionV20:
+    """Return the :class:`BijectionV20` of the loaded run on a fresh held-out batch, recording its claims.
+
+    The context-blind level (the uniform predictor, checked against its closed form) is the reference:
+    the target 0.01 bits is a small fraction of it.
+    """
+    s, seed = lr.settings, lr.results["seed"]
+    V, L = s["V"], s["L"]
+    batch = bijection_batch_for_eval(s, seed=seed)
+    rep = calibration.calibration_report(batch.posterior, bijection_log_probs(lr.run.model(), batch))
+    blind = calibration.calibration_report(batch.posterior, torch.full(batch.posterior.shape, -np.log(V), dtype=torch.float64))
+    steps, mae = curve(lr, "entropy_mae_bits")
+    late = settling.late_change(steps, mae)
+    params = _params(lr)
+    out = BijectionV20(report=rep, blind=blind, late_change=late)
+    out.claims["bijection_v20.context_blind_entropy_mae_bits"] = claims.record(
+        "bijection_v20.context_blind_entropy_mae_bits", blind.entropy_mae_bits, unit="bits",
+        description="bijection at V = 20, L = 19: entropy error of the best context-blind predictor (uniform over V) "
+        "on held-out sequences, vs the closed form (1/L) Σ_t [log2 V − log2(V − t)]",
+        expected=bijection.context_blind_entropy_error_bits(V, L), tolerance=1e-9, params=params)
+    out.claims["bijection_v20.entropy_mae_bits"] = claims.record(
+        "bijection_v20.entropy_mae_bits", rep.entropy_mae_bits, unit="bits",
+        description="bijection at Paper I's size V = 20, L = 19 (long tier, loaded weights): per-sample entropy error "
+        f"|H(model) − H(Bayes)|, held-out sequences and key positions (target ≤ {BIJECTION_TARGET_BITS} bits; "
+        "Paper I: 0.007)",
+        paper_value=0.007, upper=BIJECTION_TARGET_BITS, params=params,
+        undecided_because=None if rep.entropy_mae_bits <= BIJECTION_TARGET_BITS or late < MAE_PLATEAU_BITS else
+        "not decided at this scale: " + _plateau(late, MAE_PLATEAU_BITS, "the entropy error"),
+        explanation="the long run stops above the target; " + _plateau(late, MAE_PLATEAU_BITS, "the entropy error"))
+    out.claims["bijection_v20.kl_bits"] = claims.record(
+        "bijection_v20.kl_bits", rep.kl_bits, unit="bits",
+        description="bijection at V = 20, L = 19 (long tier): KL(exact posterior ‖ model), held-out sequences and "
+        "key positions", params=params)
+    claims.glue("long_tier.bij_blind_kl_bits", blind.kl_bits)
+    claims.glue("long_tier.bij_mae_fraction_of_blind", rep.entropy_mae_bits / blind.entropy_mae_bits)
+    claims.glue("long_tier.bij_curve_mae_bits", rep.curve_mae_bits)
+    claims.glue("long_tier.bij_late_change", late)
+    claims.glue("long_tier.bij_mae_plateau", MAE_PLATEAU_BITS)
+    claims.glue("long_tier.bij_mae_at_3000", float(np.interp(3000, steps, mae)))
+    return out
+
+
+@dataclass
+class HMMLong:
+    """The long HMM model against the exact filter at every test length: ``reports`` and ``blind_reports``
+    (K → report), the KL ratio's ``late_change`` along the run per length, and the recorded ``claims``."""
+
+    reports: dict[int, calibration.CalibrationReport]
+    blind_reports: dict[int, calibration.CalibrationReport]
+    late_change: dict[int, float]
+    claims: dict[str, claims.Claim] = field(default_factory=dict)
+
+    def ratio(self, K: int) -> float:
+        """Return the model's KL at length ``K`` over the context-blind level there."""
+        return self.reports[K].kl_bits / self.blind_reports[K].kl_bits
+
+
+def record_hmm_long(lr: LongRun) -> HMMLong:
+    """Return the :class:`HMMLong` of the loaded run on fresh held-out batches at every test length, recording
+    its KL against :data:`LONG_TRANSPORT_FRACTION` × the context-blind level, its entropy error against Paper I's
+    0.049, and its KL at the two untrained lengths against :data:`LENGTH_GEN_FRACTION` × the level there."""
+    s, seed = lr.settings, lr.results["seed"]
+    model = lr.run.model()
+    reports, blind = {}, {}
+    for K in s["hmm_test_lengths"]:
+        b = hmm_batch_for_eval(s, K, seed=seed)
+        reports[K] = calibration.calibration_report(b.posterior, hmm_log_probs(model, b))
+        blind[K] = calibration.calibration_report(
+            b.posterior, hmm.context_blind_posterior(b.transition, b.emission, b.observations).log())
+    late = {K: settling.late_change(*curve(lr, f"kl_ratio_K{K}")) for K in s["hmm_test_lengths"]}
+    out = HMMLong(reports=reports, blind_reports=blind, late_change=late)
+    K_train, *K_longer = s["hmm_test_lengths"]
+
+    def undecided(K: int, bound: float) -> str | None:
+        if reports[K].kl_bits <= bound or late[K] < RATIO_PLATEAU:
+            return None
+        return "not decided at this scale: " + _plateau(late[K], RATIO_PLATEAU, "the KL ratio")
+
+    note = {K: _plateau(late[K], RATIO_PLATEAU, "the KL ratio") + " under a learning rate decaying to zero"
+            for K in s["hmm_test_lengths"]}
+    bound = LONG_TRANSPORT_FRACTION * blind[K_train].kl_bits
+    out.claims["hmm_long.kl_bits"] = claims.record(
+        "hmm_long.kl_bits", reports[K_train].kl_bits, unit="bits",
+        description=f"HMM filtering, long tier (loaded weights): KL(exact filter ‖ model) at the training length K; "
+        f"bound {LONG_TRANSPORT_FRACTION} × the context-blind level (hmm.context_blind_kl_bits; Paper I v3: 0.049)",
+        paper_value=0.049, upper=bound, params=_params(lr), undecided_because=undecided(K_train, bound),
+        explanation=note[K_train])
+    mae = reports[K_train].entropy_mae_bits
+    mae_late = settling.late_change(*curve(lr, "entropy_mae_bits"))
+    mae_note = _plateau(mae_late, MAE_PLATEAU_BITS, "the entropy error")
+    out.claims["hmm_long.entropy_mae_bits"] = claims.record(
+        "hmm_long.entropy_mae_bits", mae, unit="bits",
+        description="HMM filtering, long tier: per-sample entropy error at the training length K, against Paper I's "
+        f"0.049 (bound {HMM_ENTROPY_BOUND_BITS}; the context-blind predictor's is above it)",
+        paper_value=0.049, upper=HMM_ENTROPY_BOUND_BITS, params=_params(lr),
+        undecided_because=None if mae <= HMM_ENTROPY_BOUND_BITS or mae_late < MAE_PLATEAU_BITS else
+        "not decided at this scale: " + mae_note, explanation=mae_note + " under a learning rate decaying to zero")
+    claims.glue("long_tier.hmm_mae_late_change", mae_late)
+    for K in K_longer:
+        bound_K = LENGTH_GEN_FRACTION * blind[K].kl_bits
+        out.claims[f"hmm_long.length_gen_kl_bits_{K}"] = claims.record(
+            f"hmm_long.length_gen_kl_bits_{K}", reports[K].kl_bits, unit="bits",
+            description=f"HMM filtering, long tier: KL(exact filter ‖ model) at K = {K}, trained at K = {K_train}; "
+            f"transport carried to that length if ≤ {LENGTH_GEN_FRACTION} × the context-blind level there",
+            upper=bound_K, params=_params(lr, length=K), undecided_because=undecided(K, bound_K), explanation=note[K])
+    for K in s["hmm_test_lengths"]:
+        claims.glue(f"long_tier.hmm_kl_{K}", reports[K].kl_bits)
+        claims.glue(f"long_tier.hmm_ratio_{K}", out.ratio(K))
+        claims.glue(f"long_tier.hmm_blind_kl_{K}", blind[K].kl_bits)
+        claims.glue(f"long_tier.hmm_late_change_{K}", late[K])
+    claims.glue("long_tier.hmm_curve_mae_bits", reports[K_train].curve_mae_bits)
+    claims.glue("long_tier.hmm_transport_fraction", LONG_TRANSPORT_FRACTION)
+    claims.glue("long_tier.hmm_length_gen_fraction", LENGTH_GEN_FRACTION)
+    claims.glue("long_tier.ratio_plateau", RATIO_PLATEAU)
+    return out
+
+
+@dataclass
+class LongGeometry:
+    """The long tier's geometry: ``bijection`` (condition → geometry numbers: trained, untrained, scrambled values),
+    ``hmm`` (condition → HMM manifold numbers: trained, untrained), their tables, each claimed number's
+    ``late_change`` along the run, and the recorded ``claims``."""
+
+    bijection: dict[str, dict[str, float]]
+    hmm: dict[str, HMMManifold]
+    late_change: dict[str, float]
+    claims: dict[str, claims.Claim] = field(default_factory=dict)
+
+    def bijection_table(self) -> pd.DataFrame:
+        """Return the bijection's geometry numbers, one column per condition."""
+        return pd.DataFrame(self.bijection).round(3)
+
+    def hmm_table(self) -> pd.DataFrame:
+        """Return the HMM manifold's PC1 share and ρ with the entropy (all steps, within a step), per condition."""
+        return pd.DataFrame({c: {"PC1 share": m.ratios[0], "ρ(PC1, entropy)": m.spearman,
+                                 "ρ within a step": m.within_position_spearman} for c, m in self.hmm.items()}).round(3)
+
+
+def record_long_geometry(bij: LongRun, hmm_run: LongRun) -> LongGeometry:
+    """Return the :class:`LongGeometry` of the two loaded models, recording Paper I's geometry claims at V = 20.
+
+    Each bijection number is measured on the trained model, on the untrained model of the same seed and size
+    (checkpoint 0, rebuilt from the seed) and on scrambled sequences (chapter 6's controls); the HMM manifold on
+    the trained and the untrained model. The claims state the trained value; the table puts the nulls beside it.
+    """
+    s, seed = bij.settings, bij.results["seed"]
+    nulls = bijection_geometry_nulls(bij.run, bijection_probe_batch(s, seed=seed), bijection_scrambled_probe(s, seed=seed))
+    hs = hmm_run.settings
+    batch = hmm_batch_for_eval(hs, hs["hmm_length"], seed=hmm_run.results["seed"], n=hs["n_probe"])
+    manifolds = {"trained": hmm_manifold(hmm_run.run.model(), batch), "untrained": hmm_manifold(hmm_run.run.model(0), batch)}
+    late: dict[str, float] = {}
+    out = LongGeometry(bijection=nulls, hmm=manifolds, late_change=late)
+    trained, params = nulls["trained"], _params(bij, n_sequences=s["n_probe"])
+    beside = {name: f"untrained {nulls['untrained'][name]:.3f}, scrambled values {nulls['scrambled values'][name]:.3f}"
+              for name in trained}
+    for claim, name, unit, bound in (
+        ("key_abs_cos_layer0_key_tokens", "key |cos|, layer 0, key tokens", "mean |cos|", {"upper": 0.1}),
+        ("attention_entropy_reduction", "attention entropy reduction, first → last layer", "fraction", {"lower": 0.85}),
+        ("value_pc1_ratio", "value PC1 share", "fraction of variance", {"lower": 0.8}),
+        ("value_pc1_entropy_spearman", "ρ(value PC1, entropy)", "Spearman rho", {"lower": 0.9}),
+    ):
+        moved = settling.late_change(*curve(bij, name))
+        amount = GEOMETRY_PLATEAU.get(name, GEOMETRY_PLATEAU_OTHER)
+        met = trained[name] <= bound["upper"] if "upper" in bound else trained[name] >= bound["lower"]
+        along = _plateau(moved, amount, "along the run (64 probe sequences), it")
+        late[name] = moved
+        claims.glue(f"long_tier.geo_{_slug(name)}_late", moved)
+        out.claims[f"geometry_v20.{claim}"] = claims.record(
+            f"geometry_v20.{claim}", trained[name], unit=unit,
+            description=f"{name} of the long tier's V = 20 bijection model (loaded weights, one seed; Paper I's bound); "
+            f"nulls: {beside[name]}", params=params, **bound,
+            undecided_because=None if met or moved < amount else "not decided at this scale: " + along,
+            explanation=f"{along} under a learning rate decaying to zero; one seed of one model size; nulls: {beside[name]}")
+    for name, value in trained.items():
+        claims.glue(f"long_tier.geo_{_slug(name)}", value)
+        claims.glue(f"long_tier.geo_{_slug(name)}_untrained", nulls["untrained"][name])
+        claims.glue(f"long_tier.geo_{_slug(name)}_scrambled", nulls["scrambled values"][name])
+    for condition, m in manifolds.items():
+        claims.glue(f"long_tier.hmm_pc1_ratio_{condition}", m.ratios[0])
+        claims.glue(f"long_tier.hmm_pc1_spearman_{condition}", m.spearman)
+        claims.glue(f"long_tier.hmm_pc1_within_{condition}", m.within_position_spearman)
+    return out
+
+
+def _slug(name: str) -> str:
+    keep = "".join(c if c.isalnum() else "_" for c in name.lower().replace("ρ", "rho").replace("|cos|", "cos"))
+    return "_".join(part for part in keep.split("_") if part)
+
+
+def plot_long_curves(bij: LongRun, hmm_run: LongRun):
+    """Return ``(fig, axes)``: the long runs' held-out measurements along training.
+
+    Left: the V = 20 bijection's entropy error (log scale) with the 0.01-bit target and Paper I's 0.007.
+    Right: the HMM model's KL over the context-blind level at every test length, with the level (1), chapter 6's
+    transport bound and the long tier's bound. The last 20 % of training, where a plateau is judged, is shaded.
+    """
+    from .. import plotting
+
+    fig, axes = plotting.new_figure(2, width=4.6, height=3.3)
+    steps, mae = curve(bij, "entropy_mae_bits")
+    ax = axes[0]
+    ax.plot(steps, mae, "o-", ms=3, color=plotting.PALETTE[0], label="model (held out)")
+    ax.axhline(BIJECTION_TARGET_BITS, color="k", ls=":", lw=1, label=f"target {BIJECTION_TARGET_BITS}")
+    ax.axhline(0.007, color=plotting.PALETTE[3], ls="--", lw=1, label="Paper I: 0.007")
+    ax.set(yscale="log", xlabel="training step", ylabel="entropy error (bits)",
+           title=f"bijection V = {bij.settings['V']}, L = {bij.settings['L']}")
+    ax = axes[1]
+    for i, K in enumerate(hmm_run.settings["hmm_test_lengths"]):
+        s, r = curve(hmm_run, f"kl_ratio_K{K}")
+        ax.plot(s, r, "o-", ms=3, color=plotting.PALETTE[i], label=f"K = {K}")
+    ax.axhline(1.0, color="k", ls="--", lw=1, label="context-blind level")
+    ax.axhline(LENGTH_GEN_FRACTION, color="grey", ls="-.", lw=1, label=f"{LENGTH_GEN_FRACTION}× (chapter's transport bound)")
+    ax.axhline(LONG_TRANSPORT_FRACTION, color="k", ls=":", lw=1, label=f"{LONG_TRANSPORT_FRACTION}× (long tier's bound)")
+    ax.set(yscale="log", xlabel="training step", ylabel="KL / context-blind KL (log scale)",
+           title=f"HMM filtering, trained at K = {hmm_run.settings['hmm_length']}")
+    for ax, run in zip(axes, (bij, hmm_run)):
+        end = run.results["steps"]
+        ax.axvspan(0.8 * end, end, color="grey", alpha=0.15, lw=0)
+        ax.legend(frameon=False, fontsize=7)
+    fig.suptitle("The long tier along training (held-out measurements stored by the runs; shaded: the last 20 %)")
+    return fig, axes
