@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@82cbfe2a45925b4a65879470fa4a2f5edf922a0f"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@a38f1d235d2113bf402604badb1f12d5cadaf196"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
