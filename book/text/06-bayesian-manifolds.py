@@ -428,7 +428,7 @@ plotting.plt.show()
 # the same code and checks that the committed weights give the measurements stored with them.
 
 # %% tags=[]
-long_runs = long_tier_report.load_runs()  # the committed weights, torch.load(..., weights_only=True)
+long_runs = long_tier_report.load_runs()  # stored weights, loaded with weights_only=True
 long_tier_report.runs_table(long_runs)
 
 # %% [markdown] tags=[]
