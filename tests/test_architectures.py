@@ -425,3 +425,82 @@ def test_a_row_that_would_fail_is_not_decided_without_a_longer_run_and_a_passing
     without_floors = arch.record_table_claims({("transformer", "hmm"): run.__class__(**{**vars(run), "metrics": {
         "kl_bits": 0.05, "entropy_mae_bits": 0.1}})}, levels, params={})
     assert without_floors["architectures.hmm_kl_bits_transformer"].status == "fail"  # no floors: the old rule
+
+
+def test_a_claim_stated_at_a_longer_run_is_decided_by_that_run():
+    """A seed mean from a 4x longer run decides a failing row (the longer run is the evidence); without it the
+    same numbers are only "not decided at this scale"."""
+    from types import SimpleNamespace
+
+    levels = arch.ReferenceLevels(bayes={"binding": {"accuracy": 1.0}}, context_blind={"binding": {"accuracy": 0.0625}})
+    run = SimpleNamespace(metrics={"accuracy": 0.7}, n_params=1, width=1, steps=800, losses=np.linspace(2.0, 0.5, 800))
+    ci = {"mean": 0.7, "low": 0.6, "high": 0.8, "n": 5, "seeds": [0, 1, 2, 3, 4]}
+    cid = "architectures.binding_accuracy_mamba"
+    kwargs = dict(params={}, floors={"binding": 0.0}, seed_means={cid: ci})
+    assert arch.record_table_claims({("mamba", "binding"): run}, levels, **kwargs)[cid].status == "undecided"
+    stated = arch.record_table_claims({("mamba", "binding"): run}, levels, longer_steps={cid: 3200}, **kwargs)[cid]
+    assert stated.status == "fail" and stated.params["steps"] == 3200 and stated.params["steps_of_the_grid"] == 800
+    assert (stated.interval[0], stated.interval[1]) == (0.6, 0.8)
+    straddling = {**ci, "high": 0.95}
+    assert arch.record_table_claims({("mamba", "binding"): run}, levels, longer_steps={cid: 3200},
+                                    **{**kwargs, "seed_means": {cid: straddling}})[cid].status == "undecided"
+    with pytest.raises(ValueError, match="seed mean"):
+        arch.record_table_claims({("mamba", "binding"): run}, levels, params={}, longer_steps={cid: 3200})
+
+
+def _spread(short: list[float], longer: list[float] | None) -> dict:
+    from attention_dynamics.experiments import seed_spread
+
+    seeds = list(range(len(short)))
+    runs = {"binding_mamba": [{"seed": s, "accuracy": a, "loss_before": 1.0, "loss_after": 0.9}
+                              for s, a in zip(seeds, short)]}
+    intervals = {"binding_accuracy_mamba": seed_spread.t_interval(short)}
+    if longer is not None:
+        runs["binding_mamba_longer"] = [{"seed": s, "accuracy": a, "loss_before": 0.5, "loss_after": 0.5, "steps": 20,
+                                         "loss_curve": [1.0, 0.7, 0.5, 0.5]} for s, a in zip(seeds, longer)]
+        intervals["binding_accuracy_mamba_longer"] = seed_spread.t_interval(longer)
+    return {"seeds": seeds, "settings": {"binding": {"steps": 5}}, "runs": runs, "intervals": intervals}
+
+
+@pytest.mark.parametrize("longer, status", [(None, "undecided"), ([0.96, 0.97, 0.98, 0.97, 0.99], "pass"),
+                                            ([0.70, 0.75, 0.72, 0.74, 0.71], "fail")])
+def test_mambas_binding_is_stated_at_the_longest_run_made(longer, status, monkeypatch):
+    from scipy import stats as scipy_stats
+
+    captured = {}
+    original = report.record_table_claims
+
+    def capture(*args, **kwargs):
+        captured.update(original(*args, **kwargs))
+        return captured
+
+    monkeypatch.setattr(report, "record_table_claims", capture)
+    batches = {t.name: arch.evaluation_batch(t, 16, 0) for t in SMALL_TASKS}
+    levels = arch.reference_levels(SMALL_TASKS, batches)
+    results = _fake_results({"transformer/binding": {"accuracy": 1.0}})
+    short = [0.77, 0.86, 0.75, 0.57, 0.82]
+    report.record_results(results, levels, {"steps": 5, "target_params": 1000}, params={},
+                          spread=_spread(short, longer), floors=arch.bayes_floor_nats(batches))
+    claim = captured["architectures.binding_accuracy_mamba"]
+    values = short if longer is None else longer
+    low, high = scipy_stats.t.interval(0.95, df=4, loc=np.mean(values), scale=scipy_stats.sem(values))
+    assert claim.value == pytest.approx(np.mean(values)) and claim.interval == pytest.approx([low, high])
+    assert claim.status == status
+    assert claim.params["steps"] == (5 if longer is None else 20)
+    if status == "fail":  # decided by the longer run, which the account names with both intervals
+        assert "longest run made" in claim.explanation and f"{low:.1%}" in claim.explanation
+        assert claim.undecided_because is None
+
+
+def test_binding_longer_figure_pairs_each_seed_at_both_lengths():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    spread = _spread([0.77, 0.86, 0.75, 0.57, 0.82], [0.96, 0.97, 0.98, 0.97, 0.99])
+    fig, (ax_loss, ax_acc) = report.plot_binding_longer(spread, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
+    assert len(ax_loss.lines) == 2 * 5 + 1  # each seed's curve and its last 20 %, and the chapter's length
+    assert len(ax_acc.lines) >= 5 + 4 and len(ax_acc.containers) == 2  # paired seeds, four levels, two intervals
+    with pytest.raises(ValueError, match="seeds"):
+        bad = _spread([0.7, 0.8], [0.9, 0.95])
+        bad["runs"]["binding_mamba_longer"][0]["seed"] = 7
+        report.plot_binding_longer(bad, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)

@@ -52,6 +52,16 @@ def test_committed_file_is_consistent_with_its_runs_and_the_chapters_settings():
         assert [r["seed"] for r in runs[group]] == stored["seeds"]
         low, high = stats.t.interval(0.95, df=len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
         assert stored["intervals"][name]["low"] == pytest.approx(low) and stored["intervals"][name]["high"] == pytest.approx(high)
+    if "binding_mamba_longer" in runs:  # Mamba's binding, 4x as long: same seeds and settings, only the steps differ
+        longer = runs["binding_mamba_longer"]
+        steps = seed_spread.LONGER_FACTOR * arch.SETTINGS["book"]["steps"]
+        assert stored["settings"]["binding_longer"] == {**stored["settings"]["binding"], "steps": steps}
+        assert [r["seed"] for r in longer] == stored["seeds"] and {r["steps"] for r in longer} == {steps}
+        values = [r["accuracy"] for r in longer]
+        low, high = stats.t.interval(0.95, df=len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+        ci = stored["intervals"]["binding_accuracy_mamba_longer"]
+        assert ci["low"] == pytest.approx(low) and ci["high"] == pytest.approx(high)
+        assert all(len(r["loss_curve"]) == seed_spread.CURVE_POINTS for r in longer)
 
 
 @pytest.mark.slow
@@ -72,3 +82,22 @@ def test_the_runs_are_the_chapters_models_at_the_fast_scale():
                                       eval_sequences=acfg.eval_sequences, processes=1)
     assert result["runs"]["binding_mamba"][0]["accuracy"] == pytest.approx(grid[("mamba", "binding")].metrics["accuracy"])
     assert set(result["intervals"]) == {"value_pc1_ratio", "value_pc1_entropy_spearman", "binding_accuracy_mamba"}
+
+
+@pytest.mark.slow
+def test_the_longer_binding_runs_are_the_chapters_model_trained_longer_at_the_fast_scale():
+    from attention_dynamics.experiments import architectures as arch
+
+    stored = {"scale": "fast", "seeds": [0, 1], "settings": {"binding": {**arch.SETTINGS["fast"], "family": "mamba"}},
+              "runs": {}, "intervals": {}, "provenance": {"torch": "x"}}
+    result = seed_spread.compute_longer_binding(stored, processes=1, log=lambda *_: None)
+    steps = seed_spread.LONGER_FACTOR * arch.SETTINGS["fast"]["steps"]
+    direct = seed_spread.binding_seed("fast", 1, "mamba", steps=steps)
+    timeless = lambda run: {k: v for k, v in run.items() if k != "cpu_seconds"}  # noqa: E731
+    assert timeless(result["runs"]["binding_mamba_longer"][1]) == timeless(direct) and direct["steps"] == steps
+    assert len(direct["loss_curve"]) == min(seed_spread.CURVE_POINTS, steps)
+    assert result["settings"]["binding_longer"]["steps"] == steps
+    assert result["provenance_of_earlier_runs"] == {"torch": "x"}
+    assert result["intervals"]["binding_accuracy_mamba_longer"] == seed_spread.t_interval(
+        [r["accuracy"] for r in result["runs"]["binding_mamba_longer"]])
+    assert "loss_curve" not in seed_spread.binding_seed("fast", 1, "mamba")  # the chapter's length: as stored before

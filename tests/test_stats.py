@@ -1,4 +1,4 @@
-"""The one entropy function, against SciPy's (an independent implementation) and closed forms."""
+"""The one entropy function, against SciPy's (an independent implementation) and closed forms; the moving average, against a loop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import entropy as scipy_entropy
 
-from attention_dynamics.stats import entropy
+from attention_dynamics.stats import entropy, moving_average
 
 
 @pytest.mark.parametrize("unit, base", [("nats", None), ("bits", 2)])
@@ -35,3 +35,19 @@ def test_entropy_rejects_an_unknown_unit():
     with pytest.raises(ValueError, match="unknown entropy unit"):
         entropy(torch.ones(2) / 2, unit="dits")
     assert math.isclose(entropy(torch.ones(2) / 2).item(), math.log(2))
+
+
+def test_moving_average_is_the_mean_of_each_window_at_its_last_step():
+    steps, means = moving_average([1.0, 2.0, 3.0, 4.0, 8.0], 2)
+    np.testing.assert_array_equal(steps, [1, 2, 3, 4])
+    np.testing.assert_allclose(means, [1.5, 2.5, 3.5, 6.0])
+    values = np.random.default_rng(0).normal(size=50)
+    steps, means = moving_average(values, 7)
+    np.testing.assert_allclose(means, [values[s - 6:s + 1].mean() for s in steps], rtol=1e-12)
+    assert moving_average(values, 1)[1].tolist() == values.tolist()
+
+
+@pytest.mark.parametrize("window", [0, 3])
+def test_moving_average_rejects_a_window_outside_the_values(window):
+    with pytest.raises(ValueError, match="window"):
+        moving_average([1.0, 2.0], window)

@@ -235,12 +235,7 @@ def test_frame_precision_claims(cfg, runs, recorded):
 # --------------------------------------------------------------------------------------------
 
 
-def test_moving_average_and_floor():
-    steps, means = figures.moving_average([1.0, 2.0, 3.0, 4.0, 8.0], 2)
-    np.testing.assert_array_equal(steps, [1, 2, 3, 4])
-    np.testing.assert_allclose(means, [1.5, 2.5, 3.5, 6.0])
-    with pytest.raises(ValueError):
-        figures.moving_average([1.0, 2.0], 3)
+def test_hmm_floor_is_the_mean_filter_entropy_in_nats():
     batch = wind_tunnel.hmm_batch_for_eval(TINY, 8, seed=0, n=8)
     p = batch.posterior.numpy()
     assert figures.hmm_floor_nats(batch) == pytest.approx(float(-(p * np.log(p)).sum(-1).mean()))

@@ -492,7 +492,8 @@ _PAPER_KEYS = {"bijection_mae_bits": "bijection_mae_bits", "hmm_mae_bits": "hmm_
 def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels, *,
                         params: Mapping[str, Any], explanations: Mapping[str, str] | None = None,
                         seed_means: Mapping[str, Mapping[str, Any]] | None = None,
-                        floors: Mapping[str, float] | None = None) -> dict[str, Any]:
+                        floors: Mapping[str, float] | None = None,
+                        longer_steps: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Record every number of the results table in the claims ledger (ids ``architectures.<metric>_<family>``).
 
     Each claim carries Paper I's number (where it gives one) and, as bounds, Paper I's verdict
@@ -500,6 +501,9 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
     it does not reproduce or cannot be decided (kept only then). ``seed_means`` maps a claim id to a
     mean over seeds with its 95 % interval (:func:`seed_spread.t_interval`, plus ``"seeds"``): that
     claim is then stated as the mean, decided by the whole interval, instead of this run's value.
+    ``longer_steps`` maps a claim id to the steps of the longer run its seed mean comes from (the longest
+    run made states the claim): its params say so, and a fail there is a finding (the longer run is the
+    evidence that more training does not change the verdict).
 
     Two rules keep a verdict from outrunning its evidence (the claim is then ``undecided``, with the
     reason): a "does not realise" row while the transformer, the positive control, fails the same
@@ -532,6 +536,12 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
                 value, interval = ci["mean"], (ci["low"], ci["high"])
                 description += f"; mean over {ci['n']} seeds with its 95% interval"
                 run_params = {**run_params, "seed": None, "seeds": list(ci["seeds"]), "interval": "Student-t 95%"}
+            longer = (longer_steps or {}).get(claim_id)
+            if longer is not None:
+                if claim_id not in seed_means:
+                    raise ValueError(f"{claim_id}: a claim stated at a longer run needs that run's seed mean")
+                description += f" after a longer run ({longer} steps)"
+                run_params = {**run_params, "steps": int(longer), "steps_of_the_grid": run.steps}
             bounds = paper_verdict_bounds(family, task, levels, metric)
             because = None
             if (verdict is not None and not verdict[task] and family != "transformer"
@@ -539,7 +549,8 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
                 because = (f"The positive control fails: the transformer, which Paper I finds realises "
                            f"{TASK_PRIMITIVES[task]}, does not realise it here either at this budget, so this model's "
                            f"not realising it says nothing about its architecture: not decided at this scale.")
-            elif floors is not None and claims.claim_status(value, interval=interval, **bounds) == "fail":
+            elif (floors is not None and longer is None
+                  and claims.claim_status(value, interval=interval, **bounds) == "fail"):
                 because = not_decided_reason(run.losses, floors[task]) + (
                     explanations.get(claim_id) or _default_explanation(family, task, metric, run, levels))
             recorded[claim_id] = claims.record(

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import stats
 from ..diagnostics.routing_fit import AdvantageFit
 from ..diagnostics.state_clusters import StateClustering
 from ..models.factory import FAMILIES, FAMILY_LABELS
@@ -61,9 +62,7 @@ def plot_training_losses(results: Mapping[tuple[str, str], RunResult], tasks: Se
             if (family, task.name) not in results:
                 continue
             losses = results[(family, task.name)].losses
-            w = min(window, len(losses))
-            smooth = np.convolve(losses, np.ones(w) / w, mode="valid")
-            ax.plot(np.arange(w - 1, len(losses)), smooth, color=family_color(family), label=FAMILY_LABELS[family])
+            ax.plot(*stats.moving_average(losses, min(window, len(losses))), color=family_color(family), label=FAMILY_LABELS[family])
         ax.axhline(floors_nats[task.name], color="black", ls="--", lw=1, label="Bayes floor")
         ax.set_title(f"{task.name} ({TASK_PRIMITIVES[task.name]})")
         ax.set_xlabel("training step")
@@ -236,6 +235,9 @@ def record_results(results: Mapping[tuple[str, str], RunResult], levels: "Refere
                    *, params: Mapping[str, Any], spread: Mapping[str, Any], floors: Mapping[str, float]) -> str:
     """Record the results table's claims, with the explanations of the fails and Mamba's binding as a mean over
     seeds (``spread``: :func:`attention_dynamics.experiments.seed_spread.load`); return the verdict summary (markdown).
+
+    Mamba's binding is stated at the longest run made: the spread file's 4× longer runs where it holds them
+    (:func:`~attention_dynamics.experiments.seed_spread.compute_longer_binding`), decided by their interval.
     """
     from .. import claims
 
@@ -249,30 +251,109 @@ def record_results(results: Mapping[tuple[str, str], RunResult], levels: "Refere
         f"transport at this scale (Paper I: ~2.7M parameters, 50k+ steps)."
     )
     # Mamba's binding accuracy varies across seeds more than its distance to the 90 % threshold: it is
-    # stated as the mean over the seed-spread runs (this chapter's own training, seeds 0-4) with a 95 % interval.
+    # stated as the mean over the seed-spread runs (this chapter's own training, seeds 0-4) with a 95 % interval,
+    # at the longest run made: where the spread file holds the 4x longer runs, at those.
     mamba_ci = {**spread["intervals"]["binding_accuracy_mamba"], "seeds": spread["seeds"]}
     still_falling = sum(r["loss_after"] < r["loss_before"] for r in spread["runs"]["binding_mamba"])
+    others = (f"transformer {results[('transformer', 'binding')].metrics['accuracy']:.1%}, LSTM "
+              f"{results[('lstm', 'binding')].metrics['accuracy']:.1%}, chance "
+              f"{levels.context_blind['binding']['accuracy']:.1%}")
+    stated, longer_steps = mamba_ci, {}
+    mamba_account = (
+        f"Mamba learns binding, but more slowly than the transformer: after {cfg['steps']} steps it answers "
+        f"{mamba_ci['low']:.1%} to {mamba_ci['high']:.1%} of queries (95% interval over {mamba_ci['n']} seeds; "
+        f"{others}), and its training loss is still falling on {still_falling} of {mamba_ci['n']} seeds: a "
+        f"budget, not a finding. Paper I's 97.8% comes from a far longer run of a ~45× larger model.")
+    longer_ci = spread["intervals"].get("binding_accuracy_mamba_longer")
+    if longer_ci is not None:
+        from .architectures import REALISED_BINDING_ACCURACY
+
+        longer_runs = spread["runs"]["binding_mamba_longer"]
+        steps_long = int(longer_runs[0]["steps"])
+        stated = {**longer_ci, "seeds": [r["seed"] for r in longer_runs]}
+        longer_steps = {"architectures.binding_accuracy_mamba": steps_long}
+        falling_long = sum(r["loss_after"] < r["loss_before"] for r in longer_runs)
+        status = claims.claim_status(longer_ci["mean"], interval=(longer_ci["low"], longer_ci["high"]),
+                                     lower=REALISED_BINDING_ACCURACY)
+        reading = {
+            "pass": "trained longer, it realises binding, as Paper I reports: the chapter's shortfall is the budget",
+            "fail": (f"a run {steps_long // cfg['steps']} times as long does not bring it to the "
+                     f"{REALISED_BINDING_ACCURACY:.0%} threshold, so the shortfall does not come from the chapter's "
+                     f"budget alone (at this model size; Paper I's model is ~45× larger)"),
+            "undecided": "the interval of the longer run still reaches both sides of the threshold",
+        }[status]
+        mamba_account = (
+            f"Stated at the longest run made: after {steps_long} steps ({steps_long // cfg['steps']}× the chapter's) "
+            f"Mamba answers {longer_ci['low']:.1%} to {longer_ci['high']:.1%} of queries (95% interval over "
+            f"{longer_ci['n']} seeds), against {mamba_ci['low']:.1%} to {mamba_ci['high']:.1%} after the chapter's "
+            f"{cfg['steps']} steps ({others}); {reading}. Its training loss still fell over the last 10% of the "
+            f"longer run on {falling_long} of {longer_ci['n']} seeds. Paper I's 97.8% comes from a far longer run "
+            f"of a ~45× larger model.")
+        claims.glue("architectures.mamba_binding_longer_steps", steps_long)
+        claims.glue("architectures.mamba_binding_longer_factor", steps_long // cfg["steps"])
+        claims.glue("architectures.mamba_binding_longer_low", longer_ci["low"])
+        claims.glue("architectures.mamba_binding_longer_high", longer_ci["high"])
+        claims.glue("architectures.mamba_binding_longer_still_falling", falling_long)
     explanations = {
         **{f"architectures.{m}_{f}": hmm_account for m in ("hmm_mae_bits", "hmm_kl_bits")
            for f in ("transformer", "mamba")},
-        "architectures.binding_accuracy_mamba": (
-            f"Mamba learns binding, but more slowly than the transformer: after {cfg['steps']} steps it answers "
-            f"{mamba_ci['low']:.1%} to {mamba_ci['high']:.1%} of queries (95% interval over {mamba_ci['n']} seeds; "
-            f"transformer {results[('transformer', 'binding')].metrics['accuracy']:.1%}, LSTM "
-            f"{results[('lstm', 'binding')].metrics['accuracy']:.1%}, chance "
-            f"{levels.context_blind['binding']['accuracy']:.1%}), "
-            f"and its training loss is still falling on {still_falling} of {mamba_ci['n']} seeds: a "
-            f"budget, not a finding. Paper I's 97.8% comes from a far longer run of a ~45× larger model."
-        ),
+        "architectures.binding_accuracy_mamba": mamba_account,
     }
     record_table_claims(results, levels, params=params, explanations=explanations,
-                        seed_means={"architectures.binding_accuracy_mamba": mamba_ci}, floors=floors)
+                        seed_means={"architectures.binding_accuracy_mamba": stated}, floors=floors,
+                        longer_steps=longer_steps)
     claims.glue("architectures.mamba_binding_this_seed", results[("mamba", "binding")].metrics["accuracy"])
+    claims.glue("architectures.mamba_binding_mean", mamba_ci["mean"])
     claims.glue("architectures.mamba_binding_low", mamba_ci["low"])
     claims.glue("architectures.mamba_binding_high", mamba_ci["high"])
     claims.glue("architectures.mamba_binding_still_falling", still_falling)
     claims.glue("architectures.spread_n_seeds", mamba_ci["n"])
     return verdict_summary(results, levels)
+
+
+def plot_binding_longer(spread: Mapping[str, Any], *, paper_accuracy: float, bag_accuracy: float, chance: float):
+    """Return ``(fig, axes)``: the evidence that decides Mamba's binding verdict (``spread``: the seed-spread results
+    with their longer runs, :func:`attention_dynamics.experiments.seed_spread.compute_longer_binding`).
+
+    Left: the training loss of every seed's longer run (block means; the last 20 % of training thick). Right: each
+    seed's accuracy after the chapter's steps and after the longer run (paired), with the 95 % interval of the mean
+    of each, the realised threshold, Paper I's accuracy, the bag-of-values level and chance.
+    """
+    from .. import plotting
+    from .architectures import REALISED_BINDING_ACCURACY
+
+    short, longer = spread["runs"]["binding_mamba"], spread["runs"]["binding_mamba_longer"]
+    if [r["seed"] for r in short] != [r["seed"] for r in longer]:
+        raise ValueError("the longer runs must repeat the chapter-length runs' seeds")
+    color = family_color("mamba")
+    fig, (ax_loss, ax_acc) = plotting.new_figure(2, width=8.4, height=3.3)
+    for i, run in enumerate(longer):
+        curve = np.asarray(run["loss_curve"])
+        x = (np.arange(len(curve)) + 0.5) * run["steps"] / len(curve)
+        last = x >= 0.8 * run["steps"]
+        ax_loss.plot(x, curve, color=color, lw=1.0, alpha=0.8, label="one seed" if i == 0 else None)
+        ax_loss.plot(x[last], curve[last], color=color, lw=3.0, alpha=0.8,
+                     label="last 20 % of training" if i == 0 else None)
+    ax_loss.axvline(spread["settings"]["binding"]["steps"], color="grey", ls=":", lw=1.2,
+                    label="the chapter's run ends")
+    ax_loss.set(xlabel="training step", ylabel="training loss (nats)",
+                title=f"Mamba on binding, {longer[0]['steps']} steps")
+    ax_loss.legend(fontsize=7)
+    steps = (spread["settings"]["binding"]["steps"], longer[0]["steps"])
+    for run_short, run_long in zip(short, longer):
+        ax_acc.plot([0, 1], [run_short["accuracy"], run_long["accuracy"]], color=color, lw=1.0, marker="o", ms=4,
+                    alpha=0.7)
+    for x, key in ((0, "binding_accuracy_mamba"), (1, "binding_accuracy_mamba_longer")):
+        ci = spread["intervals"][key]
+        ax_acc.errorbar([x + 0.08], [ci["mean"]], yerr=[[ci["mean"] - ci["low"]], [ci["high"] - ci["mean"]]],
+                        color="black", marker="s", ms=5, capsize=4, label="mean, 95 % interval" if x == 0 else None)
+    for level, style, label in ((paper_accuracy, "-", "Paper I"), (REALISED_BINDING_ACCURACY, "--", "realised threshold"),
+                                (bag_accuracy, "-.", "bag of values (exact)"), (chance, ":", "chance")):
+        ax_acc.axhline(level, color="black", ls=style, lw=1.0, label=label)
+    ax_acc.set(xticks=[0, 1], xticklabels=[f"{n} steps" for n in steps], xlim=(-0.4, 1.5), ylim=(0, 1.02),
+               ylabel="binding accuracy", title="Each seed, at both lengths")
+    ax_acc.legend(fontsize=7, loc="lower right")
+    return fig, (ax_loss, ax_acc)
 
 
 def record_mamba_routing_fits(results: Mapping[tuple[str, str], RunResult], tasks: Sequence[WindTunnel],

@@ -29,10 +29,15 @@ from ..paths import data_path
 from .results import load_results, save_results
 from ..settings import chapter_settings, check_scale
 
-__all__ = ["SEEDS", "SPREAD_FILE", "load", "seed_range", "t_interval", "bijection_geometry_seed", "binding_seed", "compute", "main"]
+__all__ = ["SEEDS", "SPREAD_FILE", "load", "seed_range", "t_interval", "bijection_geometry_seed", "binding_seed",
+           "compute", "compute_longer_binding", "LONGER_FACTOR", "main"]
 
 #: The seeds of the spread runs: the chapters' default seed 0 and four more.
 SEEDS = (0, 1, 2, 3, 4)
+#: A longer run, the evidence that decides a failing verdict, trains this many times as long.
+LONGER_FACTOR = 4
+#: The loss curve of a longer run is stored as this many block means.
+CURVE_POINTS = 40
 #: The committed results (``python -m attention_dynamics.experiments.seed_spread`` writes it).
 SPREAD_FILE = "seed_spread.json"
 
@@ -83,12 +88,15 @@ def bijection_geometry_seed(scale: str, seed: int) -> dict[str, float]:
             "final_loss": float(np.mean(run.losses[-100:]))}
 
 
-def binding_seed(scale: str, seed: int, family: str = "mamba") -> dict[str, float]:
+def binding_seed(scale: str, seed: int, family: str = "mamba", steps: int | None = None) -> dict[str, float]:
     """Train chapter 7's ``family`` model on the binding task with ``seed``; return its accuracy and loss trend.
 
     As chapter 7's :func:`architectures.compare_architectures` does for that cell of its grid: the
-    same matched size, schedule, model seed and evaluation set. ``loss_before``/``loss_after``: the
-    mean training loss over the second-to-last and the last 10 % of the steps (still falling or not).
+    same matched size, schedule, model seed and evaluation set. ``steps``: the training steps (default:
+    the chapter's; a longer run stretches the same warm-up-and-cosine schedule over more steps).
+    ``loss_before``/``loss_after``: the mean training loss over the second-to-last and the last 10 % of
+    the steps (still falling or not). A run of other than the chapter's length also returns its step
+    count, its loss curve as :data:`CURVE_POINTS` block means and its CPU time.
     """
     from . import architectures as arch
 
@@ -96,13 +104,48 @@ def binding_seed(scale: str, seed: int, family: str = "mamba") -> dict[str, floa
     tasks = arch.book_tasks(cfg)
     index = [t.name for t in tasks].index("binding")
     run = arch.train_and_evaluate(
-        family=family, task=tasks[index], target_params=cfg.target_params, steps=cfg.steps,
+        family=family, task=tasks[index], target_params=cfg.target_params, steps=cfg.steps if steps is None else steps,
         batch_size=cfg.batch_size, lr=cfg.lr, seed=seed, eval_sequences=cfg.eval_sequences,
         eval_seed=arch.evaluation_seed(seed, index))
     window = max(1, len(run.losses) // 10)
-    return {"seed": seed, "accuracy": float(run.metrics["accuracy"]),
-            "loss_before": float(np.mean(run.losses[-2 * window:-window])),
-            "loss_after": float(np.mean(run.losses[-window:]))}
+    result = {"seed": seed, "accuracy": float(run.metrics["accuracy"]),
+              "loss_before": float(np.mean(run.losses[-2 * window:-window])),
+              "loss_after": float(np.mean(run.losses[-window:]))}
+    if steps is not None and steps != cfg.steps:
+        blocks = np.array_split(np.asarray(run.losses, dtype=float), min(CURVE_POINTS, len(run.losses)))
+        result.update(steps=int(run.steps), loss_curve=[float(b.mean()) for b in blocks],
+                      cpu_seconds=float(run.cpu_seconds))
+    return result
+
+
+def _binding_seed_longer(scale: str, seed: int) -> dict[str, float]:
+    from . import architectures as arch
+
+    return binding_seed(scale, seed, "mamba", steps=LONGER_FACTOR * arch.SETTINGS[scale]["steps"])
+
+
+def compute_longer_binding(stored: dict[str, Any], *, processes: int | None = None, log=print) -> dict[str, Any]:
+    """Return ``stored`` (the spread results) with Mamba's binding runs repeated :data:`LONGER_FACTOR` times as long.
+
+    The evidence that decides the binding verdict (a fail at the chapter's budget is a finding only if a
+    4× longer run does not change it): the same seeds, model and evaluation set, the schedule stretched
+    over ``LONGER_FACTOR`` × the chapter's steps; stored under ``runs["binding_mamba_longer"]`` with its
+    interval ``intervals["binding_accuracy_mamba_longer"]``.
+    """
+    from ..training import map_parallel
+    from . import architectures as arch
+
+    scale, seeds = stored["scale"], [int(s) for s in stored["seeds"]]
+    steps = LONGER_FACTOR * arch.SETTINGS[scale]["steps"]
+    log(f"training Mamba on binding {LONGER_FACTOR}× longer ({steps} steps), seeds {seeds} ...")
+    runs = map_parallel(_binding_seed_longer, [dict(scale=scale, seed=s) for s in seeds], processes=processes)
+    for run in runs:
+        log(f"seed {run['seed']}: accuracy {run['accuracy']:.3f} after {run['steps']} steps, {run['cpu_seconds']:.0f} CPU-s")
+    settings = {**stored["settings"], "binding_longer": {**stored["settings"]["binding"], "steps": steps}}
+    earlier = stored.get("provenance_of_earlier_runs") or stored.get("provenance")
+    return {**stored, "provenance_of_earlier_runs": earlier, "settings": settings, "runs": {**stored["runs"], "binding_mamba_longer": runs},
+            "intervals": {**stored["intervals"],
+                          "binding_accuracy_mamba_longer": t_interval([r["accuracy"] for r in runs])}}
 
 
 def compute(scale: str = "book", seeds: Sequence[int] = SEEDS, *, processes: int | None = None) -> dict[str, Any]:
@@ -143,9 +186,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scale", default="book", choices=("fast", "book", "paper"))
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--out", type=Path, default=None, help=f"output file (default: the package's data/{SPREAD_FILE})")
+    parser.add_argument("--longer-binding", action="store_true",
+                        help=f"add Mamba's binding runs {LONGER_FACTOR}x as long to the stored results (keeps the rest)")
     args = parser.parse_args(argv)
     out = args.out or data_path(SPREAD_FILE)
-    result = compute(args.scale, args.seeds)
+    if args.longer_binding:
+        stored = load_results(out) if out.exists() else compute(args.scale, args.seeds)
+        result = compute_longer_binding(stored)
+    else:
+        result = compute(args.scale, args.seeds)
     path = save_results(result, out)
     for name, ci in result["intervals"].items():
         print(f"{name}: {ci['mean']:.4f} (95% interval {ci['low']:.4f} to {ci['high']:.4f}, n = {ci['n']})")

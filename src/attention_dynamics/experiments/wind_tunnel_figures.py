@@ -16,7 +16,6 @@ from ..tasks import bijection, hmm
 from .wind_tunnel import FramePrecision, GeometryReport, HMMCurve, HMMManifold, TrainedRun
 
 __all__ = [
-    "moving_average",
     "hmm_floor_nats",
     "plot_hmm_posterior",
     "plot_training_losses",
@@ -35,17 +34,9 @@ __all__ = [
 ]
 
 
-def moving_average(values: Sequence[float], window: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(steps, means)``: the mean of every run of ``window`` consecutive values, at its last step."""
-    values = np.asarray(values, dtype=np.float64)
-    if not 1 <= window <= len(values):
-        raise ValueError(f"window must be between 1 and the number of values ({len(values)}), got {window}")
-    return np.arange(window - 1, len(values)), np.convolve(values, np.ones(window) / window, mode="valid")
-
-
 def hmm_floor_nats(batch: hmm.HMMBatch) -> float:
     """Return the HMM task's cross-entropy floor in nats per step: the mean entropy of the exact filter on ``batch``."""
-    return float(stats.entropy(batch.posterior, unit="bits").mean()) * np.log(2)
+    return float(stats.entropy(batch.posterior, unit="nats").mean())
 
 
 def plot_hmm_posterior(example: hmm.HMMBatch):
@@ -81,7 +72,7 @@ def plot_training_losses(settings: Mapping[str, Any], bij_run: TrainedRun, hmm_r
         (axes[0], bij_run, bijection.bayes_ce_floor_nats(settings["V"], settings["L"]), "bijection"),
         (axes[1], hmm_run, hmm_floor_nats(hmm_batch), "HMM filtering"),
     ):
-        ax.plot(*moving_average(run.losses, window), color=plotting.PALETTE[0], label="training loss")
+        ax.plot(*stats.moving_average(run.losses, window), color=plotting.PALETTE[0], label="training loss")
         ax.axhline(floor, color="k", ls="--", lw=1, label="Bayes floor")
         ax.set(title=name, xlabel="step", ylabel="cross-entropy (nats per position)")
         ax.legend(frameon=False)
