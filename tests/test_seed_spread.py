@@ -55,13 +55,20 @@ def test_committed_file_is_consistent_with_its_runs_and_the_chapters_settings():
     if "binding_mamba_longer" in runs:  # Mamba's binding, 4x as long: same seeds and settings, only the steps differ
         longer = runs["binding_mamba_longer"]
         steps = seed_spread.LONGER_FACTOR * arch.SETTINGS["book"]["steps"]
-        assert stored["settings"]["binding_longer"] == {**stored["settings"]["binding"], "steps": steps}
-        assert [r["seed"] for r in longer] == stored["seeds"] and {r["steps"] for r in longer} == {steps}
-        values = [r["accuracy"] for r in longer]
-        low, high = stats.t.interval(0.95, df=len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
-        ci = stored["intervals"]["binding_accuracy_mamba_longer"]
-        assert ci["low"] == pytest.approx(low) and ci["high"] == pytest.approx(high)
-        assert all(len(r["loss_curve"]) == seed_spread.CURVE_POINTS for r in longer)
+        base = {k: v for k, v in stored["settings"]["binding"].items() if k != "family"}
+        families = stored["settings"]["binding_longer"].pop("families")
+        assert stored["settings"]["binding_longer"] == {**base, "steps": steps} and "mamba" in families
+        for family in families:
+            for group, key, n_steps in ((f"binding_{family}", f"binding_accuracy_{family}", None),
+                                        (f"binding_{family}_longer", f"binding_accuracy_{family}_longer", steps)):
+                values = [r["accuracy"] for r in runs[group]]
+                assert [r["seed"] for r in runs[group]] == stored["seeds"]
+                low, high = stats.t.interval(0.95, df=len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+                ci = stored["intervals"][key]
+                assert ci["low"] == pytest.approx(low) and ci["high"] == pytest.approx(high)
+                if n_steps is not None:
+                    assert {r["steps"] for r in runs[group]} == {steps}
+                    assert all(len(r["loss_curve"]) == seed_spread.CURVE_POINTS for r in runs[group])
 
 
 @pytest.mark.slow
@@ -90,7 +97,13 @@ def test_the_longer_binding_runs_are_the_chapters_model_trained_longer_at_the_fa
 
     stored = {"scale": "fast", "seeds": [0, 1], "settings": {"binding": {**arch.SETTINGS["fast"], "family": "mamba"}},
               "runs": {}, "intervals": {}, "provenance": {"torch": "x"}}
-    result = seed_spread.compute_longer_binding(stored, processes=1, log=lambda *_: None)
+    with pytest.raises(ValueError, match="unknown model families"):
+        seed_spread.compute_longer_binding(stored, ["gru"])
+    result = seed_spread.compute_longer_binding(stored, ["mamba", "lstm"], processes=1, log=lambda *_: None)
+    assert result["runs"]["binding_lstm"][0] == seed_spread.binding_seed("fast", 0, "lstm")  # the chapter's length too
+    assert result["settings"]["binding_longer"]["families"] == ["mamba", "lstm"]
+    again = seed_spread.compute_longer_binding(result, ["lstm"], log=lambda *_: None)  # stored runs are not repeated
+    assert again["runs"] == result["runs"]
     steps = seed_spread.LONGER_FACTOR * arch.SETTINGS["fast"]["steps"]
     direct = seed_spread.binding_seed("fast", 1, "mamba", steps=steps)
     timeless = lambda run: {k: v for k, v in run.items() if k != "cpu_seconds"}  # noqa: E731

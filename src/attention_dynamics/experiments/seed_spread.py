@@ -118,34 +118,55 @@ def binding_seed(scale: str, seed: int, family: str = "mamba", steps: int | None
     return result
 
 
-def _binding_seed_longer(scale: str, seed: int) -> dict[str, float]:
+def _binding_seed_longer(scale: str, seed: int, family: str) -> dict[str, float]:
     from . import architectures as arch
 
-    return binding_seed(scale, seed, "mamba", steps=LONGER_FACTOR * arch.SETTINGS[scale]["steps"])
+    return binding_seed(scale, seed, family, steps=LONGER_FACTOR * arch.SETTINGS[scale]["steps"])
 
 
-def compute_longer_binding(stored: dict[str, Any], *, processes: int | None = None, log=print) -> dict[str, Any]:
-    """Return ``stored`` (the spread results) with Mamba's binding runs repeated :data:`LONGER_FACTOR` times as long.
+def compute_longer_binding(stored: dict[str, Any], families: Sequence[str] = ("mamba",), *,
+                           processes: int | None = None, log=print) -> dict[str, Any]:
+    """Return ``stored`` (the spread results) with the binding runs of ``families`` repeated
+    :data:`LONGER_FACTOR` times as long.
 
-    The evidence that decides the binding verdict (a fail at the chapter's budget is a finding only if a
-    4× longer run does not change it): the same seeds, model and evaluation set, the schedule stretched
-    over ``LONGER_FACTOR`` × the chapter's steps; stored under ``runs["binding_mamba_longer"]`` with its
-    interval ``intervals["binding_accuracy_mamba_longer"]``.
+    The evidence that decides a binding verdict (a fail at the chapter's budget is a finding only if a
+    4× longer run does not change it, and a "does not realise" only if more training does not make the
+    model realise it): the same seeds, model and evaluation set, the schedule stretched over
+    ``LONGER_FACTOR`` × the chapter's steps; stored under ``runs["binding_<family>_longer"]`` with its
+    interval ``intervals["binding_accuracy_<family>_longer"]``. A family without chapter-length spread
+    runs gets those too (``runs["binding_<family>"]``); runs already stored are kept, not repeated.
     """
+    from ..models.factory import FAMILIES
     from ..training import map_parallel
     from . import architectures as arch
 
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise ValueError(f"unknown model families {unknown}; choose from {', '.join(FAMILIES)}")
     scale, seeds = stored["scale"], [int(s) for s in stored["seeds"]]
     steps = LONGER_FACTOR * arch.SETTINGS[scale]["steps"]
-    log(f"training Mamba on binding {LONGER_FACTOR}× longer ({steps} steps), seeds {seeds} ...")
-    runs = map_parallel(_binding_seed_longer, [dict(scale=scale, seed=s) for s in seeds], processes=processes)
-    for run in runs:
-        log(f"seed {run['seed']}: accuracy {run['accuracy']:.3f} after {run['steps']} steps, {run['cpu_seconds']:.0f} CPU-s")
-    settings = {**stored["settings"], "binding_longer": {**stored["settings"]["binding"], "steps": steps}}
+    runs, intervals = dict(stored["runs"]), dict(stored["intervals"])
+    for family in families:
+        if f"binding_{family}" not in runs:
+            log(f"training {family} on binding ({arch.SETTINGS[scale]['steps']} steps), seeds {seeds} ...")
+            runs[f"binding_{family}"] = map_parallel(
+                binding_seed, [dict(scale=scale, seed=s, family=family) for s in seeds], processes=processes)
+            intervals[f"binding_accuracy_{family}"] = t_interval([r["accuracy"] for r in runs[f"binding_{family}"]])
+        if f"binding_{family}_longer" in runs:
+            continue
+        log(f"training {family} on binding {LONGER_FACTOR}× longer ({steps} steps), seeds {seeds} ...")
+        longer = map_parallel(_binding_seed_longer, [dict(scale=scale, seed=s, family=family) for s in seeds],
+                              processes=processes)
+        for run in longer:
+            log(f"{family}, seed {run['seed']}: accuracy {run['accuracy']:.3f} after {run['steps']} steps, "
+                f"{run['cpu_seconds']:.0f} CPU-s")
+        runs[f"binding_{family}_longer"] = longer
+        intervals[f"binding_accuracy_{family}_longer"] = t_interval([r["accuracy"] for r in longer])
+    longer_families = [f for f in FAMILIES if f"binding_{f}_longer" in runs]
+    base = {k: v for k, v in stored["settings"]["binding"].items() if k != "family"}
+    settings = {**stored["settings"], "binding_longer": {**base, "steps": steps, "families": longer_families}}
     earlier = stored.get("provenance_of_earlier_runs") or stored.get("provenance")
-    return {**stored, "provenance_of_earlier_runs": earlier, "settings": settings, "runs": {**stored["runs"], "binding_mamba_longer": runs},
-            "intervals": {**stored["intervals"],
-                          "binding_accuracy_mamba_longer": t_interval([r["accuracy"] for r in runs])}}
+    return {**stored, "provenance_of_earlier_runs": earlier, "settings": settings, "runs": runs, "intervals": intervals}
 
 
 def compute(scale: str = "book", seeds: Sequence[int] = SEEDS, *, processes: int | None = None) -> dict[str, Any]:
@@ -186,13 +207,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scale", default="book", choices=("fast", "book", "paper"))
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--out", type=Path, default=None, help=f"output file (default: the package's data/{SPREAD_FILE})")
-    parser.add_argument("--longer-binding", action="store_true",
-                        help=f"add Mamba's binding runs {LONGER_FACTOR}x as long to the stored results (keeps the rest)")
+    parser.add_argument("--longer-binding", nargs="*", default=None, metavar="FAMILY",
+                        help=f"add these families' binding runs {LONGER_FACTOR}x as long (default: mamba) to the "
+                             "stored results, keeping the rest")
     args = parser.parse_args(argv)
     out = args.out or data_path(SPREAD_FILE)
-    if args.longer_binding:
+    if args.longer_binding is not None:
         stored = load_results(out) if out.exists() else compute(args.scale, args.seeds)
-        result = compute_longer_binding(stored)
+        result = compute_longer_binding(stored, args.longer_binding or ("mamba",))
     else:
         result = compute(args.scale, args.seeds)
     path = save_results(result, out)
