@@ -457,6 +457,7 @@ def _spread(short: list[float], longer: list[float] | None) -> dict:
     intervals = {"binding_accuracy_mamba": seed_spread.t_interval(short)}
     if longer is not None:
         runs["binding_mamba_longer"] = [{"seed": s, "accuracy": a, "loss_before": 0.5, "loss_after": 0.5, "steps": 20,
+                                         "cpu_seconds": 60.0,
                                          "loss_curve": [1.0, 0.7, 0.5, 0.5]} for s, a in zip(seeds, longer)]
         intervals["binding_accuracy_mamba_longer"] = seed_spread.t_interval(longer)
     return {"seeds": seeds, "settings": {"binding": {"steps": 5}}, "runs": runs, "intervals": intervals}
@@ -499,8 +500,66 @@ def test_binding_longer_figure_pairs_each_seed_at_both_lengths():
     spread = _spread([0.77, 0.86, 0.75, 0.57, 0.82], [0.96, 0.97, 0.98, 0.97, 0.99])
     fig, (ax_loss, ax_acc) = report.plot_binding_longer(spread, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
     assert len(ax_loss.lines) == 2 * 5 + 1  # each seed's curve and its last 20 %, and the chapter's length
-    assert len(ax_acc.lines) >= 5 + 4 and len(ax_acc.containers) == 2  # paired seeds, four levels, two intervals
+    paired = [line for line in ax_acc.lines if line.get_marker() == "o"]
+    assert len(paired) == 5 and len(ax_acc.containers) == 2  # one line per seed, two intervals
+    assert len([line for line in ax_acc.lines if len(line.get_xdata()) == 2 and line.get_marker() != "o"]) == 4  # levels
+    assert "4×" in ax_loss.get_title()
+    spread["runs"]["binding_lstm"] = [dict(r) for r in spread["runs"]["binding_mamba"]]
+    spread["runs"]["binding_lstm_longer"] = [dict(r) for r in spread["runs"]["binding_mamba_longer"]]
+    spread["intervals"]["binding_accuracy_lstm"] = spread["intervals"]["binding_accuracy_mamba"]
+    spread["intervals"]["binding_accuracy_lstm_longer"] = spread["intervals"]["binding_accuracy_mamba_longer"]
+    fig, (ax_loss, ax_acc) = report.plot_binding_longer(spread, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
+    assert len(ax_loss.lines) == 2 * 2 * 5 + 1 and len(ax_acc.containers) == 4  # both families
+    spread["runs"]["binding_lstm_longer"][0]["seed"] = 7
     with pytest.raises(ValueError, match="seeds"):
-        bad = _spread([0.7, 0.8], [0.9, 0.95])
-        bad["runs"]["binding_mamba_longer"][0]["seed"] = 7
-        report.plot_binding_longer(bad, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
+        report.plot_binding_longer(spread, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
+    with pytest.raises(ValueError, match="no longer binding runs"):
+        report.plot_binding_longer(_spread([0.7, 0.8], None), paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
+
+
+@pytest.mark.parametrize("lstm_longer, status", [([0.35, 0.36, 0.34, 0.35, 0.37], "pass"),
+                                                 ([0.95, 0.97, 0.96, 0.98, 0.97], "fail")])
+def test_the_lstms_binding_is_stated_at_its_longer_run_against_paper_is_does_not_realise(lstm_longer, status,
+                                                                                         monkeypatch):
+    from attention_dynamics.experiments import seed_spread
+
+    captured = {}
+    original = report.record_table_claims
+    monkeypatch.setattr(report, "record_table_claims",
+                        lambda *a, **k: captured.update(original(*a, **k)) or captured)
+    batches = {t.name: arch.evaluation_batch(t, 16, 0) for t in SMALL_TASKS}
+    levels = arch.reference_levels(SMALL_TASKS, batches)
+    results = _fake_results({"transformer/binding": {"accuracy": 1.0}, "lstm/binding": {"accuracy": 0.3}})
+    spread = _spread([0.77, 0.86, 0.75, 0.57, 0.82], None)
+    short = [0.30, 0.31, 0.29, 0.30, 0.32]
+    spread["runs"]["binding_lstm"] = [{"seed": s, "accuracy": a, "loss_before": 1, "loss_after": 1}
+                                      for s, a in enumerate(short)]
+    spread["runs"]["binding_lstm_longer"] = [{"seed": s, "accuracy": a, "loss_before": 1, "loss_after": 0.9, "steps": 20,
+                                              "cpu_seconds": 6.0,
+                                              "loss_curve": [1.0]} for s, a in enumerate(lstm_longer)]
+    spread["intervals"]["binding_accuracy_lstm"] = seed_spread.t_interval(short)
+    spread["intervals"]["binding_accuracy_lstm_longer"] = seed_spread.t_interval(lstm_longer)
+    report.record_results(results, levels, {"steps": 5, "target_params": 1000}, params={}, spread=spread,
+                          floors=arch.bayes_floor_nats(batches))
+    claim = captured["architectures.binding_accuracy_lstm"]
+    assert claim.value == pytest.approx(np.mean(lstm_longer)) and claim.params["steps"] == 20
+    assert claim.upper == arch.REALISED_BINDING_ACCURACY and claim.status == status
+    assert status == "pass" or "against what Paper I reports" in claim.explanation
+    assert captured["architectures.binding_accuracy_mamba"].params["steps"] == 5  # no longer Mamba run here
+
+
+def test_verdict_summary_follows_the_claims_and_the_longest_run_made():
+    batches = {t.name: arch.evaluation_batch(t, 16, 0) for t in SMALL_TASKS}
+    levels = arch.reference_levels(SMALL_TASKS, batches)
+    results = _fake_results({"transformer/binding": {"accuracy": 1.0}, "mamba/binding": {"accuracy": 0.75}})
+    plain = arch.verdict_summary(results, levels).splitlines()
+    mamba = next(line for line in plain if line.startswith("- **Mamba**"))
+    assert "differs from Paper I on" in mamba and "binding" in mamba.split("differs from Paper I on")[1]
+    statuses = {key: "pass" for key in results}
+    statuses[("mamba", "hmm")] = "undecided"
+    lines = arch.verdict_summary(results, levels, statuses=statuses,
+                                 longer={("mamba", "binding"): (True, 3200)}).splitlines()
+    mamba = next(line for line in lines if line.startswith("- **Mamba**"))
+    assert "binding (after 3200 steps)" in mamba.split(";")[0]
+    assert "not decided on transport (its claim is undecided" in mamba
+    assert "binding" not in mamba.split("—")[1].split(";")[0]  # no longer listed as a difference

@@ -52,8 +52,7 @@ def test_committed_file_is_consistent_with_its_runs_and_the_chapters_settings():
         assert [r["seed"] for r in runs[group]] == stored["seeds"]
         low, high = stats.t.interval(0.95, df=len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
         assert stored["intervals"][name]["low"] == pytest.approx(low) and stored["intervals"][name]["high"] == pytest.approx(high)
-    if "binding_mamba_longer" in runs:  # Mamba's binding, 4x as long: same seeds and settings, only the steps differ
-        longer = runs["binding_mamba_longer"]
+    if "binding_mamba_longer" in runs:  # binding 4x as long: same seeds and settings, only the steps differ
         steps = seed_spread.LONGER_FACTOR * arch.SETTINGS["book"]["steps"]
         base = {k: v for k, v in stored["settings"]["binding"].items() if k != "family"}
         families = stored["settings"]["binding_longer"].pop("families")
@@ -106,7 +105,7 @@ def test_the_longer_binding_runs_are_the_chapters_model_trained_longer_at_the_fa
     assert again["runs"] == result["runs"]
     steps = seed_spread.LONGER_FACTOR * arch.SETTINGS["fast"]["steps"]
     direct = seed_spread.binding_seed("fast", 1, "mamba", steps=steps)
-    timeless = lambda run: {k: v for k, v in run.items() if k != "cpu_seconds"}  # noqa: E731
+    timeless = lambda run: {k: v for k, v in run.items() if k != "cpu_seconds"}
     assert timeless(result["runs"]["binding_mamba_longer"][1]) == timeless(direct) and direct["steps"] == steps
     assert len(direct["loss_curve"]) == min(seed_spread.CURVE_POINTS, steps)
     assert result["settings"]["binding_longer"]["steps"] == steps

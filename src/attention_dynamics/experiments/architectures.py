@@ -584,22 +584,41 @@ def _default_explanation(family: str, task: str, metric: str, run: RunResult, le
             f"train for 50k–150k steps.")
 
 
-def verdict_summary(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels) -> str:
-    """Return a Markdown list: for every family, which primitives it realises here and whether Paper I agrees."""
+def verdict_summary(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels, *,
+                    statuses: Mapping[tuple[str, str], str] | None = None,
+                    longer: Mapping[tuple[str, str], tuple[bool, int]] | None = None) -> str:
+    """Return a Markdown list: for every family, which primitives it realises here and whether Paper I agrees.
+
+    ``longer`` maps ``(family, task)`` to ``(realised, steps)`` of a longer run, which then states that cell (the
+    longest run made decides). ``statuses`` maps ``(family, task)`` to the status of its headline claim: a cell whose
+    claim is ``undecided`` is listed as not decided instead of as agreeing or differing. Without ``statuses``, a
+    "does not realise" cell is not decided while the transformer, the positive control, misses that primitive too.
+    """
     lines = []
+    longer = dict(longer or {})
     for family in FAMILIES:
         got = {t: realises_primitive(t, results[(family, t)].metrics, levels) for t in TASKS if (family, t) in results}
-        ours = ", ".join(TASK_PRIMITIVES[t] for t, ok in got.items() if ok) or "none"
+        after = {}
+        for t in got:
+            if (family, t) in longer:
+                got[t], after[t] = longer[(family, t)]
+        ours = ", ".join(TASK_PRIMITIVES[t] + (f" (after {after[t]} steps)" if t in after else "")
+                         for t, ok in got.items() if ok) or "none"
         verdict = PAPER_I_RESULTS[family]["realises"]
         if verdict is None:
             lines.append(f"- **{FAMILY_LABELS[family]}** realises here: {ours}. Paper I does not test this model.")
             continue
         theirs = ", ".join(TASK_PRIMITIVES[t] for t in TASKS if verdict[t]) or "none"
-        open_ = [t for t in got if not verdict[t] and family != "transformer" and positive_control_fails(t, results, levels)]
+        control = [t for t in got if not verdict[t] and family != "transformer" and positive_control_fails(t, results, levels)]
+        if statuses is None:
+            open_ = control
+        else:
+            open_ = [t for t in got if statuses.get((family, t)) == "undecided"]
         differ = [TASK_PRIMITIVES[t] for t in got if got[t] != verdict[t] and t not in open_]
         agreement = "agrees with Paper I" if not differ else f"differs from Paper I on {', '.join(differ)}"
-        if open_:
-            agreement += (f"; not decided on {', '.join(TASK_PRIMITIVES[t] for t in open_)} (the transformer, the "
-                          f"positive control, does not realise it at this budget either)")
+        for t in open_:
+            why = ("the transformer, the positive control, does not realise it at this budget either" if t in control
+                   else "its claim is undecided: no longer run was made")
+            agreement += f"; not decided on {TASK_PRIMITIVES[t]} ({why})"
         lines.append(f"- **{FAMILY_LABELS[family]}** realises here: {ours}; Paper I: {theirs} — {agreement}.")
     return "\n".join(lines)

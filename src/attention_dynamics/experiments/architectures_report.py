@@ -31,6 +31,7 @@ from .architectures import (
     evaluation_seed,
     not_decided_reason,
     pd_table,
+    realises_primitive,
     record_table_claims,
     reference_levels,
     verdict_summary,
@@ -236,8 +237,9 @@ def record_results(results: Mapping[tuple[str, str], RunResult], levels: "Refere
     """Record the results table's claims, with the explanations of the fails and Mamba's binding as a mean over
     seeds (``spread``: :func:`attention_dynamics.experiments.seed_spread.load`); return the verdict summary (markdown).
 
-    Mamba's binding is stated at the longest run made: the spread file's 4× longer runs where it holds them
-    (:func:`~attention_dynamics.experiments.seed_spread.compute_longer_binding`), decided by their interval.
+    Mamba's and the LSTM's binding are stated at the longest run made: the spread file's 4× longer runs where it
+    holds them (:func:`~attention_dynamics.experiments.seed_spread.compute_longer_binding`), decided by their
+    interval.
     """
     from .. import claims
 
@@ -252,108 +254,146 @@ def record_results(results: Mapping[tuple[str, str], RunResult], levels: "Refere
     )
     # Mamba's binding accuracy varies across seeds more than its distance to the 90 % threshold: it is
     # stated as the mean over the seed-spread runs (this chapter's own training, seeds 0-4) with a 95 % interval,
-    # at the longest run made: where the spread file holds the 4x longer runs, at those.
+    # at the longest run made: where the spread file holds the 4x longer runs, at those (so is the LSTM's).
     mamba_ci = {**spread["intervals"]["binding_accuracy_mamba"], "seeds": spread["seeds"]}
     still_falling = sum(r["loss_after"] < r["loss_before"] for r in spread["runs"]["binding_mamba"])
     others = (f"transformer {results[('transformer', 'binding')].metrics['accuracy']:.1%}, LSTM "
               f"{results[('lstm', 'binding')].metrics['accuracy']:.1%}, chance "
               f"{levels.context_blind['binding']['accuracy']:.1%}")
-    stated, longer_steps = mamba_ci, {}
-    mamba_account = (
-        f"Mamba learns binding, but more slowly than the transformer: after {cfg['steps']} steps it answers "
-        f"{mamba_ci['low']:.1%} to {mamba_ci['high']:.1%} of queries (95% interval over {mamba_ci['n']} seeds; "
-        f"{others}), and its training loss is still falling on {still_falling} of {mamba_ci['n']} seeds: a "
-        f"budget, not a finding. Paper I's 97.8% comes from a far longer run of a ~45× larger model.")
-    longer_ci = spread["intervals"].get("binding_accuracy_mamba_longer")
-    if longer_ci is not None:
-        from .architectures import REALISED_BINDING_ACCURACY
-
-        longer_runs = spread["runs"]["binding_mamba_longer"]
-        steps_long = int(longer_runs[0]["steps"])
-        stated = {**longer_ci, "seeds": [r["seed"] for r in longer_runs]}
-        longer_steps = {"architectures.binding_accuracy_mamba": steps_long}
-        falling_long = sum(r["loss_after"] < r["loss_before"] for r in longer_runs)
-        status = claims.claim_status(longer_ci["mean"], interval=(longer_ci["low"], longer_ci["high"]),
-                                     lower=REALISED_BINDING_ACCURACY)
-        reading = {
-            "pass": "trained longer, it realises binding, as Paper I reports: the chapter's shortfall is the budget",
-            "fail": (f"a run {steps_long // cfg['steps']} times as long does not bring it to the "
-                     f"{REALISED_BINDING_ACCURACY:.0%} threshold, so the shortfall does not come from the chapter's "
-                     f"budget alone (at this model size; Paper I's model is ~45× larger)"),
-            "undecided": "the interval of the longer run still reaches both sides of the threshold",
-        }[status]
-        mamba_account = (
-            f"Stated at the longest run made: after {steps_long} steps ({steps_long // cfg['steps']}× the chapter's) "
-            f"Mamba answers {longer_ci['low']:.1%} to {longer_ci['high']:.1%} of queries (95% interval over "
-            f"{longer_ci['n']} seeds), against {mamba_ci['low']:.1%} to {mamba_ci['high']:.1%} after the chapter's "
-            f"{cfg['steps']} steps ({others}); {reading}. Its training loss still fell over the last 10% of the "
-            f"longer run on {falling_long} of {longer_ci['n']} seeds. Paper I's 97.8% comes from a far longer run "
-            f"of a ~45× larger model.")
-        claims.glue("architectures.mamba_binding_longer_steps", steps_long)
-        claims.glue("architectures.mamba_binding_longer_factor", steps_long // cfg["steps"])
-        claims.glue("architectures.mamba_binding_longer_low", longer_ci["low"])
-        claims.glue("architectures.mamba_binding_longer_high", longer_ci["high"])
-        claims.glue("architectures.mamba_binding_longer_still_falling", falling_long)
+    seed_means = {"architectures.binding_accuracy_mamba": mamba_ci}
     explanations = {
         **{f"architectures.{m}_{f}": hmm_account for m in ("hmm_mae_bits", "hmm_kl_bits")
            for f in ("transformer", "mamba")},
-        "architectures.binding_accuracy_mamba": mamba_account,
+        "architectures.binding_accuracy_mamba": (
+            f"Mamba learns binding, but more slowly than the transformer: after {cfg['steps']} steps it answers "
+            f"{mamba_ci['low']:.1%} to {mamba_ci['high']:.1%} of queries (95% interval over {mamba_ci['n']} seeds; "
+            f"{others}), and its training loss is still falling on {still_falling} of {mamba_ci['n']} seeds: a "
+            f"budget, not a finding. Paper I's 97.8% comes from a far longer run of a ~45× larger model."),
     }
-    record_table_claims(results, levels, params=params, explanations=explanations,
-                        seed_means={"architectures.binding_accuracy_mamba": stated}, floors=floors,
-                        longer_steps=longer_steps)
+    longer_steps = {}
+    for family in ("mamba", "lstm"):
+        stated = _binding_at_longest_run(family, spread, cfg, others)
+        if stated is not None:
+            claim_id = f"architectures.binding_accuracy_{family}"
+            seed_means[claim_id], longer_steps[claim_id], explanations[claim_id] = stated
+    longer_runs = [run for key, runs in spread["runs"].items() if key.endswith("_longer") for run in runs]
+    if longer_runs:
+        claims.glue("architectures.binding_longer_minutes", sum(run["cpu_seconds"] for run in longer_runs) / 60)
+    recorded = record_table_claims(results, levels, params=params, explanations=explanations, seed_means=seed_means,
+                                   floors=floors, longer_steps=longer_steps)
+    headline = {"bijection": "bijection_mae_bits", "hmm": "hmm_kl_bits", "binding": "binding_accuracy"}
+    statuses = {(family, task): recorded[f"architectures.{name}_{family}"].status
+                for (family, task) in results if (name := headline.get(task)) is not None}
+    longer = {}
+    for claim_id, steps in longer_steps.items():
+        family = claim_id.rsplit("_", 1)[-1]
+        ci = seed_means[claim_id]
+        longer[(family, "binding")] = (realises_primitive("binding", {"accuracy": ci["mean"]}, levels), steps)
     claims.glue("architectures.mamba_binding_this_seed", results[("mamba", "binding")].metrics["accuracy"])
     claims.glue("architectures.mamba_binding_mean", mamba_ci["mean"])
     claims.glue("architectures.mamba_binding_low", mamba_ci["low"])
     claims.glue("architectures.mamba_binding_high", mamba_ci["high"])
     claims.glue("architectures.mamba_binding_still_falling", still_falling)
     claims.glue("architectures.spread_n_seeds", mamba_ci["n"])
-    return verdict_summary(results, levels)
+    return verdict_summary(results, levels, statuses=statuses, longer=longer)
 
 
 def plot_binding_longer(spread: Mapping[str, Any], *, paper_accuracy: float, bag_accuracy: float, chance: float):
-    """Return ``(fig, axes)``: the evidence that decides Mamba's binding verdict (``spread``: the seed-spread results
-    with their longer runs, :func:`attention_dynamics.experiments.seed_spread.compute_longer_binding`).
+    """Return ``(fig, axes)``: the evidence that decides the binding verdicts stated at a longer run (``spread``: the
+    seed-spread results with their longer runs, :func:`attention_dynamics.experiments.seed_spread.compute_longer_binding`).
 
-    Left: the training loss of every seed's longer run (block means; the last 20 % of training thick). Right: each
-    seed's accuracy after the chapter's steps and after the longer run (paired), with the 95 % interval of the mean
-    of each, the realised threshold, Paper I's accuracy, the bag-of-values level and chance.
+    Left: the training loss of every seed's longer run, per family (block means; the last 20 % of training thick).
+    Right: each seed's accuracy after the chapter's steps and after the longer run (paired), with the 95 % interval
+    of the mean of each, the realised threshold, Paper I's accuracy for Mamba (``paper_accuracy``), the
+    bag-of-values level and chance.
     """
     from .. import plotting
     from .architectures import REALISED_BINDING_ACCURACY
 
-    short, longer = spread["runs"]["binding_mamba"], spread["runs"]["binding_mamba_longer"]
-    if [r["seed"] for r in short] != [r["seed"] for r in longer]:
-        raise ValueError("the longer runs must repeat the chapter-length runs' seeds")
-    color = family_color("mamba")
-    fig, (ax_loss, ax_acc) = plotting.new_figure(2, width=8.4, height=3.3)
-    for i, run in enumerate(longer):
-        curve = np.asarray(run["loss_curve"])
-        x = (np.arange(len(curve)) + 0.5) * run["steps"] / len(curve)
-        last = x >= 0.8 * run["steps"]
-        ax_loss.plot(x, curve, color=color, lw=1.0, alpha=0.8, label="one seed" if i == 0 else None)
-        ax_loss.plot(x[last], curve[last], color=color, lw=3.0, alpha=0.8,
-                     label="last 20 % of training" if i == 0 else None)
-    ax_loss.axvline(spread["settings"]["binding"]["steps"], color="grey", ls=":", lw=1.2,
-                    label="the chapter's run ends")
-    ax_loss.set(xlabel="training step", ylabel="training loss (nats)",
-                title=f"Mamba on binding, {longer[0]['steps']} steps")
+    families = [f for f in FAMILIES if f"binding_{f}_longer" in spread["runs"]]
+    if not families:
+        raise ValueError("the spread results hold no longer binding runs")
+    chapter_steps = spread["settings"]["binding"]["steps"]
+    fig, (ax_loss, ax_acc) = plotting.new_figure(2, width=8.4, height=3.4)
+    for k, family in enumerate(families):
+        short, longer = spread["runs"][f"binding_{family}"], spread["runs"][f"binding_{family}_longer"]
+        if [r["seed"] for r in short] != [r["seed"] for r in longer]:
+            raise ValueError(f"{family}: the longer runs must repeat the chapter-length runs' seeds")
+        color = family_color(family)
+        for i, run in enumerate(longer):
+            curve = np.asarray(run["loss_curve"])
+            x = (np.arange(len(curve)) + 0.5) * run["steps"] / len(curve)
+            last = x >= 0.8 * run["steps"]
+            ax_loss.plot(x, curve, color=color, lw=1.0, alpha=0.8,
+                         label=f"{FAMILY_LABELS[family]}, one line per seed" if i == 0 else None)
+            ax_loss.plot(x[last], curve[last], color=color, lw=3.0, alpha=0.8)
+        offset = 0.12 * k
+        for run_short, run_long in zip(short, longer):
+            ax_acc.plot([offset, 1 + offset], [run_short["accuracy"], run_long["accuracy"]], color=color, lw=1.0,
+                        marker="o", ms=4, alpha=0.7)
+        for x, key in ((0, f"binding_accuracy_{family}"), (1, f"binding_accuracy_{family}_longer")):
+            ci = spread["intervals"][key]
+            ax_acc.errorbar([x + offset + 0.06], [ci["mean"]], yerr=[[ci["mean"] - ci["low"]], [ci["high"] - ci["mean"]]],
+                            color="black", marker="s", ms=4, capsize=3,
+                            label="mean, 95 % interval" if (k, x) == (0, 0) else None)
+    ax_loss.axvline(chapter_steps, color="grey", ls=":", lw=1.2, label="the chapter's run ends")
+    longer_steps = spread["runs"][f"binding_{families[0]}_longer"][0]["steps"]
+    ax_loss.set(yscale="log", xlabel="training step", ylabel="training loss (nats)",
+                title=f"Binding, trained {longer_steps // chapter_steps}× as long (last 20 % thick)")
     ax_loss.legend(fontsize=7)
-    steps = (spread["settings"]["binding"]["steps"], longer[0]["steps"])
-    for run_short, run_long in zip(short, longer):
-        ax_acc.plot([0, 1], [run_short["accuracy"], run_long["accuracy"]], color=color, lw=1.0, marker="o", ms=4,
-                    alpha=0.7)
-    for x, key in ((0, "binding_accuracy_mamba"), (1, "binding_accuracy_mamba_longer")):
-        ci = spread["intervals"][key]
-        ax_acc.errorbar([x + 0.08], [ci["mean"]], yerr=[[ci["mean"] - ci["low"]], [ci["high"] - ci["mean"]]],
-                        color="black", marker="s", ms=5, capsize=4, label="mean, 95 % interval" if x == 0 else None)
-    for level, style, label in ((paper_accuracy, "-", "Paper I"), (REALISED_BINDING_ACCURACY, "--", "realised threshold"),
+    for level, style, label in ((paper_accuracy, "-", "Paper I, Mamba"),
+                                (REALISED_BINDING_ACCURACY, "--", "realised threshold"),
                                 (bag_accuracy, "-.", "bag of values (exact)"), (chance, ":", "chance")):
         ax_acc.axhline(level, color="black", ls=style, lw=1.0, label=label)
-    ax_acc.set(xticks=[0, 1], xticklabels=[f"{n} steps" for n in steps], xlim=(-0.4, 1.5), ylim=(0, 1.02),
-               ylabel="binding accuracy", title="Each seed, at both lengths")
-    ax_acc.legend(fontsize=7, loc="lower right")
+    ax_acc.set(xticks=[0.1, 1.1], xticklabels=[f"{chapter_steps} steps", f"{longer_steps} steps"], xlim=(-0.4, 1.6),
+               ylim=(0, 1.02), ylabel="binding accuracy", title="Each seed, at both lengths")
+    ax_acc.legend(fontsize=7, loc="center right")
     return fig, (ax_loss, ax_acc)
+
+
+def _binding_at_longest_run(family: str, spread: Mapping[str, Any], cfg: Mapping[str, Any],
+                            others: str) -> tuple[dict[str, Any], int, str] | None:
+    """Return ``(seed mean, steps, account)`` of ``family``'s binding accuracy at its 4× longer spread runs, and
+    glue their numbers (``architectures.<family>_binding_longer_*``); None where the spread file has none."""
+    from .. import claims
+    from .architectures import PAPER_I_RESULTS, REALISED_BINDING_ACCURACY
+
+    longer_ci = spread["intervals"].get(f"binding_accuracy_{family}_longer")
+    if longer_ci is None:
+        return None
+    short_ci = spread["intervals"][f"binding_accuracy_{family}"]
+    longer_runs = spread["runs"][f"binding_{family}_longer"]
+    steps_long = int(longer_runs[0]["steps"])
+    factor = steps_long // cfg["steps"]
+    realises = PAPER_I_RESULTS[family]["realises"]["binding"]
+    name = FAMILY_LABELS[family]
+    verdict = claims.claim_status(longer_ci["mean"], interval=(longer_ci["low"], longer_ci["high"]),
+                                  **({"lower": REALISED_BINDING_ACCURACY} if realises else
+                                     {"upper": REALISED_BINDING_ACCURACY}))
+    reached = {"pass": realises, "fail": not realises}.get(verdict)
+    if reached is None:
+        reading = "the interval of the longer run still reaches both sides of the threshold"
+    elif reached:
+        reading = (f"trained longer, it realises binding, {'as' if realises else 'against what'} Paper I reports"
+                   + (": the shortfall at the chapter's budget was training time" if realises else ""))
+    else:
+        reading = (f"a run {factor} times as long leaves it below the {REALISED_BINDING_ACCURACY:.0%} threshold, "
+                   f"{'against' if realises else 'as'} Paper I reports (at this model size)")
+    falling = sum(r["loss_after"] < r["loss_before"] for r in longer_runs)
+    late_change = max(abs(r["loss_before"] - r["loss_after"]) / r["loss_before"] for r in longer_runs)
+    account = (
+        f"Stated at the longest run made: after {steps_long} steps ({factor}× the chapter's) the {name} answers "
+        f"{longer_ci['low']:.1%} to {longer_ci['high']:.1%} of queries (95% interval over {longer_ci['n']} seeds), "
+        f"against {short_ci['low']:.1%} to {short_ci['high']:.1%} after the chapter's {cfg['steps']} steps "
+        f"({others}); {reading}. Over the last 20% of the longer run its training loss changed by at most "
+        f"{late_change:.1%} of its level (still falling on {falling} of {longer_ci['n']} seeds).")
+    for key, value in (("steps", steps_long), ("factor", factor), ("mean", longer_ci["mean"]),
+                       ("low", longer_ci["low"]), ("high", longer_ci["high"]), ("still_falling", falling),
+                       ("late_change_max", late_change),
+                       ("short_mean", short_ci["mean"]), ("short_low", short_ci["low"]),
+                       ("short_high", short_ci["high"])):
+        claims.glue(f"architectures.{family}_binding_longer_{key}", value)
+    return {**longer_ci, "seeds": [r["seed"] for r in longer_runs]}, steps_long, account
 
 
 def record_mamba_routing_fits(results: Mapping[tuple[str, str], RunResult], tasks: Sequence[WindTunnel],
