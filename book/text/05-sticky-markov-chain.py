@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@a38f1d235d2113bf402604badb1f12d5cadaf196"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@2d7037a04d6220cc3dbe4d4a07e80b91bbb9b518"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD

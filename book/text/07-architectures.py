@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@a38f1d235d2113bf402604badb1f12d5cadaf196"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@2d7037a04d6220cc3dbe4d4a07e80b91bbb9b518"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures
@@ -320,7 +320,7 @@ claims.glue(
 # the context-blind MLP after the first step, in line with Paper I's report that the LSTM fails HMM filtering
 # — although here, too, the update and the transport cannot be told apart.
 
-# %% [markdown]
+# %% [markdown] tags=[]
 # ### Binding, trained four times as long
 #
 # A verdict on binding at the chapter's budget would mix two questions: can the model bind, and can it learn to
@@ -344,7 +344,7 @@ fig, axes = report.plot_binding_longer(
 fig.suptitle("Binding at four times the chapter's budget: Mamba binds, the LSTM does not")
 plotting.plt.show()
 
-# %% [markdown]
+# %% [markdown] tags=[]
 # Left: the training loss of every seed's longer run (log scale; the thick end is the last 20 % of training, the
 # dotted line where the chapter's own runs stop). Mamba's loss keeps falling through the chapter's
 # {glue:text}`architectures.steps` steps and on towards zero; the LSTM's drops within the first few hundred steps
