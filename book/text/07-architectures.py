@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@2d7037a04d6220cc3dbe4d4a07e80b91bbb9b518"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@7c4ad83014b204b5fd4fbf839eeb2d0702fe3a66"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures
