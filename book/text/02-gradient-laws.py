@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@7c4ad83014b204b5fd4fbf839eeb2d0702fe3a66"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@084079b500f8155288bfd207ddacd68f1a5741b5"
 
 # %% [markdown] tags=[]
 # # The gradient laws
