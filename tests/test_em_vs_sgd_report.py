@@ -36,7 +36,7 @@ def captured(monkeypatch):
 
 @pytest.fixture(scope="module")
 def heavy():
-    from attention_dynamics.experiments.results import load_results
+    from attention_dynamics.results import load_results
     from attention_dynamics.paths import data_path
 
     return load_results(data_path(report.em_vs_sgd.PAPER_SCALE_FILE))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics.experiments.results import load_results, save_results
+from attention_dynamics.results import load_results, save_results
 from attention_dynamics.experiments import lr_surface
 from attention_dynamics.experiments import em_vs_sgd as sticky
 from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss

@@ -11,7 +11,7 @@ import scipy.stats
 import torch
 
 from attention_dynamics.experiments import em_vs_sgd as sticky
-from attention_dynamics.experiments.results import load_results, save_results
+from attention_dynamics.results import load_results, save_results
 from attention_dynamics.paths import data_path
 from attention_dynamics.tasks import sticky_chain
 

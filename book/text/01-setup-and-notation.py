@@ -16,7 +16,7 @@ if "google.colab" in sys.modules:
 # differentiation.
 #
 # Like every chapter, it starts with a parameters cell (the defaults are what the book shows),
-# validates it with {py:func}`settings.chapter_settings`, seeds every random number generator with
+# validates it with {py:func}`settings.resolve`, seeds every random number generator with
 # {py:func}`seeding.seed_everything`, and records each number the text states with
 # {py:func}`claims.record` (the [claims ledger](reproducibility.md) collects them).
 
@@ -28,18 +28,11 @@ device = "auto"
 T = None  # length of the worked example (None: as the scale says)
 
 # %% tags=[]
-import torch
-
-from attention_dynamics import attention, claims, plotting
+from attention_dynamics import plotting
+from attention_dynamics.chapters.setup_and_notation import figures, report, runs, settings
 from attention_dynamics.seeding import seed_everything
-from attention_dynamics.settings import chapter_settings
 
-SETTINGS = {  # the worked example is small at every scale; it is a picture, not an experiment
-    "fast": {"T": 4, "d_in": 4, "d_k": 3, "d_v": 3, "n_classes": 3},
-    "book": {"T": 6, "d_in": 4, "d_k": 3, "d_v": 3, "n_classes": 3},
-    "paper": {"T": 6, "d_in": 4, "d_k": 3, "d_v": 3, "n_classes": 3},
-}
-cfg = chapter_settings(SETTINGS, scale, device=device, T=T)
+cfg = settings.resolve(scale, device=device, T=T)  # the worked example is small at every scale
 generator = seed_everything(seed)
 plotting.use_book_style()
 cfg
@@ -83,12 +76,8 @@ cfg
 # documentation gives the shapes).
 
 # %% tags=[]
-params = attention.init_single_head(
-    cfg.d_in, cfg.d_k, cfg.d_v, cfg.n_classes, std=1.0, generator=generator, dtype=torch.float64
-)
-x = torch.randn(cfg.T, cfg.d_in, generator=generator, dtype=torch.float64)  # (T, d_in)
-y = torch.randint(0, cfg.n_classes, (cfg.T,), generator=generator)  # (T,)
-fwd = attention.single_head_forward(x, params, y)
+example = runs.worked_example(cfg, generator)
+fwd = example.fwd
 {
     name: tuple(getattr(fwd, name).shape)
     for name in ("q", "k", "v", "scores", "alpha", "g", "logits", "p", "u", "b")
@@ -130,20 +119,7 @@ fwd.alpha.sum(-1)  # every row sums to one
 # {py:func}`plotting.plot_matrix`; blank cells are masked (key after query).
 
 # %% tags=["hide-input"]
-mask = attention.causal_mask(cfg.T)
-fig, axes = plotting.new_figure(2, width=3.6, height=3.1)
-plotting.plot_matrix(
-    axes[0], fwd.alpha, mask=mask, title=r"attention $\alpha_{ij}$", cbar_label="weight"
-)
-plotting.plot_matrix(
-    axes[1],
-    fwd.b,
-    mask=mask,
-    diverging=True,
-    title=r"compatibility $b_{ij} = u_i \cdot v_j$",
-    cbar_label="nats per unit of value",
-)
-fig.suptitle(f"Worked example: one causal head, T = {cfg.T}")
+figures.plot_worked_example(example)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -156,51 +132,8 @@ plotting.plt.show()
 # ({py:func}`attention.autograd_upstream_gradient`). In float64 both agree with the package to rounding error:
 
 # %% tags=["hide-input"]
-forward_err = (fwd.g - attention.sdpa_context(x, params)).abs().max().item()
-upstream_err = (fwd.u - attention.autograd_upstream_gradient(x, params, y)).abs().max().item()
-identity_err = ((fwd.alpha * fwd.b).sum(-1) - (fwd.u * fwd.g).sum(-1)).abs().max().item()
-example = {
-    "seed": seed,
-    "T": cfg.T,
-    "d_in": cfg.d_in,
-    "d_k": cfg.d_k,
-    "d_v": cfg.d_v,
-    "n_classes": cfg.n_classes,
-    "dtype": "float64",
-}
-claims.record(
-    "setup.forward_vs_sdpa_max_abs_err",
-    forward_err,
-    unit="",
-    description="max |g − g_sdpa| between the head and PyTorch's fused attention (float64)",
-    expected=0.0,
-    tolerance=1e-12,
-    params=example,
-)
-claims.record(
-    "setup.upstream_grad_vs_autograd_max_abs_err",
-    upstream_err,
-    unit="",
-    description="max |u − ∂L/∂g (autograd)| for the closed-form error signal (float64)",
-    expected=0.0,
-    tolerance=1e-12,
-    params=example,
-)
-claims.record(
-    "setup.expected_compatibility_identity_max_abs_err",
-    identity_err,
-    unit="",
-    description="max |Σ_j α_ij b_ij − u_i·g_i| (the identity in eq. compatibility, float64)",
-    expected=0.0,
-    tolerance=1e-12,
-    params=example,
-)
-claims.glue("setup.loss", fwd.loss.item())
-print(
-    f"forward vs fused kernel: {forward_err:.1e}\nupstream gradient vs autograd: "
-    f"{upstream_err:.1e}\n"
-    f"E_alpha[b] vs u·g: {identity_err:.1e}"
-)
+errors = runs.exactness_errors(example)
+print(report.record_exactness(errors, example, cfg, seed=seed))
 
 # %% [markdown] tags=[]
 # The largest difference between our context vectors and the fused kernel's is

@@ -32,14 +32,12 @@ n_draws = (
 import numpy as np
 
 from attention_dynamics import claims, plotting
-from attention_dynamics.experiments import gradient_laws_report as report
-from attention_dynamics.experiments import head_training
+from attention_dynamics.chapters.gradient_laws import figures, report, runs, settings
 from attention_dynamics.seeding import seed_everything
-from attention_dynamics.settings import chapter_settings
 
 # fast / book / paper: how many heads and how long their sequences are; the heads have the paper's
-# sticky-chain sizes (report.HEAD), and the checks run in float64 (report.DTYPE)
-cfg = chapter_settings(report.SETTINGS, scale, device=device, n_draws=n_draws)
+# sticky-chain sizes (settings.HEAD), and the checks run in float64 (settings.DTYPE)
+cfg = settings.resolve(scale, device=device, n_draws=n_draws)
 generator = seed_everything(seed)
 plotting.use_book_style()
 cfg
@@ -242,8 +240,8 @@ cfg
 
 # %% tags=["hide-input"]
 # a causal head 4 -> 3/3/3 -> 3, T = 8, weights from N(0, 1)
-example = report.worked_example(generator)
-report.plot_worked_example(example)
+example = runs.worked_example(generator)
+figures.plot_worked_example(example)
 plotting.plt.show()
 report.glue_worked_example(example)
 
@@ -284,7 +282,7 @@ report.glue_worked_example(example)
 
 # %% tags=["hide-input"]
 # one report per random head: {check: (max abs error, scale)}
-draws = report.law_check_draws(cfg, generator)
+draws = runs.law_check_draws(cfg, generator)
 verification = report.verification_params(cfg, seed)
 for claim in report.record_law_claims(draws, verification).values():
     print(f"{claim.id}: {claim.value:.1e} (tolerance {claim.tolerance:.1e}) [{claim.status}]")
@@ -314,7 +312,8 @@ for claim in report.record_law_claims(draws, verification).values():
 
 # %% tags=["hide-input", "nbval-ignore-output"]
 claims.glue("gradients.n_heads_checked", cfg.n_draws)
-fd_relative = report.finite_difference_check(cfg, generator, seed=seed)
+fd_relative = runs.finite_difference_errors(cfg, generator)
+report.record_finite_difference(fd_relative, cfg, seed=seed)
 {name: f"{err:.1e}" for name, err in fd_relative.items()}
 
 # %% [markdown] tags=[]
@@ -347,8 +346,8 @@ print(
 # (`gradients.inverse_temperature_sweep`, which scales $W_Q$ by $\beta$).
 
 # %% tags=["hide-input"]
-sweep = report.temperature_sweep(cfg, generator)  # one head (std 0.5), scores multiplied by β
-report.plot_temperature_sweep(sweep)
+sweep = runs.temperature_sweep(cfg, generator)  # one head (std 0.5), scores multiplied by β
+figures.plot_temperature_sweep(sweep)
 plotting.plt.show()
 
 # %% tags=["hide-input"]
@@ -403,7 +402,7 @@ report.record_sweep_claims(sweep, cfg, seed=seed)
 # $\eta = 0.01$) and random heads of the same shape on short random sequences.
 
 # %% tags=["hide-input"]
-sticky_check, random_checks = report.weight_step_checks(cfg, generator)
+sticky_check, random_checks = runs.weight_step_checks(cfg, generator)
 sticky_measures = report.record_weight_step_claims(sticky_check, random_checks, cfg, seed=seed)
 {name: round(value, 3) for name, value in sticky_measures.items()}
 
@@ -426,7 +425,7 @@ sticky_measures = report.record_weight_step_claims(sticky_check, random_checks, 
 # ### Along training
 #
 # At initialisation the attention is nearly uniform and the values are small, so the picture might differ once the
-# head has learned something. `head_training.weight_step_along_training` trains the sticky-chain head (seed 42, chapter 5's
+# head has learned something. `runs.weight_step_along_training` trains the sticky-chain head (seed 42, chapter 5's
 # data and initialisation) for {glue:text}`ch2.ws_steps` steps with the paper's SGD schedule and with its EM-like
 # schedule, and every {glue:text}`ch2.ws_every` steps takes the same float64 step of size 0.01 on the weights of the
 # current head. Beside each measurement it takes the step again on a reference input set where the two value pictures
@@ -434,8 +433,8 @@ sticky_measures = report.record_weight_step_claims(sticky_check, random_checks, 
 
 # %% tags=["hide-input", "trained-output"]
 # the sticky head trained with the SGD and EM-like schedules
-ws_traces = report.weight_step_traces(cfg)
-head_training.plot_weight_step_along_training(ws_traces)
+ws_traces = runs.weight_step_traces(cfg)
+figures.plot_weight_step_along_training(ws_traces)
 plotting.plt.show()
 report.glue_weight_step_traces(ws_traces, cfg)
 {

@@ -50,13 +50,11 @@ warnings.filterwarnings(
 )  # tqdm's notebook bar (no bars are shown)
 
 from attention_dynamics import claims, plotting
-from attention_dynamics.experiments import head_training
-from attention_dynamics.experiments import routing_report as report
+from attention_dynamics.chapters.routing_content_feedback import figures, report, runs, settings
 from attention_dynamics.seeding import seed_everything
-from attention_dynamics.settings import chapter_settings
 from attention_dynamics.tasks import specialization as recall
 
-cfg = chapter_settings(report.SETTINGS, scale, device=device, steps=steps)  # fast / book / paper
+cfg = settings.resolve(scale, device=device, steps=steps)  # fast / book / paper
 generator = seed_everything(seed)
 plotting.use_book_style()
 cfg
@@ -93,7 +91,7 @@ report.glue_task(example)  # the sizes, glued with the loss's three reference le
 # whose tag it requests.
 
 # %% tags=["hide-input"]
-report.plot_recall_example(example)
+figures.plot_recall_example(example)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -124,12 +122,13 @@ plotting.plt.show()
 # {py:func}`training.map_parallel` runs them on separate cores.
 
 # %% tags=["trained-output", "hide-input"]
-common = report.run_settings(cfg, seed)
-runs = report.train_variants(common)  # full head, values frozen, routing frozen (in parallel)
-run = runs["full"]
+common = runs.run_settings(cfg, seed)
+variants = runs.train_variants(common)  # full head, values frozen, routing frozen (in parallel)
+report.glue_training(common)
+run = variants["full"]
 # A held-out float64 batch for the measurements below that take one parameter state at a time.
 check = recall.sample_specialization_batch(cfg.n_check, generator=generator, dtype=torch.float64)
-advantage = report.advantage_curve(run, check)
+advantage = runs.advantage_curve(run, check)
 summary = report.run_summary(run, advantage)
 {k.removeprefix("ch3."): round(float(v), 4) for k, v in summary.items()}
 
@@ -160,7 +159,7 @@ summary = report.run_summary(run, advantage)
 # imperfect routing — a first glimpse of the next chapter's two timescales.
 
 # %% tags=["hide-input", "trained-output"]
-report.plot_learning_curves(run, advantage, n_sources=K, n_labels=n_labels)
+figures.plot_learning_curves(run, advantage, n_sources=K, n_labels=n_labels)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -173,7 +172,7 @@ plotting.plt.show()
 # exactly the queries that ask for it.
 
 # %% tags=["hide-input", "trained-output"]
-report.plot_attention_snapshots(run)
+figures.plot_attention_snapshots(run)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -188,9 +187,9 @@ plotting.plt.show()
 # with it the confidence of the readout, keeps growing after their directions are set.
 
 # %% tags=["hide-input", "trained-output"]
-coords, explained = head_training.prototype_trajectories(run)
+coords, explained = runs.prototype_trajectories(run)
 claims.glue("ch3.pca_explained", float(explained.sum()))
-report.plot_prototype_trajectories(run, coords, explained)
+figures.plot_prototype_trajectories(run, coords, explained)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -205,9 +204,9 @@ plotting.plt.show()
 # dynamics.
 
 # %% tags=["hide-input", "trained-output"]
-claims.glue("ch3.frozen_routing_loss", runs["routing frozen"].probe_loss[-1])
-claims.glue("ch3.frozen_values_loss", runs["values frozen"].probe_loss[-1])
-report.plot_frozen_runs(runs, n_sources=K)
+claims.glue("ch3.frozen_routing_loss", variants["routing frozen"].probe_loss[-1])
+claims.glue("ch3.frozen_values_loss", variants["values frozen"].probe_loss[-1])
+figures.plot_frozen_runs(variants, n_sources=K)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -242,8 +241,8 @@ plotting.plt.show()
 # carries a factor $1/N$; that is why useful step sizes are large.)
 
 # %% tags=["hide-input", "trained-output"]
-etas = report.ETAS
-ratio_curves, bounds = report.value_step_ratios(run, check, etas)  # at the three moments
+etas = settings.ETAS
+ratio_curves, bounds = runs.value_step_ratios(run, check, etas)  # at the three moments
 claims.glue("ch3.eta_min", etas[0])
 claims.glue("ch3.eta_max", etas[-1])
 claims.glue("ch3.n_check", cfg.n_check)
@@ -256,7 +255,7 @@ claims.glue("ch3.n_check", cfg.n_check)
 }
 
 # %% tags=["hide-input", "trained-output"]
-report.plot_value_step_ratios(etas, ratio_curves, bounds)
+figures.plot_value_step_ratios(etas, ratio_curves, bounds)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -293,14 +292,14 @@ ratio_claim = report.record_value_step_ratio(
 
 # %% tags=["hide-input", "trained-output"]
 eta_db = float(etas[0])
-db_changes, db_error_curve = report.compatibility_changes(run, check, eta_db)
+db_changes, db_error_curve = runs.compatibility_changes(run, check, eta_db)
 db_claim = report.record_compatibility_change(
     run, db_changes, db_error_curve, eta=eta_db, common=common, scale=scale, n_check=cfg.n_check
 )
 {name: round(c.relative_error, 4) for name, c in db_changes.items()}
 
 # %% tags=["hide-input", "trained-output"]
-report.plot_compatibility_changes(
+figures.plot_compatibility_changes(
     run, db_changes, db_error_curve, eta=eta_db, n_positions=check.targets.numel()
 )
 plotting.plt.show()
@@ -350,10 +349,10 @@ plotting.plt.show()
 # training, we count which keys gain advantage under a value step, and how often the rule gets the sign right.
 
 # %% tags=["hide-input", "trained-output"]
-adv_errors, adv_scales = report.advantage_change_errors(run, check)
+adv_errors, adv_scales = runs.advantage_change_errors(run, check)
 report.record_advantage_change(adv_errors, adv_scales, common=common, n_check=cfg.n_check)
-adv_trace = head_training.advantage_change_along_training(run, check)
-head_training.plot_advantage_change(adv_trace)
+adv_trace = runs.advantage_change_along_training(run, check)
+figures.plot_advantage_change(adv_trace)
 plotting.plt.show()
 report.glue_advantage_trace(adv_trace, advantage)
 {k: np.round(v[::10], 2).tolist() for k, v in adv_trace.items()}  # every tenth checkpoint

@@ -32,7 +32,7 @@ from ..tasks import sticky_chain
 from ..training import fit, map_parallel
 from ..training.head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, head_metrics
 from ..training.schedules import SCHEDULES, Schedule, get_schedule, make_backward, make_optimizer
-from .results import save_results
+from ..results import save_results
 
 __all__ = [
     "HEAD_SHAPE",
@@ -67,10 +67,6 @@ __all__ = [
     "compute_paper_scale_results",
 ]
 
-#: The paper's head: d_in 20 → d_k 10 (queries, keys), d_v 15 (values) → 8 classes.
-HEAD_SHAPE = {"d_in": 20, "d_k": 10, "d_v": 15, "n_classes": 8}
-INIT_STD = 0.1
-
 
 @dataclass
 class RunResult:
@@ -104,11 +100,6 @@ class RunResult:
             "initial": self.initial, "final": self.final, "final_specialization": self.final_specialization,
             "heldout": self.heldout, "heldout_curve": self.heldout_curve,
         }
-
-
-def initial_head(seed: int, dtype: torch.dtype = torch.float32):
-    """Return the head's initial weights for ``seed`` (N(0, 0.1²), drawn in the order W_Q, W_K, W_V, W_O)."""
-    return init_single_head(**HEAD_SHAPE, std=INIT_STD, generator=torch_generator(stream(seed, "init")), dtype=dtype)
 
 
 def value_prototypes(mu: torch.Tensor, W_V: torch.Tensor) -> np.ndarray:
@@ -207,7 +198,6 @@ def train_sticky_head(
     )
 
 
-
 def heldout_datasets(
     seed: int, *, kind: str = "reference", length: int = sticky_chain.SEQUENCE_LENGTH, n_sequences: int = 10
 ) -> list[sticky_chain.StickyChainData]:
@@ -246,100 +236,6 @@ def run_grid(
     jobs = [dict(seed=int(s), schedule=name, **options) for name in schedules for s in seeds]
     results = map_parallel(train_sticky_head, jobs, processes=processes)
     return {(job["schedule"], job["seed"]): res for job, res in zip(jobs, results)}
-
-
-def steps_to_threshold(losses: Sequence[float] | np.ndarray, threshold: float) -> int:
-    """Return the first step whose loss is below ``threshold``, or ``len(losses)`` if none is (the script's rule)."""
-    below = np.flatnonzero(np.asarray(losses) < threshold)
-    return int(below[0]) if below.size else len(losses)
-
-
-def paper_speedup(baseline_final_losses: Sequence[float], fast_curves: Sequence[Sequence[float]]) -> dict[str, Any]:
-    """Return the paper's speed-up of a schedule over a baseline and its ingredients.
-
-    Threshold = mean of the baseline's final losses; per seed, the first step at which the fast
-    schedule's loss is below it; speed-up = number of steps / mean first step. Keys: ``threshold``
-    (nats), ``first_steps`` (list), ``mean_first_step``, ``speedup`` (× , ``inf`` if reached at step 0).
-    """
-    curves = np.asarray(fast_curves, dtype=np.float64)
-    threshold = float(np.mean(baseline_final_losses))
-    first = [steps_to_threshold(c, threshold) for c in curves]
-    mean_first = float(np.mean(first))
-    return {
-        "threshold": threshold,
-        "first_steps": first,
-        "mean_first_step": mean_first,
-        "speedup": curves.shape[1] / mean_first if mean_first > 0 else math.inf,
-    }
-
-
-def em_like_speedup_over(
-    baseline_final_losses: Sequence[float], em_like_curves: Sequence[Sequence[float]], control_curves: Sequence[Sequence[float]]
-) -> dict[str, Any]:
-    """Return how much sooner EM-like reaches the paper's threshold than a control, on the same seeds.
-
-    Both use the paper's threshold (the baseline's mean final loss); ``ratio`` = control's mean first
-    step / EM-like's mean first step (above 1: EM-like is faster; below 1: the control is faster).
-    """
-    em = paper_speedup(baseline_final_losses, em_like_curves)
-    control = paper_speedup(baseline_final_losses, control_curves)
-    return {"threshold": em["threshold"], "em_like_first_steps": em["first_steps"],
-            "control_first_steps": control["first_steps"],
-            "ratio": control["mean_first_step"] / em["mean_first_step"] if em["mean_first_step"] > 0 else math.inf}
-
-
-def _first_crossings(running_min: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    # running_min (n_seeds, steps) is non-increasing along steps, so the first step below t is the
-    # count of entries >= t. Returns (n_thresholds, n_seeds).
-    neg = -running_min  # non-decreasing
-    return np.stack([np.array([np.searchsorted(row, -t, side="right") for row in neg]) for t in thresholds])
-
-
-def bootstrap_speedup_ci(
-    baseline_final_losses: Sequence[float],
-    fast_curves: Sequence[Sequence[float]],
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-) -> dict[str, float]:
-    """Return a percentile bootstrap confidence interval of the paper's speed-up, resampling seeds in pairs.
-
-    Each resample draws seeds with replacement (the baseline's final loss and the fast schedule's
-    curve of a seed stay together) and recomputes threshold, first steps and speed-up
-    (``scipy.stats.bootstrap``). Keys: ``low``, ``high``, ``point``, ``confidence``.
-    """
-    finals = np.asarray(baseline_final_losses, dtype=np.float64)
-    curves = np.asarray(fast_curves, dtype=np.float64)
-    running_min = np.minimum.accumulate(curves, axis=1)
-    n_steps = curves.shape[1]
-
-    def statistic(index: np.ndarray, axis: int = -1) -> np.ndarray:
-        idx = np.atleast_2d(index).astype(int)  # (batch, n)
-        thresholds = finals[idx].mean(axis=1)  # (batch,)
-        first = _first_crossings(running_min, thresholds)  # (batch, n_seeds)
-        mean_first = np.take_along_axis(first, idx, axis=1).mean(axis=1)
-        return n_steps / np.maximum(mean_first, 1e-12)
-
-    res = scipy.stats.bootstrap(
-        (np.arange(len(finals)),), statistic, vectorized=True, n_resamples=n_resamples,
-        confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed),
-    )
-    point = paper_speedup(finals, curves)["speedup"]
-    return {"low": float(res.confidence_interval.low), "high": float(res.confidence_interval.high),
-            "point": float(point), "confidence": confidence}
-
-
-def paired_tests(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """Return a paired t-test and a Wilcoxon signed-rank test of a vs b across seeds (two-sided p-values).
-
-    Keys: ``mean_difference`` (a − b), ``t``, ``t_pvalue``, ``wilcoxon_pvalue``, ``n``.
-    """
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    t = scipy.stats.ttest_rel(a, b)
-    w = scipy.stats.wilcoxon(a, b)
-    return {"mean_difference": float(np.mean(a - b)), "t": float(t.statistic), "t_pvalue": float(t.pvalue),
-            "wilcoxon_pvalue": float(w.pvalue), "n": int(len(a))}
 
 
 def summarise_runs(runs: Mapping[tuple[str, int], RunResult], schedule: str, metric: str) -> dict[str, float]:

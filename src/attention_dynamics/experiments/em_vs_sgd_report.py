@@ -22,7 +22,7 @@ from ..tasks import sticky_chain
 from ..training.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
 from ..training.schedules import SCHEDULES
 from . import em_vs_sgd, lr_surface
-from .results import load_results, save_results
+from ..results import load_results, save_results
 
 # "heavy": the 20-seed, long-run and deep results are computed ("compute") or read ("load")
 SETTINGS = {

@@ -33,7 +33,7 @@ import scipy.stats
 from ..paths import data_path
 from ..seeding import stream
 from ..settling import path_settling_step
-from .results import load_results, save_results
+from ..results import load_results, save_results
 
 __all__ = [
     "settling_comparison",

@@ -33,7 +33,7 @@ from ..seeding import stream
 from ..tasks import hmm
 from ..training import ResumePoint
 from . import wind_tunnel
-from .results import load_results, save_results
+from ..results import load_results, save_results
 
 __all__ = ["TUNNELS", "SCALES", "SETTINGS", "DATA_FOLDER", "CACHE_DIR", "CURVE_POINTS", "tunnel_settings", "LongRun",
            "untrained_state", "measure", "train", "load", "main"]

@@ -126,46 +126,6 @@ def surface_jobs(config: Mapping[str, Any] = SURFACE_CONFIG, stages: Sequence[st
     return jobs
 
 
-def bootstrap_speedup_ratio_ci(
-    baseline_final_losses: Sequence[float],
-    curves_a: Sequence[Sequence[float]],
-    curves_b: Sequence[Sequence[float]],
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-) -> dict[str, float]:
-    """Return a paired percentile bootstrap interval of speed-up(a) / speed-up(b) on the same seeds.
-
-    Row k of ``curves_a``, ``curves_b`` and ``baseline_final_losses`` belong to one seed; each resample
-    draws seeds with replacement, recomputes the threshold (the baseline's mean final loss), and both
-    mean first steps; the ratio is b's mean first step / a's (above 1: a is faster). Keys: ``low``,
-    ``high``, ``point``, ``confidence``.
-    """
-    finals = np.asarray(baseline_final_losses, dtype=np.float64)
-    mins = [np.minimum.accumulate(np.asarray(c, dtype=np.float64), axis=1) for c in (curves_a, curves_b)]
-
-    def statistic(index: np.ndarray, axis: int = -1) -> np.ndarray:
-        idx = np.atleast_2d(index).astype(int)  # (batch, n)
-        thresholds = finals[idx].mean(axis=1)
-        first_a, first_b = (np.take_along_axis(_first_crossings(m, thresholds), idx, axis=1).mean(axis=1)
-                            for m in mins)
-        return first_b / np.maximum(first_a, 1e-12)
-
-    res = scipy.stats.bootstrap(
-        (np.arange(len(finals)),), statistic, vectorized=True, n_resamples=n_resamples,
-        confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed),
-    )
-    a, b = paper_speedup(finals, curves_a), paper_speedup(finals, curves_b)
-    return {"low": float(res.confidence_interval.low), "high": float(res.confidence_interval.high),
-            "point": b["mean_first_step"] / a["mean_first_step"], "confidence": confidence}
-
-
-def intervals_separate(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
-    """Return whether two intervals (``low``, ``high``) do not overlap."""
-    return a["low"] > b["high"] or b["low"] > a["high"]
-
-
 def _block(seeds: Sequence[int], finals: Mapping[int, float], runs: Mapping[tuple, dict], names: Sequence[str],
            config: Mapping[str, Any]) -> dict[str, Any]:
     """The metric, its bootstrap interval and the paired comparisons of ``names`` on ``seeds``."""
@@ -456,7 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from ..paths import data_path
     from .em_vs_sgd import PAPER_SCALE_FILE
-    from .results import load_results, save_results
+    from ..results import load_results, save_results
 
     parser = argparse.ArgumentParser(description="Compute the sticky chain's learning-rate surface.")
     parser.add_argument("--output", type=Path, default=data_path(SURFACE_FILE), help="JSON file to write")

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..paths import data_path
-from .results import load_results, save_results
+from ..results import load_results, save_results
 from ..settings import chapter_settings, check_scale
 
 __all__ = ["SEEDS", "SPREAD_FILE", "load", "seed_range", "t_interval", "bijection_geometry_seed", "binding_seed",
@@ -51,24 +51,6 @@ def seed_range(spread: dict[str, Any], group: str, key: str) -> tuple[float, flo
     """Return the smallest and largest per-seed value of ``key`` in run group ``group`` of ``spread``."""
     values = [float(run[key]) for run in spread["runs"][group]]
     return min(values), max(values)
-
-
-def t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, float]:
-    """Return the mean of ``values`` with its Student-t ``confidence`` interval (and sd, n).
-
-    ``low``/``high`` = mean ∓ t_{(1+confidence)/2, n−1} · sd / √n, with the sample sd (ddof = 1).
-    Needs at least two values.
-    """
-    from scipy import stats
-
-    x = np.asarray(values, dtype=float)
-    if x.ndim != 1 or x.size < 2:
-        raise ValueError(f"an interval needs at least two values, got {x.size}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    mean, sd = float(x.mean()), float(x.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, df=x.size - 1)) * sd / math.sqrt(x.size)
-    return {"mean": mean, "sd": sd, "low": mean - half, "high": mean + half, "n": int(x.size), "confidence": confidence}
 
 
 def bijection_geometry_seed(scale: str, seed: int) -> dict[str, float]:

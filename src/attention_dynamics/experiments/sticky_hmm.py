@@ -30,7 +30,7 @@ from ..paths import data_path
 from ..seeding import stream, torch_generator
 from ..settings import check_scale
 from ..tasks.wind_tunnels import STICKY_HMM, STICKY_SELF_TRANSITION, TASKS, WindTunnel
-from .results import load_results, save_results
+from ..results import load_results, save_results
 
 __all__ = ["SETTINGS", "RESULTS_FILE", "CURVE_POINTS", "LONGER_FACTOR", "sticky_task", "eval_seed", "evaluation_set", "kl_curve_bits",
            "family_steps", "run_family", "reference", "compute", "load", "main"]

@@ -1,4 +1,5 @@
-"""The book's single attention head as an ``nn.Module``: the one module every chapter trains it as."""
+"""The book's single attention head as an ``nn.Module`` (the one module every chapter trains it as), and the
+paper's sticky-chain head: its shape and seeded initialisation (PAPER.md §4.1), shared by chapters 2, 5 and 8."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ from typing import Any, Sequence
 import torch
 import torch.nn as nn
 
-from ..attention import PARAM_NAMES, SingleHeadParams, single_head_forward
+from ..attention import PARAM_NAMES, SingleHeadParams, init_single_head, single_head_forward
+from ..seeding import stream, torch_generator
 
-__all__ = ["SingleHeadModule"]
+__all__ = [
+    "SingleHeadModule",
+    "HEAD_SHAPE",
+    "INIT_STD",
+    "initial_head",
+]
 
 
 class SingleHeadModule(nn.Module):
@@ -54,3 +61,15 @@ class SingleHeadModule(nn.Module):
             if live:
                 out.append({"params": live, "lr": group_lr, "name": name})
         return out
+
+
+#: The paper's head: d_in 20 → d_k 10 (queries, keys), d_v 15 (values) → 8 classes.
+HEAD_SHAPE = {"d_in": 20, "d_k": 10, "d_v": 15, "n_classes": 8}
+
+
+INIT_STD = 0.1
+
+
+def initial_head(seed: int, dtype: torch.dtype = torch.float32):
+    """Return the head's initial weights for ``seed`` (N(0, 0.1²), drawn in the order W_Q, W_K, W_V, W_O)."""
+    return init_single_head(**HEAD_SHAPE, std=INIT_STD, generator=torch_generator(stream(seed, "init")), dtype=dtype)

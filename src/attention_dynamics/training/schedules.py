@@ -34,28 +34,31 @@ Learning-rate ratio schedules (:func:`lr_ratio_schedule`) scale SGD's 0.01 by a 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
+from ..settings import check_positive_int
 from .head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, closed_form_head_pass
 
 __all__ = [
+    "DEFAULT_M_STEP_RHO",
     "Schedule",
     "SCHEDULES",
     "PAPER_SCHEDULES",
-    "DEFAULT_M_STEP_RHO",
-    "get_schedule",
     "BASE_LR",
     "lr_ratio_schedule",
+    "get_schedule",
     "make_optimizer",
-    "make_backward",
     "responsibility_weighted_input_moment",
     "m_step_direction",
     "value_m_step",
     "m_step_objective",
+    "make_backward",
+    "warmup_cosine",
 ]
 
 #: The M-step's target distance rho (the mixture variance σ² of the analogy): 1, the variance of
@@ -212,3 +215,13 @@ def make_backward(
         return result.loss
 
     return backward
+
+
+def warmup_cosine(optimizer: torch.optim.Optimizer, steps: int, warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Return a schedule with linear warm-up over ``warmup_steps`` and cosine decay to zero at ``steps``."""
+    steps, warmup_steps = check_positive_int("steps", steps), check_positive_int("warmup_steps", warmup_steps)
+
+    def factor(step: int) -> float:
+        return min(1.0, (step + 1) / warmup_steps) * 0.5 * (1.0 + math.cos(math.pi * min(step, steps) / steps))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

@@ -1,7 +1,8 @@
 """The experiments' one results I/O: small JSON files written atomically with their provenance.
 
-Heavy results (many seeds, long runs) are computed once, saved with :func:`save_results` into the
-package's ``data/`` folder and loaded by the chapters with :func:`load_results`. The provenance
+Heavy results (many seeds, long runs) are computed once by ``python -m attention_dynamics compute``
+(:mod:`attention_dynamics.compute`), saved with :func:`save_results` and loaded by the chapters with
+:func:`load_results`. The provenance
 records the package version, the last commit that changed the package's code (when git can tell),
 and the library versions and platform that computed them.
 """
@@ -16,10 +17,10 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from .. import __version__
-from ..claims import atomic_write_text
-from ..notebooks import package_commit
-from ..paths import REPO_ROOT
+from . import __version__
+from .claims import atomic_write_text
+from .notebooks import package_commit
+from .paths import REPO_ROOT
 
 __all__ = ["provenance", "save_results", "load_results"]
 

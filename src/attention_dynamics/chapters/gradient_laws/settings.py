@@ -1,0 +1,55 @@
+"""Chapter 2's settings: how many random heads the laws are checked on, how long their sequences are, and the
+sweeps; and the fixed choices of the checks (the paper's head sizes, float64, the tolerance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ...models.single_head import HEAD_SHAPE
+from ...settings import ChapterSettings
+from ...settings import resolve as _resolve
+
+__all__ = ["HEAD", "INIT_STDS", "DTYPE", "RELATIVE_TOL", "ETA", "STICKY_SEED", "GradientLawsSettings", "SETTINGS",
+           "resolve"]
+
+HEAD = dict(HEAD_SHAPE)  # the paper's sticky-chain head (PAPER.md §4.1): d_in 20, d_k 10, d_v 15, 8 classes
+INIT_STDS = (0.1, 0.3, 1.0)  # 0.1 is the paper's initialisation, 1.0 gives nearly one-hot attention
+DTYPE = torch.float64  # the checks are about exactness: float64 on the CPU, whatever the device
+RELATIVE_TOL = 1e-12  # a law's error may be at most this fraction of the gradient's largest entry
+ETA = 0.01  # the step of the weight-space checks
+STICKY_SEED = 42  # chapter 5's seed-42 sequence and initialisation
+
+
+@dataclass(frozen=True)
+class GradientLawsSettings(ChapterSettings):
+    """``n_draws`` random heads of ``batch`` sequences of ``T`` positions checked against autograd and the fused
+    kernel; one head of ``fd_T`` positions against finite differences; the inverse-temperature sweep on ``sweep_T``
+    positions over ``n_temperatures`` values of β up to 10^``log10_beta_max``; the sticky head trained
+    ``ws_steps`` steps with the weight-space check every ``ws_every``."""
+
+    n_draws: int = 24
+    batch: int = 4
+    T: int = 64
+    fd_T: int = 8
+    sweep_T: int = 64
+    n_temperatures: int = 41
+    log10_beta_max: float = 3
+    ws_steps: int = 1000
+    ws_every: int = 200
+
+
+#: Exact checks: the scale changes how many heads and how long their sequences are.
+SETTINGS = {
+    "fast": GradientLawsSettings(n_draws=3, batch=2, T=16, fd_T=4, sweep_T=16, n_temperatures=11, ws_steps=100,
+                                 ws_every=50),
+    "book": GradientLawsSettings(),
+    # 2000 queries include near-ties between their top two keys: one-hot needs a larger β
+    "paper": GradientLawsSettings(n_draws=6, batch=1, T=2000, sweep_T=2000, log10_beta_max=5, ws_every=100),
+}
+
+
+def resolve(scale: str = "book", *, device: str = "auto", **overrides) -> GradientLawsSettings:
+    """Return chapter 2's validated settings at ``scale`` with a notebook's ``overrides`` (``None``: as the scale says)."""
+    return _resolve(SETTINGS, scale, device=device, **overrides)

@@ -1,0 +1,28 @@
+"""Chapter 1's ledger claims: the three exactness checks of the worked example (float64, rounding-level bounds)."""
+
+from __future__ import annotations
+
+from ... import claims
+from .runs import WorkedExample
+from .settings import SetupSettings
+
+__all__ = ["record_exactness"]
+
+
+def record_exactness(errors: dict[str, float], ex: WorkedExample, cfg: SetupSettings, *, seed: int) -> str:
+    """Record the three exactness claims (tolerance 1e-12), glue the example's loss, and return a one-line-per-check
+    summary for the page."""
+    example = {"seed": seed, "T": cfg.T, "d_in": cfg.d_in, "d_k": cfg.d_k, "d_v": cfg.d_v,
+               "n_classes": cfg.n_classes, "dtype": "float64"}
+    claims.record("setup.forward_vs_sdpa_max_abs_err", errors["forward"], unit="",
+                  description="max |g − g_sdpa| between the head and PyTorch's fused attention (float64)",
+                  expected=0.0, tolerance=1e-12, params=example)
+    claims.record("setup.upstream_grad_vs_autograd_max_abs_err", errors["upstream"], unit="",
+                  description="max |u − ∂L/∂g (autograd)| for the closed-form error signal (float64)",
+                  expected=0.0, tolerance=1e-12, params=example)
+    claims.record("setup.expected_compatibility_identity_max_abs_err", errors["identity"], unit="",
+                  description="max |Σ_j α_ij b_ij − u_i·g_i| (the identity in eq. compatibility, float64)",
+                  expected=0.0, tolerance=1e-12, params=example)
+    claims.glue("setup.loss", ex.fwd.loss.item())
+    return (f"forward vs fused kernel: {errors['forward']:.1e}\nupstream gradient vs autograd: "
+            f"{errors['upstream']:.1e}\nE_alpha[b] vs u·g: {errors['identity']:.1e}")

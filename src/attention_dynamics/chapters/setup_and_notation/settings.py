@@ -1,0 +1,30 @@
+"""Chapter 1's settings: the sizes of the worked example (a picture, not an experiment: small at every scale)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...settings import ChapterSettings
+from ...settings import resolve as _resolve
+
+__all__ = ["SetupSettings", "SETTINGS", "resolve"]
+
+
+@dataclass(frozen=True)
+class SetupSettings(ChapterSettings):
+    """The worked example's head: ``T`` positions, inputs of ``d_in``, queries/keys of ``d_k``, values of ``d_v``,
+    ``n_classes`` outputs."""
+
+    T: int = 6
+    d_in: int = 4
+    d_k: int = 3
+    d_v: int = 3
+    n_classes: int = 3
+
+
+SETTINGS = {"fast": SetupSettings(T=4), "book": SetupSettings(), "paper": SetupSettings()}
+
+
+def resolve(scale: str = "book", *, device: str = "auto", **overrides) -> SetupSettings:
+    """Return chapter 1's validated settings at ``scale`` with a notebook's ``overrides`` (``None``: as the scale says)."""
+    return _resolve(SETTINGS, scale, device=device, **overrides)

@@ -1,0 +1,204 @@
+"""Any model family trained and evaluated on any wind tunnel (chapter 7, and every stored run built on it).
+
+The five parameter-matched families (:mod:`attention_dynamics.models.factory`) meet the tunnels behind one
+interface (:mod:`attention_dynamics.tasks.wind_tunnels`): :func:`train_and_evaluate` trains one family on one task
+from fresh batches with the book's one loop (:func:`~attention_dynamics.training.fit`) and measures it against the
+exact posterior on a held-out set; :func:`compare_architectures` runs the grid of families × tasks on every core
+the process may use. Calibration errors in bits, accuracies as fractions, losses in nats.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .. import calibration
+from ..models import count_parameters
+from ..models.factory import FAMILIES, build_model, matched_width
+from ..seeding import stream, torch_generator
+from ..settings import check_positive_int
+from ..tasks.wind_tunnels import TaskBatch, WindTunnel, prediction_logits, task_loss
+from .loop import fit, map_parallel
+from .schedules import warmup_cosine
+
+__all__ = [
+    "RunResult",
+    "evaluation_seed",
+    "evaluation_batch",
+    "evaluation_report",
+    "evaluate",
+    "train_and_evaluate",
+    "compare_architectures",
+]
+
+
+@dataclass
+class RunResult:
+    """What one training run returns (plain data, so it crosses process boundaries).
+
+    ``metrics``: ``entropy_mae_bits``, ``curve_mae_bits``, ``kl_bits`` (against the exact posterior)
+    and ``accuracy`` (top-1 against the sampled answer; ``nan`` for the HMM), on the evaluation set.
+    ``losses``: the training loss (nats) at every step. ``state_dict``: the trained weights when kept.
+    ``cpu_seconds``: CPU time of the run's process (for budgeting; machine-dependent, never shown in the book).
+    ``kl_by_position``: KL(posterior ‖ model) in bits at each prediction position ``(P,)``, averaged over sequences.
+    """
+
+    family: str
+    task: WindTunnel
+    seed: int
+    width: int
+    n_params: int
+    steps: int
+    metrics: dict[str, float]
+    losses: np.ndarray
+    state_dict: dict[str, torch.Tensor] | None = None
+    cpu_seconds: float = float("nan")
+    kl_by_position: np.ndarray | None = None
+
+    def initial_model(self) -> nn.Module:
+        """Return the model as it was before training (the same seeded initialisation), in eval mode."""
+        return _seeded_model(self.family, self.task, self.width, self.seed).eval()
+
+    def model(self) -> nn.Module:
+        """Return the trained model rebuilt from ``state_dict`` (in eval mode)."""
+        if self.state_dict is None:
+            raise ValueError("this run did not keep its weights (keep_state=False)")
+        model = build_model(self.family, self.task, self.width)
+        model.load_state_dict(self.state_dict)
+        return model.eval()
+
+
+def _seeded_model(family: str, task: WindTunnel, width: int, seed: int) -> nn.Module:
+    torch.manual_seed(seed)  # model initialisation (mambapy also draws its Δ initialisation from the global RNG)
+    return build_model(family, task, width)
+
+
+def evaluation_seed(seed: int, task_index: int) -> int:
+    """Return the seed of the evaluation set of the ``task_index``-th task of a comparison started from ``seed``."""
+    return stream(seed, "heldout", task_index)
+
+
+def evaluation_batch(task: WindTunnel, n_sequences: int, seed: int) -> TaskBatch:
+    """Return the evaluation set of ``task``: ``n_sequences`` drawn with their own seed (the same for every model)."""
+    return task.sample(n_sequences, generator=torch_generator(seed))
+
+
+@torch.no_grad()
+def evaluation_report(model: nn.Module, batch: TaskBatch, *, chunk: int = 256) -> tuple[dict[str, float], calibration.CalibrationReport]:
+    """Return ``(metrics, calibration report)`` of the model on ``batch`` (metrics as in :class:`RunResult`)."""
+    model.eval()
+    device = next(model.parameters()).device
+    log_probs = torch.cat([
+        torch.log_softmax(prediction_logits(model, _to(_slice(batch, i, i + chunk), device)).double(), dim=-1).cpu()
+        for i in range(0, len(batch), chunk)
+    ])  # (B, P, C)
+    report = calibration.calibration_report(batch.posterior, log_probs)
+    metrics = report.as_dict()
+    if batch.targets is not None:
+        metrics["accuracy"] = float((log_probs.argmax(-1) == batch.targets).double().mean())
+    else:
+        metrics["accuracy"] = float("nan")
+    return metrics, report
+
+
+def evaluate(model: nn.Module, batch: TaskBatch, *, chunk: int = 256) -> dict[str, float]:
+    """Return the model's calibration (bits) and accuracy on ``batch`` (see :class:`RunResult`)."""
+    return evaluation_report(model, batch, chunk=chunk)[0]
+
+
+def _to(batch: TaskBatch, device: torch.device | str) -> TaskBatch:
+    return TaskBatch(inputs=batch.inputs.to(device), positions=batch.positions.to(device),
+                     targets=None if batch.targets is None else batch.targets.to(device),
+                     posterior=batch.posterior.to(device), extra=batch.extra)
+
+
+def _slice(batch: TaskBatch, start: int, stop: int) -> TaskBatch:
+    return TaskBatch(inputs=batch.inputs[start:stop], positions=batch.positions,
+                     targets=None if batch.targets is None else batch.targets[start:stop],
+                     posterior=batch.posterior[start:stop],
+                     extra={k: v[start:stop] for k, v in batch.extra.items()})
+
+
+def train_and_evaluate(
+    *,
+    family: str,
+    task: WindTunnel,
+    target_params: int,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    eval_sequences: int,
+    eval_seed: int,
+    warmup_fraction: float = 0.05,
+    keep_state: bool = False,
+    device: str = "cpu",
+) -> RunResult:
+    """Train one parameter-matched model on one task from fresh batches; return its :class:`RunResult`.
+
+    AdamW (weight decay 0.01) with linear warm-up and cosine decay of ``lr``, gradient clipping at 1,
+    one fresh batch of ``batch_size`` sequences per step (drawn on the CPU, then moved to ``device``);
+    everything seeded by ``seed``. The model is evaluated on the task's evaluation set
+    (``eval_sequences`` drawn with ``eval_seed``).
+    """
+    steps = check_positive_int("steps", steps)
+    started = time.process_time()
+    width = matched_width(family, task, target_params)
+    model = _seeded_model(family, task, width, seed).to(device)
+    data = torch_generator(stream(seed, "data"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = warmup_cosine(optimizer, steps, max(1, int(warmup_fraction * steps)))
+    history = fit(model, lambda step: _to(task.sample(batch_size, generator=data), device), steps=steps, optimizer=optimizer,
+                  loss_fn=task_loss, scheduler=schedule, grad_clip=1.0)
+    metrics, report = evaluation_report(model, evaluation_batch(task, eval_sequences, eval_seed))
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()} if keep_state else None
+    return RunResult(family=family, task=task, seed=seed, width=width, n_params=count_parameters(model),
+                     steps=steps, metrics=metrics, losses=history.losses, state_dict=state,
+                     cpu_seconds=time.process_time() - started, kl_by_position=report.kl_by_position)
+
+
+def compare_architectures(
+    tasks: Sequence[WindTunnel],
+    *,
+    families: Sequence[str] = FAMILIES,
+    target_params: int,
+    steps: Mapping[str, int] | int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    eval_sequences: int,
+    keep_state: Callable[[str, str], bool] = lambda family, task: False,
+    processes: int | None = None,
+    device: str = "cpu",
+) -> dict[tuple[str, str], RunResult]:
+    """Return ``{(family, task name): RunResult}`` for every family × task, run in parallel on all cores.
+
+    ``steps`` may differ per family (a mapping family → steps). Every run of a task is evaluated on
+    the same evaluation set; every model starts from ``seed``. On a GPU the runs go one after another.
+    """
+    jobs, keys = [], []
+    for t_index, task in enumerate(tasks):
+        for family in families:
+            n_steps = steps[family] if isinstance(steps, Mapping) else steps
+            jobs.append(dict(family=family, task=task, target_params=target_params, steps=n_steps,
+                             batch_size=batch_size, lr=lr, seed=seed, eval_sequences=eval_sequences,
+                             eval_seed=evaluation_seed(seed, t_index), keep_state=keep_state(family, task.name),
+                             device=str(device)))
+            keys.append((family, task.name))
+    # Longest jobs first, so the two cores finish together.
+    order = sorted(range(len(jobs)), key=lambda i: -_job_cost(jobs[i]))
+    if torch.device(device).type != "cpu":
+        processes = 1
+    results = map_parallel(train_and_evaluate, [jobs[i] for i in order], processes=processes)
+    by_key = {keys[i]: r for i, r in zip(order, results)}
+    return {k: by_key[k] for k in keys}
+
+
+def _job_cost(job: dict[str, Any]) -> float:
+    per_step = {"mamba": 8.0, "transformer": 1.5, "lstm": 1.0}.get(job["family"], 0.5)
+    return per_step * job["steps"] * job["task"].sequence_length
