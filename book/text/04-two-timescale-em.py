@@ -44,14 +44,11 @@ warnings.filterwarnings(
 )  # tqdm's notebook bar (no bars are shown)
 
 from attention_dynamics import plotting
-from attention_dynamics.experiments import frame_precision, head_training
-from attention_dynamics.experiments import two_timescale_report as report
+from attention_dynamics.chapters.two_timescale_em import figures, freeze, report, runs, settings
 from attention_dynamics.seeding import seed_everything
-from attention_dynamics.settings import chapter_settings
 
 # the recall heads of chapter 3; the paper has no such experiment, so "paper" = "book"
-SETTINGS = report.SETTINGS
-cfg = chapter_settings(SETTINGS, scale, device=device, steps=steps)
+cfg = settings.resolve(scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
 cfg
@@ -89,7 +86,7 @@ cfg
 # dimensions.
 
 # %% tags=["hide-input"]
-bridge = report.gmm_bridge(cfg.n_points, cfg.n_em_iterations, generator)
+bridge = runs.gmm_bridge(cfg.n_points, cfg.n_em_iterations, generator)
 bridge_claim = report.record_gmm_bridge(bridge, seed=seed)
 print(
     f"largest bridge error over {cfg.n_em_iterations} EM iterates: {max(bridge.bridge_errors):.1e}"
@@ -107,7 +104,7 @@ print(
 
 # %% tags=["hide-input"]
 curves = report.likelihood_curves(bridge)  # EM, preconditioned and plain gradient ascent
-report.plot_gmm_em(bridge, curves)
+figures.plot_gmm_em(bridge, curves)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -162,17 +159,17 @@ plotting.plt.show()
 # learning rate {glue:text}`ch4.lr` on every matrix for {glue:text}`ch4.steps` steps, on both cores.
 
 # %% tags=["trained-output", "hide-input"]
-tau = report.TAU  # fixed before looking at the results
-equal_runs, sweep_runs = report.train_heads(cfg)  # equal rates; and per value/routing lr ratio
-summary = head_training.frame_precision_summary(equal_runs, threshold=tau)
+tau = settings.TAU  # fixed before looking at the results
+equal_runs, sweep_runs = runs.train_heads(cfg)  # equal rates; and per value/routing lr ratio
+summary = runs.rate_settling_summary(equal_runs, threshold=tau)
 report.glue_equal_rates(summary, cfg)
 
 # %% tags=["hide-input", "trained-output"]
-report.plot_settling_rates(equal_runs, summary, tau=tau, settle_window=cfg.settle_window)
+figures.plot_settling_rates(equal_runs, summary, tau=tau, settle_window=cfg.settle_window)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
-sensitivity = report.sensitivity_rows(equal_runs, cfg.settle_window)
+sensitivity = runs.sensitivity_rows(equal_runs, cfg.settle_window)
 print(report.sensitivity_table(sensitivity))
 
 # %% [markdown] tags=[]
@@ -184,13 +181,13 @@ print(report.sensitivity_table(sensitivity))
 # the attention pattern and the values every {glue:text}`ch4.path_every` steps and use a criterion without units:
 # a quantity has settled at the first step from which the path it still travels is at most a fraction $f$ of its
 # whole path over the run ({py:func}`settling.path_settling_step`). For each seed the difference
-# $t_P - t_F$ is then paired (same head, same data), and {py:func}`frame_precision.settling_comparison` gives its
+# $t_P - t_F$ is then paired (same head, same data), and {py:func}`chapters.two_timescale_em.runs.settling_comparison` gives its
 # mean with a 95% $t$ interval over the seeds. We call an order only where that interval excludes zero, and show
 # the verdict across thresholds from $f$ = 30% down to 1%. The claims use $f$ = 10%, chosen before the runs.
 
 # %% tags=["trained-output", "hide-input"]
 comparison, order, path_table = report.path_comparison(equal_runs, cfg, seed=seed)
-frame_precision.plot_settling_comparison(comparison)
+figures.plot_settling_comparison(comparison)
 plotting.plt.show()
 print(path_table)
 
@@ -237,7 +234,7 @@ sweep, sweep_table = report.ratio_sweep(sweep_runs, summary, tau=tau)
 print(sweep_table)
 
 # %% tags=["hide-input", "trained-output"]
-report.plot_ratio_sweep(sweep, tau=tau)
+figures.plot_ratio_sweep(sweep, tau=tau)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
@@ -275,28 +272,28 @@ print(sweep_path_table)
 # the end. If the frame is in place at $t$, the frozen run ends where the unfrozen one does. We do this on this
 # chapter's recall head (book settings, {glue:text}`ch4.freeze_head_seeds` seeds) and on chapter 6's bijection wind
 # tunnel, a 4-layer transformer, with the query and key rows of every layer's projection frozen
-# ({py:func}`wind_tunnel.freeze_query_key`; {glue:text}`ch4.freeze_tunnel_seeds` seeds, {glue:text}`ch4.freeze_tunnel_steps`
+# ({py:func}`training.wind_tunnels.freeze_query_key`; {glue:text}`ch4.freeze_tunnel_seeds` seeds, {glue:text}`ch4.freeze_tunnel_steps`
 # steps, a quarter of chapter 6's book budget, warm-up shortened to match). The runs are too heavy to repeat in every build. They were computed once by
-# `python -m attention_dynamics.experiments.frame_precision` and are loaded here from
+# `python -m attention_dynamics compute frame_freeze` and are loaded here from
 # `attention_dynamics/data/frame_freeze.json`; a test regenerates a reduced version through the same code. The
 # score is the final probe cross-entropy for the head and the final KL divergence from the exact posterior for the
 # tunnel, both in bits, minus the unfrozen run's value for the same seed. A frozen run counts as matching when
 # its cost is at most {glue:text}`ch4.freeze_margin_fraction:.0%` of that seed's untrained gap (the untrained
 # model's value minus the unfrozen run's final value). The frame is *in place* from the first freeze step from
-# which every seed matches, at every later freeze step as well ({py:func}`frame_precision.freeze_frame_step`).
+# which every seed matches, at every later freeze step as well ({py:func}`chapters.two_timescale_em.freeze.freeze_frame_step`).
 
 # %% tags=["hide-input"]
-freeze = frame_precision.load_freeze_results()  # computed once; see the text above
-MARGIN = report.FREEZE_MARGIN
-frame_precision.plot_freeze_frame(
+frozen = freeze.load_freeze_results()  # computed once; see the text above
+MARGIN = settings.FREEZE_MARGIN
+figures.plot_freeze_frame(
     {
-        "recall head (this chapter)": freeze["head"],
-        "bijection wind tunnel (chapter 6)": freeze["tunnel"],
+        "recall head (this chapter)": frozen["head"],
+        "bijection wind tunnel (chapter 6)": frozen["tunnel"],
     },
     MARGIN,
 )
 plotting.plt.show()
-report.record_freeze_claims(freeze, MARGIN)  # freeze step → mean cost (bits), per model
+report.record_freeze_claims(frozen, MARGIN)  # freeze step → mean cost (bits), per model
 
 # %% [markdown] tags=[]
 # On the recall head the frame matters: freezing $W_Q$, $W_K$ at initialisation costs

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import paths
+from . import compute, paths
 from .claims import (
     ATOL_FLOOR,
     RTOL_FLOOR,
@@ -115,6 +115,9 @@ def _parser() -> argparse.ArgumentParser:
 
     pdf = sub.add_parser("pdf", help="build the book as one PDF from committed outputs (headless Chromium)")
     pdf.add_argument("--out", type=Path, help="where to write the PDF (default: _build/pdf/book.pdf)")
+
+    comp = sub.add_parser("compute", help="compute a stored result (heavy runs), locally or on a SLURM cluster")
+    compute.add_arguments(comp)
     return parser
 
 
@@ -142,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "build":
             return build_html(root)
+        if args.command == "compute":
+            return compute.main(args)
         if args.command == "pdf":
             from .pdf import build_pdf
 

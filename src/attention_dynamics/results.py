@@ -1,18 +1,23 @@
-"""The experiments' one results I/O: small JSON files written atomically with their provenance.
+"""Stored results: what a heavy computation is made of, and its one I/O (small JSON files with their provenance).
 
-Heavy results (many seeds, long runs) are computed once by ``python -m attention_dynamics compute``
-(:mod:`attention_dynamics.compute`), saved with :func:`save_results` and loaded by the chapters with
-:func:`load_results`. The provenance
-records the package version, the last commit that changed the package's code (when git can tell),
-and the library versions and platform that computed them.
+Results too heavy for a chapter's time budget (many seeds, long runs) are declared by their chapter as a
+:class:`StoredResult`: a list of independent :class:`Job` s per scale and an ``assemble`` step that turns the
+jobs' outputs into the files the chapter loads. ``python -m attention_dynamics compute <result>``
+(:mod:`attention_dynamics.compute`) runs the jobs locally or on a cluster, resumes from the jobs already done,
+and writes the files under ``build/compute/``; ``--promote`` copies a reviewed result into the package's
+``data/`` folder, from which the chapters load it (:func:`load_results`). :func:`save_results` adds the
+provenance: the package version, the last commit that changed the package's code (when git can tell), and the
+library versions and platform that computed it.
 """
 
 from __future__ import annotations
 
 import json
 import platform
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -22,7 +27,7 @@ from .claims import atomic_write_text
 from .notebooks import package_commit
 from .paths import REPO_ROOT
 
-__all__ = ["provenance", "save_results", "load_results"]
+__all__ = ["Job", "StoredResult", "provenance", "save_results", "load_results"]
 
 
 def provenance() -> dict[str, Any]:
@@ -50,3 +55,59 @@ def load_results(path: str | Path) -> dict[str, Any]:
     """Return the JSON results stored at ``path``."""
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=-]*$")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One independent piece of a stored result: ``fn(**kwargs)`` returns its JSON-ready output.
+
+    ``key`` names the job within its result (a file name: letters, digits and ``_.=-``); ``fn`` is a top-level
+    function of the package (a cluster worker imports it); ``kwargs`` are plain JSON values. If ``fn`` takes a
+    ``job_dir`` argument, the runner passes a folder where the job may leave files too big for JSON (weights).
+    ``cost``: a relative estimate, so the longest jobs start first.
+    """
+
+    key: str
+    fn: Callable[..., Any]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    cost: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not _KEY.match(self.key):
+            raise ValueError(f"a job key is a plain file name, got {self.key!r}")
+        json.dumps(dict(self.kwargs))  # a job must be describable as plain JSON
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """A result computed once and stored: ``compute <name>`` makes its ``files`` (relative to ``data/``).
+
+    ``jobs(scale, seeds)`` lists the independent jobs at a scale (``seeds``: ``None`` for the result's own);
+    ``assemble(scale, outputs, folder)`` writes the files from ``{job key: output}`` into ``folder`` (the jobs'
+    own folders are ``folder/jobs/<key>/``). ``committed_scale`` is the scale of the files in ``data/``;
+    ``expected`` gives, per scale, the size of the computation in words (e.g. ``"12 jobs, ~40 CPU-min"``).
+    """
+
+    name: str
+    chapter: str
+    about: str
+    files: tuple[str, ...]
+    scales: tuple[str, ...]
+    committed_scale: str
+    expected: Mapping[str, str]
+    jobs: Callable[[str, Sequence[int] | None], list[Job]]
+    assemble: Callable[[str, Mapping[str, Any], Path], None]
+    takes_seeds: bool = True
+
+    def __post_init__(self) -> None:
+        if self.committed_scale not in self.scales:
+            raise ValueError(f"{self.name}: committed scale {self.committed_scale!r} is not one of {self.scales}")
+
+    def check_scale(self, scale: str) -> str:
+        """Return ``scale`` if the result has it, else raise ``ValueError`` naming its scales."""
+        if scale not in self.scales:
+            raise ValueError(f"{self.name} has scales {', '.join(self.scales)}, got {scale!r}")
+        return scale

@@ -25,7 +25,7 @@ from tqdm.std import tqdm  # plain text bar: no widget warning inside notebooks
 from ..settings import check_positive_int
 
 __all__ = ["TrainHistory", "autograd_backward", "fit", "ResumePoint", "fit_resumable", "fast_training_path", "fast_adamw",
-           "map_parallel"]
+           "map_parallel", "usable_cpu_count"]
 
 Batch = Any
 BackwardFn = Callable[[nn.Module, Batch], torch.Tensor | float]
@@ -222,6 +222,42 @@ def fast_adamw(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.opt
     return torch.optim.AdamW(params, fused=True, **kwargs)
 
 
+def usable_cpu_count() -> int:
+    """Return how many CPUs this process may use: its affinity mask, capped by the cgroup's CPU quota (v2 or v1).
+
+    ``os.cpu_count()`` reports the host's cores, which on a container (a Binder pod, a cluster job) can be many
+    more than the process is given; a pool sized by it starts processes that only compete.
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        cpus = min(cpus, max(1, int(quota)))
+    return max(1, cpus)
+
+
+#: Where the cgroup CPU quota is read (v2's ``cpu.max``; v1's quota and period), for tests to point elsewhere.
+CGROUP_FILES = {"v2": Path("/sys/fs/cgroup/cpu.max"), "v1_quota": Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
+                "v1_period": Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")}
+
+
+def _cgroup_cpu_quota() -> float | None:
+    """Return the cgroup's CPU quota in CPUs (quota / period), or ``None`` when there is none or it cannot be read."""
+    try:
+        if CGROUP_FILES["v2"].exists():
+            quota, period = CGROUP_FILES["v2"].read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        if CGROUP_FILES["v1_quota"].exists():
+            quota = int(CGROUP_FILES["v1_quota"].read_text())
+            period = int(CGROUP_FILES["v1_period"].read_text())
+            return None if quota <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
@@ -229,11 +265,11 @@ def _init_worker(threads: int) -> None:
 def map_parallel(fn: Callable[..., Any], jobs: Sequence[dict[str, Any]], *, processes: int | None = None) -> list[Any]:
     """Return ``[fn(**job) for job in jobs]``, computed in separate processes (one thread each).
 
-    Independent runs (seeds × schedules) use every core this way. ``fn`` must be importable
+    Independent runs (seeds × schedules) use every CPU the process may use (:func:`usable_cpu_count`) this way. ``fn`` must be importable
     (defined in the package). Results come back in the order of ``jobs``; each job must seed
     itself, so results do not depend on which process ran it. ``processes=1`` runs in-process.
     """
-    processes = processes or min(len(jobs), os.cpu_count() or 1)
+    processes = processes or min(len(jobs), usable_cpu_count())
     if processes <= 1 or len(jobs) <= 1:
         return [fn(**job) for job in jobs]
     with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"),

@@ -1,0 +1,210 @@
+"""Freezing the frame (chapter 4's stored result ``frame_freeze``): stop ``W_Q`` and ``W_K`` at step t, train
+everything else to the end, and compare the final loss with the unfrozen run's.
+
+If the frame is in place at t, the frozen run ends where the unfrozen one does; :func:`freeze_frame_step` is the
+first t from which it does for every seed, within a margin stated against the untrained model's gap. Run on chapter
+4's recall head and on chapter 6's bijection wind tunnel (all query/key weights,
+:func:`~attention_dynamics.training.wind_tunnels.freeze_query_key`). The runs are computed once by
+``python -m attention_dynamics compute frame_freeze`` and loaded by the chapter from ``data/frame_freeze.json``."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from ... import calibration
+from ...paths import data_path
+from ...results import Job, StoredResult, load_results, save_results
+from ...training import wind_tunnels
+from ...training.recall_head import train_specialization_head
+
+__all__ = [
+    "BITS",
+    "head_freeze_run",
+    "tunnel_freeze_run",
+    "KINDS",
+    "freeze_run",
+    "freeze_frame_step",
+    "freeze_frame_summary",
+    "SPECS",
+    "FILE",
+    "total_steps",
+    "freeze_jobs",
+    "assemble_freeze",
+    "FRAME_FREEZE",
+    "load_freeze_results",
+]
+
+
+BITS = 1.0 / math.log(2.0)
+
+
+def head_freeze_run(seed: int, freeze_at: int | None, settings: Mapping[str, Any]) -> dict[str, float]:
+    """Return the initial and final probe loss (nats) of chapter 4's head with W_Q, W_K frozen from ``freeze_at``.
+
+    ``settings``: ``steps``, ``lr``, ``n_train``, ``n_probe`` of
+    :func:`~attention_dynamics.training.recall_head.train_specialization_head`; ``freeze_at=None`` trains
+    everything (the reference run).
+    """
+    steps = int(settings["steps"])
+    run = train_specialization_head(seed, steps=steps, lr=settings["lr"], n_train=settings["n_train"],
+                                    n_probe=settings["n_probe"], record_every=steps // 2, settle_window=steps // 2,
+                                    freeze_routing_at=freeze_at)
+    return {"initial": float(run.probe_loss[0]), "final": float(run.probe_loss[-1])}
+
+
+def tunnel_freeze_run(seed: int, freeze_at: int | None, settings: Mapping[str, Any]) -> dict[str, float]:
+    """Return the calibration (KL to the exact posterior, bits) of a bijection wind tunnel frozen from ``freeze_at``.
+
+    ``settings``: ``tunnel`` (the fields of a :class:`~attention_dynamics.training.wind_tunnels.BijectionTraining`)
+    and ``n_eval``. ``initial`` is the untrained model's KL on the same evaluation batch.
+    """
+    tunnel = wind_tunnels.BijectionTraining(**settings["tunnel"])
+    run = wind_tunnels.train_bijection(tunnel, seed=seed, freeze_routing_at=freeze_at)
+    batch = wind_tunnels.bijection_batch_for_eval(tunnel, seed=seed, n=settings["n_eval"])
+
+    def kl(model) -> float:
+        with torch.no_grad():
+            return float(calibration.calibration_report(batch.posterior,
+                                                        wind_tunnels.bijection_log_probs(model, batch)).kl_bits)
+
+    untrained = wind_tunnels.untrained_model(tunnel, seed).eval()
+    return {"initial": kl(untrained), "final": kl(run.model()), "final_train_loss": float(np.mean(run.losses[-20:]))}
+
+
+#: Each kind's run, and the unit of its score.
+KINDS = {"head": (head_freeze_run, "nats (probe cross-entropy)"), "tunnel": (tunnel_freeze_run, "bits (KL to the exact posterior)")}
+
+
+def freeze_run(kind: str, seed: int, freeze_at: int | None, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Return one freeze run of ``kind`` (``"head"`` or ``"tunnel"``): ``{"seed", "freeze_at", "initial", "final", …}``."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
+    return {"seed": int(seed), "freeze_at": freeze_at, **KINDS[kind][0](seed, freeze_at, settings)}
+
+
+def freeze_table(result: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return ``(freeze_steps, frozen (seeds, steps), unfrozen (seeds,), initial (seeds,))`` of a result."""
+    seeds, steps = result["seeds"], result["freeze_steps"]
+    by = {(r["seed"], r["freeze_at"]): r for r in result["runs"]}
+    frozen = np.array([[by[(s, t)]["final"] for t in steps] for s in seeds])
+    unfrozen = np.array([by[(s, None)]["final"] for s in seeds])
+    initial = np.array([by[(s, None)]["initial"] for s in seeds])
+    return np.array(steps), frozen, unfrozen, initial
+
+
+def freeze_frame_step(result: Mapping[str, Any], margin_fraction: float = 0.01) -> int | None:
+    """Return the earliest freeze step from which on every seed's frozen run ends within the margin.
+
+    The margin, per seed, is ``margin_fraction`` of that seed's untrained gap (initial − final of the
+    unfrozen run): a frozen run is "within" when its final value exceeds the unfrozen one's by at most
+    that. The step must hold for every later freeze step too. None if no freeze step qualifies.
+    """
+    steps, frozen, unfrozen, initial = freeze_table(result)
+    margin = margin_fraction * (initial - unfrozen)  # (seeds,)
+    ok = ((frozen - unfrozen[:, None]) <= margin[:, None]).all(axis=0)  # (steps,)
+    for k in range(len(steps)):
+        if ok[k:].all():
+            return int(steps[k])
+    return None
+
+
+def freeze_frame_summary(result: Mapping[str, Any], margin_fraction: float = 0.01) -> dict[str, Any]:
+    """Return the freeze curve's numbers: the cost of freezing at each step (mean, min, max over seeds).
+
+    ``cost`` is the frozen run's final value minus the unfrozen one's (per seed), in bits;
+    ``margin_bits`` the mean margin of :func:`freeze_frame_step`; ``unfrozen_sd_bits`` the seed-to-seed
+    standard deviation of the unfrozen runs' final values; ``gap_bits`` the mean untrained gap.
+    """
+    steps, frozen, unfrozen, initial = freeze_table(result)
+    to_bits = BITS if result["kind"] == "head" else 1.0
+    cost = (frozen - unfrozen[:, None]) * to_bits
+    return {
+        "steps": steps.tolist(),
+        "cost_mean_bits": cost.mean(0).tolist(),
+        "cost_min_bits": cost.min(0).tolist(),
+        "cost_max_bits": cost.max(0).tolist(),
+        "freeze_frame_step": freeze_frame_step(result, margin_fraction),
+        "margin_fraction": margin_fraction,
+        "margin_bits": float(margin_fraction * (initial - unfrozen).mean() * to_bits),
+        "gap_bits": float((initial - unfrozen).mean() * to_bits),
+        "unfrozen_final_bits": float(unfrozen.mean() * to_bits),
+        "unfrozen_sd_bits": float(unfrozen.std(ddof=1) * to_bits) if len(unfrozen) > 1 else float("nan"),
+        "n_seeds": len(unfrozen),
+        "total_steps": total_steps(result),
+    }
+
+
+#: What ``data/frame_freeze.json`` holds (``book``). The head: chapter 4's book settings. The tunnel: chapter 6's
+#: book-scale bijection transformer (its model, batch and learning rate) for a quarter of its steps with a
+#: proportionally shorter warm-up (2 shared cores: a reduced but stated budget). ``fast``: the tests' smoke run.
+SPECS: dict[str, dict[str, dict[str, Any]]] = {
+    "book": {
+        "head": {"settings": {"steps": 2000, "lr": 0.5, "n_train": 256, "n_probe": 256}, "seeds": [0, 1, 2],
+                 "freeze_steps": [0, 25, 50, 100, 150, 200, 300, 400, 600, 1000]},
+        "tunnel": {"settings": {"tunnel": {**dataclasses.asdict(wind_tunnels.BIJECTION_TUNNELS["book"]),
+                                           "steps": 500, "warmup_steps": 50}, "n_eval": 1000},
+                   "seeds": [0, 1], "freeze_steps": [0, 50, 200]},
+    },
+    "fast": {
+        "head": {"settings": {"steps": 60, "lr": 0.5, "n_train": 32, "n_probe": 32}, "seeds": [0, 1],
+                 "freeze_steps": [0, 30]},
+        "tunnel": {"settings": {"tunnel": {**dataclasses.asdict(wind_tunnels.BIJECTION_TUNNELS["fast"]),
+                                           "steps": 20, "warmup_steps": 5}, "n_eval": 32},
+                   "seeds": [0], "freeze_steps": [0, 10]},
+    },
+}
+#: The file the chapter loads.
+FILE = "frame_freeze.json"
+
+
+def total_steps(kind_result: Mapping[str, Any]) -> int:
+    """Return the training steps of one kind's runs."""
+    settings = kind_result["settings"]
+    return int(settings["tunnel"]["steps"] if "tunnel" in settings else settings["steps"])
+
+
+def freeze_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
+    """Return every (kind, seed, freeze step) run at ``scale``, the unfrozen reference of each seed included."""
+    jobs = []
+    for kind, spec in SPECS[scale].items():
+        steps = total_steps(spec)
+        for seed in seeds if seeds is not None else spec["seeds"]:
+            for t in [None, *spec["freeze_steps"]]:
+                jobs.append(Job(f"{kind}-seed{seed}-freeze{'none' if t is None else t}", freeze_run,
+                                {"kind": kind, "seed": int(seed), "freeze_at": t, "settings": spec["settings"]},
+                                cost=steps * (20.0 if kind == "tunnel" else 1.0)))
+    return jobs
+
+
+def assemble_freeze(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
+    """Write ``frame_freeze.json``: per kind, its settings, seeds, freeze steps, unit and every run."""
+    seeds = sorted({o["seed"] for o in outputs.values()})
+    result: dict[str, Any] = {"about": "Freezing the frame (chapter 4): written by "
+                                       "`python -m attention_dynamics compute frame_freeze`.", "scale": scale}
+    for kind, spec in SPECS[scale].items():
+        runs = [outputs[k] for k in sorted(outputs) if k.startswith(f"{kind}-")]
+        kind_seeds = sorted({r["seed"] for r in runs})
+        result[kind] = {"kind": kind, "settings": spec["settings"], "seeds": kind_seeds or seeds,
+                        "freeze_steps": list(spec["freeze_steps"]), "unit": KINDS[kind][1],
+                        "runs": sorted(runs, key=lambda r: (r["seed"], -1 if r["freeze_at"] is None else r["freeze_at"]))}
+    save_results(result, folder / FILE)
+
+
+FRAME_FREEZE = StoredResult(
+    name="frame_freeze", chapter="two_timescale_em",
+    about="freezing W_Q, W_K at step t: chapter 4's recall head and chapter 6's bijection tunnel",
+    files=(FILE,), scales=("fast", "book"), committed_scale="book",
+    expected={"fast": "14 jobs, under a minute", "book": "41 jobs: 33 recall heads (~1 CPU-min each) and 8 tunnels "
+                                                          "(~4 CPU-min each), ~70 CPU-min"},
+    jobs=freeze_jobs, assemble=assemble_freeze)
+
+
+def load_freeze_results(path: str | Path | None = None) -> dict[str, Any]:
+    """Return the committed freeze-the-frame results (``data/frame_freeze.json``), with their provenance."""
+    return load_results(path or data_path(FILE))

@@ -1,0 +1,305 @@
+"""One command for every stored result: ``python -m attention_dynamics compute <result>``.
+
+A stored result (:class:`~attention_dynamics.results.StoredResult`, declared by its chapter) is a list of
+independent jobs and an ``assemble`` step. This module runs the jobs and assembles the files:
+
+- **where**: ``build/compute/<result>/<scale>/`` (``…/<scale>-seeds-0-1-2/`` for other seeds): each job's output in
+  ``jobs/<key>.json``, the assembled files beside it. Nothing is written into the package's ``data/`` folder
+  until a reviewed result is promoted by an explicit step (``--promote``, committed scale only).
+- **resumable per job**: a job whose output file exists (made with the same arguments) is not run again, so an
+  interrupted or partly failed computation continues where it stopped; a failing job is reported with its error,
+  the others still finish, and the command exits non-zero without assembling.
+- **launchers**: ``local`` (default) runs the jobs in local processes, one thread each, as many at once as the
+  CPUs this process may use (:func:`~attention_dynamics.training.usable_cpu_count`); ``slurm`` submits them as a
+  job array to a SLURM cluster through `submitit <https://github.com/facebookincubator/submitit>`_ (partition,
+  time limit and GPUs as options); ``submitit-local`` runs the same submitit path on this machine (what the
+  tests use). The result files are the same whichever launcher ran the jobs.
+
+``compute --list`` names every stored result with its files, its scales and the expected size of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import shutil
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from .claims import atomic_write_text
+from .paths import BUILD_DIR, DATA_DIR
+from .results import Job, StoredResult
+
+__all__ = ["LAUNCHERS", "COMPUTE_DIR", "registry", "result_folder", "compute", "promote", "list_results", "main"]
+
+#: The ways jobs can run: local processes, a SLURM cluster through submitit, or submitit on this machine.
+LAUNCHERS = ("local", "slurm", "submitit-local")
+#: Where computations write (never the package's data folder, see :func:`promote`).
+COMPUTE_DIR = BUILD_DIR / "compute"
+
+#: The stored results, by name: ``module:attribute`` of each chapter's :class:`StoredResult` (imported on use).
+_REGISTRY = {
+    "frame_freeze": "attention_dynamics.chapters.two_timescale_em.freeze:FRAME_FREEZE",
+    "sticky_chain_paper_scale": "attention_dynamics.chapters.sticky_markov_chain.paper_scale:PAPER_SCALE",
+    "sticky_chain_lr_surface": "attention_dynamics.chapters.sticky_markov_chain.lr_surface:LR_SURFACE",
+    "bijection_seed_spread": "attention_dynamics.chapters.bayesian_manifolds.seed_spread:BIJECTION_SEED_SPREAD",
+    "long_tier": "attention_dynamics.chapters.bayesian_manifolds.long_tier:LONG_TIER",
+    "sticky_hmm": "attention_dynamics.chapters.architectures.sticky_hmm:STICKY_HMM",
+    "binding_seed_spread": "attention_dynamics.chapters.architectures.binding_spread:BINDING_SEED_SPREAD",
+}
+
+
+def registry() -> dict[str, StoredResult]:
+    """Return every stored result of the book by name (importing the chapters that declare them)."""
+    out = {}
+    for name, target in _REGISTRY.items():
+        module, attribute = target.split(":")
+        result = getattr(importlib.import_module(module), attribute)
+        if result.name != name:
+            raise RuntimeError(f"{target} declares result {result.name!r}, registered as {name!r}")
+        out[name] = result
+    return out
+
+
+def _get(name: str) -> StoredResult:
+    results = registry()
+    if name not in results:
+        raise ValueError(f"unknown result {name!r}; choose from {', '.join(results)} (compute --list)")
+    return results[name]
+
+
+def result_folder(result: StoredResult, scale: str, seeds: Sequence[int] | None = None,
+                  root: Path | None = None) -> Path:
+    """Return the folder a computation of ``result`` at ``scale`` (and ``seeds``) writes into."""
+    tag = scale if seeds is None else f"{scale}-seeds-{'-'.join(str(int(s)) for s in seeds)}"
+    return Path(root or COMPUTE_DIR) / result.name / tag
+
+
+def _function_path(fn: Callable[..., Any]) -> str:
+    module = inspect.getmodule(fn)
+    if module is None or getattr(module, fn.__name__, None) is not fn:
+        raise ValueError(f"job function {fn!r} must be a top-level function of an importable module")
+    return f"{module.__name__}:{fn.__name__}"
+
+
+def run_job(function: str, kwargs: Mapping[str, Any], out_file: str) -> str:
+    """Run one job in this process (one thread) and write ``{"function", "kwargs", "output", "seconds"}`` to ``out_file``.
+
+    What a worker calls, locally or on a cluster node; returns ``out_file``. The output is written atomically, so a
+    file that exists is a finished job.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    module, name = function.split(":")
+    fn = getattr(importlib.import_module(module), name)
+    kwargs = dict(kwargs)
+    if "job_dir" in inspect.signature(fn).parameters:
+        job_dir = Path(out_file).with_suffix("")
+        job_dir.mkdir(parents=True, exist_ok=True)
+        kwargs["job_dir"] = str(job_dir)
+    started = time.process_time()
+    output = fn(**kwargs)
+    record = {"function": function, "kwargs": {k: v for k, v in kwargs.items() if k != "job_dir"},
+              "output": output, "cpu_seconds": time.process_time() - started}
+    atomic_write_text(Path(out_file), json.dumps(record, allow_nan=True) + "\n")
+    return out_file
+
+
+def _done(job: Job, out_file: Path) -> Any | None:
+    """Return the stored output of ``job`` if its file exists and was made with the same arguments."""
+    if not out_file.exists():
+        return None
+    record = json.loads(out_file.read_text())
+    if record.get("kwargs") != json.loads(json.dumps(dict(job.kwargs))) or record.get("function") != _function_path(job.fn):
+        return None
+    return record
+
+
+def _submitit_executor(folder: Path, launcher: str, options: Mapping[str, Any]):
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=folder / "submitit", cluster="local" if launcher == "submitit-local" else "slurm")
+    params: dict[str, Any] = {"timeout_min": int(options.get("time_min") or 60), "cpus_per_task": 1,
+                              "name": f"attention-dynamics-{folder.parent.name}"}
+    if launcher == "slurm":
+        if options.get("partition"):
+            params["slurm_partition"] = options["partition"]
+        if options.get("gpus"):
+            params["gpus_per_node"] = int(options["gpus"])
+        if options.get("array_parallelism"):
+            params["slurm_array_parallelism"] = int(options["array_parallelism"])
+    executor.update_parameters(**params)
+    return executor
+
+
+def _run_pending(pending: list[tuple[Job, Path]], launcher: str, processes: int | None, folder: Path,
+                 options: Mapping[str, Any], log: Callable[[str], None]) -> dict[str, str]:
+    """Run the pending jobs; return ``{key: error}`` of those that failed."""
+    failed: dict[str, str] = {}
+    total = len(pending)
+    started = time.time()
+    if launcher == "local":
+        from .training import usable_cpu_count
+
+        workers = max(1, min(processes or usable_cpu_count(), total))
+        if workers == 1:
+            for n, (job, out) in enumerate(pending, 1):
+                try:
+                    run_job(_function_path(job.fn), dict(job.kwargs), str(out))
+                    log(f"  [{n}/{total}] {job.key} done ({time.time() - started:.0f} s)")
+                except Exception as exc:  # a failing job must not lose the others
+                    failed[job.key] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+                    log(f"  [{n}/{total}] {job.key} FAILED: {failed[job.key]}")
+            return failed
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+            futures = {pool.submit(run_job, _function_path(job.fn), dict(job.kwargs), str(out)): job for job, out in pending}
+            for n, future in enumerate(as_completed(futures), 1):
+                job = futures[future]
+                try:
+                    future.result()
+                    log(f"  [{n}/{total}] {job.key} done ({time.time() - started:.0f} s)")
+                except Exception as exc:
+                    failed[job.key] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+                    log(f"  [{n}/{total}] {job.key} FAILED: {failed[job.key]}")
+        return failed
+    executor = _submitit_executor(folder, launcher, options)
+    submitted = executor.map_array(run_job, [_function_path(j.fn) for j, _ in pending],
+                                   [dict(j.kwargs) for j, _ in pending], [str(o) for _, o in pending])
+    log(f"  submitted {total} job(s) through submitit ({launcher}); logs in {folder / 'submitit'}")
+    for n, ((job, _), handle) in enumerate(zip(pending, submitted), 1):
+        try:
+            handle.result()
+            log(f"  [{n}/{total}] {job.key} done ({time.time() - started:.0f} s)")
+        except Exception as exc:
+            failed[job.key] = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            log(f"  [{n}/{total}] {job.key} FAILED: {failed[job.key]}")
+    return failed
+
+
+def compute(result: StoredResult | str, scale: str | None = None, *, seeds: Sequence[int] | None = None,
+            launcher: str = "local", processes: int | None = None, root: Path | None = None,
+            options: Mapping[str, Any] | None = None, log: Callable[[str], None] = print) -> Path:
+    """Run every job of ``result`` at ``scale`` not done yet, assemble its files, and return their folder.
+
+    Raises ``RuntimeError`` naming the failed jobs (their outputs are not assembled; the jobs that succeeded are
+    kept, so running again resumes).
+    """
+    result = _get(result) if isinstance(result, str) else result
+    scale = result.check_scale(scale or result.committed_scale)
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)}")
+    if seeds is not None and not result.takes_seeds:
+        raise ValueError(f"{result.name} has no seeds to choose (its jobs are fixed by its settings)")
+    jobs = result.jobs(scale, None if seeds is None else [int(s) for s in seeds])
+    keys = [j.key for j in jobs]
+    if len(set(keys)) != len(keys):
+        raise RuntimeError(f"{result.name}: duplicate job keys")
+    folder = result_folder(result, scale, seeds, root)
+    (folder / "jobs").mkdir(parents=True, exist_ok=True)
+    outputs: dict[str, Any] = {}
+    pending = []
+    for job in sorted(jobs, key=lambda j: -j.cost):
+        out = folder / "jobs" / f"{job.key}.json"
+        record = _done(job, out)
+        if record is None:
+            pending.append((job, out))
+    log(f"{result.name} ({scale}): {len(jobs)} job(s), {len(jobs) - len(pending)} already done, "
+        f"{len(pending)} to run with launcher {launcher}; writing to {folder}")
+    failed = _run_pending(pending, launcher, processes, folder, options or {}, log) if pending else {}
+    if failed:
+        raise RuntimeError(f"{result.name}: {len(failed)} job(s) failed ({', '.join(failed)}); the others are kept "
+                           f"in {folder / 'jobs'} and the next run resumes from them")
+    for job in jobs:
+        record = _done(job, folder / "jobs" / f"{job.key}.json")
+        if record is None:
+            raise RuntimeError(f"{result.name}: job {job.key} left no output")
+        outputs[job.key] = record["output"]
+    result.assemble(scale, outputs, folder)
+    log(f"{result.name} ({scale}): wrote {', '.join(result.files)} in {folder}")
+    return folder
+
+
+def promote(result: StoredResult | str, *, root: Path | None = None, data_dir: Path | None = None,
+            log: Callable[[str], None] = print) -> list[Path]:
+    """Copy the assembled files of ``result`` at its committed scale into the package's ``data/`` folder.
+
+    The explicit step between a computation (in ``build/``) and what the chapters load: only the committed scale
+    can be promoted, and only once every file has been assembled.
+    """
+    result = _get(result) if isinstance(result, str) else result
+    folder = result_folder(result, result.committed_scale, None, root)
+    missing = [f for f in result.files if not (folder / f).exists()]
+    if missing:
+        raise FileNotFoundError(f"{result.name}: {', '.join(missing)} not computed in {folder}; run "
+                                f"`python -m attention_dynamics compute {result.name}` first")
+    target = Path(data_dir or DATA_DIR)
+    copied = []
+    for f in result.files:
+        dest = target / f
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(folder / f, dest.with_name(dest.name + ".tmp"))
+        (dest.with_name(dest.name + ".tmp")).replace(dest)
+        copied.append(dest)
+        log(f"promoted {folder / f} -> {dest}")
+    return copied
+
+
+def list_results() -> str:
+    """Return a table of every stored result: name, chapter, files, and the expected size at each scale."""
+    lines = []
+    for name, r in registry().items():
+        present = all((DATA_DIR / f).exists() for f in r.files)
+        lines.append(f"{name}  (chapter {r.chapter}; committed scale {r.committed_scale}; "
+                     f"{'in data/' if present else 'NOT in data/'})")
+        lines.append(f"    {r.about}")
+        lines.append(f"    files: {', '.join(r.files)}")
+        for scale in r.scales:
+            lines.append(f"    --scale {scale}: {r.expected.get(scale, '?')}")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``compute`` command's arguments to ``parser``."""
+    parser.add_argument("result", nargs="?", help="the stored result to compute (see --list)")
+    parser.add_argument("--list", action="store_true", help="name every stored result with its size and expected time")
+    parser.add_argument("--scale", help="the result's scale (default: the committed one)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="seeds instead of the result's own (where it has seeds)")
+    parser.add_argument("--launcher", choices=LAUNCHERS, default="local",
+                        help="local processes (default), a SLURM cluster through submitit, or submitit on this machine")
+    parser.add_argument("--processes", type=int, help="local launcher: processes at once (default: the usable CPUs)")
+    parser.add_argument("--partition", help="slurm: the partition")
+    parser.add_argument("--time-min", type=int, default=60, help="submitit: time limit of each job in minutes")
+    parser.add_argument("--gpus", type=int, default=0, help="slurm: GPUs per job")
+    parser.add_argument("--array-parallelism", type=int, help="slurm: jobs of the array running at once")
+    parser.add_argument("--promote", action="store_true",
+                        help="copy the computed files of the committed scale into the package's data/ folder")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the ``compute`` command (parsed by :mod:`attention_dynamics.reproduce`)."""
+    if args.list:
+        print(list_results())
+        return 0
+    if not args.result:
+        print("error: name a result (compute --list shows them)", file=sys.stderr)
+        return 2
+    try:
+        if args.promote:
+            promote(args.result)
+            return 0
+        compute(args.result, args.scale, seeds=args.seeds, launcher=args.launcher, processes=args.processes,
+                options={"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus,
+                         "array_parallelism": args.array_parallelism},
+                log=lambda m: print(m, flush=True))
+    except (ValueError, RuntimeError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
