@@ -58,21 +58,18 @@ _REGISTRY = {
 
 def registry() -> dict[str, StoredResult]:
     """Return every stored result of the book by name (importing the chapters that declare them)."""
-    out = {}
-    for name, target in _REGISTRY.items():
-        module, attribute = target.split(":")
-        result = getattr(importlib.import_module(module), attribute)
-        if result.name != name:
-            raise RuntimeError(f"{target} declares result {result.name!r}, registered as {name!r}")
-        out[name] = result
-    return out
+    return {name: _get(name) for name in _REGISTRY}
 
 
 def _get(name: str) -> StoredResult:
-    results = registry()
-    if name not in results:
-        raise ValueError(f"unknown result {name!r}; choose from {', '.join(results)} (compute --list)")
-    return results[name]
+    """Return the stored result ``name``, importing only the chapter that declares it."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown result {name!r}; choose from {', '.join(_REGISTRY)} (compute --list)")
+    module, attribute = _REGISTRY[name].split(":")
+    result = getattr(importlib.import_module(module), attribute)
+    if result.name != name:
+        raise RuntimeError(f"{_REGISTRY[name]} declares result {result.name!r}, registered as {name!r}")
+    return result
 
 
 def result_folder(result: StoredResult, scale: str, seeds: Sequence[int] | None = None,
