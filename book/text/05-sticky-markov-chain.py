@@ -39,16 +39,19 @@ warnings.filterwarnings(
 )  # tqdm's notice when ipywidgets is absent
 
 from attention_dynamics import plotting
-from attention_dynamics.experiments import em_vs_sgd as sticky
-from attention_dynamics.experiments import em_vs_sgd_report as report
-from attention_dynamics.experiments import lr_surface
+from attention_dynamics.chapters.sticky_markov_chain import (
+    figures,
+    lr_surface,
+    paper_scale,
+    report,
+    runs,
+    settings,
+)
 from attention_dynamics.seeding import seed_everything
-from attention_dynamics.settings import chapter_settings
 from attention_dynamics.tasks import sticky_chain
 
-# "heavy": the 20-seed, long-run and deep results are computed ("compute") or read ("load")
-SETTINGS = report.SETTINGS
-cfg = chapter_settings(SETTINGS, scale, device=device, steps=steps)
+# the 20-seed, long-run and deep results are stored results, loaded below (compute sticky_chain_paper_scale)
+cfg = settings.resolve(scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
 cfg
@@ -86,7 +89,7 @@ cfg
 
 # %% tags=["hide-input"]
 P = report.record_chains()  # chain kind → transition matrix
-report.plot_transition_rows(P)
+figures.plot_transition_rows(P)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -193,24 +196,24 @@ benchmark = report.glue_benchmark()  # a timing, shown with its machine and load
 # loop (`training.fit`) with the closed-form engine, two at a time on the two cores.
 
 # %% tags=["trained-output"]
-runs = sticky.run_grid(
+sticky_runs = runs.run_grid(
     cfg.seeds,
     ["sgd", "em_like"],
     steps=cfg.steps,
     length=cfg.length,
     snapshot_every=cfg.snapshot_every,
 )
-protocol = sticky.paper_protocol_summary(runs)
+protocol = runs.paper_protocol_summary(sticky_runs)
 protocol["per_seed"]
 
 # %% tags=["trained-output"]
 protocol["summary"]
 
 # %% tags=["trained-output", "hide-input"]
-speedup = report.record_protocol(runs, protocol, cfg, hmin)
+speedup = report.record_protocol(sticky_runs, protocol, cfg, hmin)
 
 # %% tags=["hide-input", "trained-output"]
-report.plot_protocol(runs, cfg.seeds, speedup)
+figures.plot_protocol(sticky_runs, cfg.seeds, speedup)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -237,15 +240,15 @@ plotting.plt.show()
 # ## Controls the paper lacks
 #
 # The following results are too heavy for this page's time budget (twenty seeds, runs of 20 000 steps,
-# a four-layer transformer). They are computed by the same package functions with
-# `python -m attention_dynamics reproduce --chapter 5 --scale paper` (or
-# `python -m attention_dynamics.experiments.em_vs_sgd`) and stored, with their settings and the package
-# version, in `src/attention_dynamics/data/sticky_chain_paper_scale.json`; at the default scale this page
-# reads that file. The tests regenerate it at a reduced size through the same code.
+# a four-layer transformer). They are computed by the same package functions, every run a resumable job, with
+# `python -m attention_dynamics compute sticky_chain_paper_scale` (locally, or on a cluster with
+# `--launcher slurm`) and stored, with their settings and the package version, in
+# `src/attention_dynamics/data/sticky_chain_paper_scale.json`; this page reads that file. The tests regenerate it
+# at a reduced size through the same code.
 
 # %% tags=["trained-output"]
-heavy = report.load_heavy(cfg.heavy)  # computed first at the paper scale
-sticky.controls_table(heavy, "reference")
+heavy = report.load_paper_scale()  # computed once: compute sticky_chain_paper_scale
+paper_scale.controls_table(heavy, "reference")
 
 # %% [markdown] tags=[]
 # **(a) Is it EM, or a larger step?** The matched control runs SGD with learning rate 0.1 on *every*
@@ -303,7 +306,7 @@ matched_claim = report.record_matched_control(heavy)
 # depends on $\rho$ as a step size would:
 
 # %% tags=["trained-output"]
-sticky.rho_sweep_table(heavy)
+paper_scale.rho_sweep_table(heavy)
 
 # %% [markdown] tags=[]
 # A closed-form M-step does not pick its own step size here: $\rho$ sets how far the targets lie, exactly
@@ -339,7 +342,7 @@ ci = report.record_speedup_interval(heavy)
 # below the mean cross it shortly before the end), so SGD's own score, measured, is the level a condition must
 # beat to be faster than SGD. These runs are stored in a second file,
 # `src/attention_dynamics/data/sticky_chain_lr_surface.json` (computed with
-# `python -m attention_dynamics.experiments.lr_surface`, which runs them as jobs of the same resumable paper-scale runner,
+# `python -m attention_dynamics compute sticky_chain_lr_surface`, which runs them as jobs of the same runner,
 # most important first); this page reads it. On the fifteen extra seeds the SGD baseline is the paper-scale
 # file's, the same computation: where both files ran SGD, the final losses differ by
 # {glue:text}`sticky.surface_baseline_difference:.1e` nats.
@@ -353,11 +356,11 @@ values_special = report.record_surface(surface)
 
 # %% tags=["hide-input", "trained-output"]
 m_step_points = report.m_step_points(heavy, surface)
-lr_surface.plot_condition_speedups(surface)
+figures.plot_condition_speedups(surface)
 plotting.plt.show()
 
 # %% tags=["hide-input", "trained-output"]
-lr_surface.plot_lr_surface(surface)
+figures.plot_lr_surface(surface)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -378,7 +381,7 @@ plotting.plt.show()
 # The twenty-seed values-only row is the paper-scale file's EM-like runs of (c), the same runs; the readout-only,
 # routing-only and values-and-readout conditions were run on the fifteen extra seeds too. The three remaining
 # conditions' twenty-seed runs did not fit this edition's computing budget (the file lists them as missing, and
-# `python -m attention_dynamics.experiments.lr_surface` resumes them), so their intervals are the five seeds'. Every
+# `python -m attention_dynamics compute sticky_chain_lr_surface` resumes them), so their intervals are the five seeds'. Every
 # condition is faster than SGD. Raising the readout's rate alone does as much as raising the values' rate:
 # on the same five seeds the values-only speed-up is {glue:text}`sticky.surface_values_only_over_readout_only_5:.2f`
 # times the readout-only one (paired bootstrap interval
@@ -405,7 +408,7 @@ plotting.plt.show()
 # {glue:text}`sticky.surface_sgd_self:.2f` at ×1 and {glue:text}`sticky.values_axis_10:.2f`× at ×10.
 
 # %% tags=["hide-input", "trained-output"]
-lr_surface.plot_values_axis(surface, m_step_points)
+figures.plot_values_axis(surface, m_step_points)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -435,7 +438,7 @@ plotting.plt.show()
 report.record_long_runs(heavy)
 
 # %% tags=["hide-input", "trained-output"]
-report.plot_long_runs(heavy, hmin, cfg.steps)
+figures.plot_long_runs(heavy, hmin, cfg.steps)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -480,8 +483,8 @@ report.glue_nominal(heavy)
 # symbol; 1: all values of a symbol coincide).
 
 # %% tags=["trained-output", "hide-input"]
-trajectory = report.glue_trajectories(runs, cfg.snapshot_every)
-report.plot_value_trajectories(runs, cfg.seeds[0], cfg.steps)
+trajectory = report.glue_trajectories(sticky_runs, cfg.snapshot_every)
+figures.plot_value_trajectories(sticky_runs, cfg.seeds[0], cfg.steps)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -515,7 +518,7 @@ plotting.plt.show()
 
 # %% tags=["hide-input", "trained-output"]
 deep_test = report.record_deep(heavy)
-report.plot_deep(heavy)
+figures.plot_deep(heavy)
 plotting.plt.show()
 
 # %% [markdown] tags=[]

@@ -1,46 +1,54 @@
-"""Chapter 5's report: the sticky chain's floors, the paper's protocol and its controls as claims, glue and figures.
-
-The experiment itself (runs, the paper's metric, the controls and the stored paper-scale results) is
-:mod:`attention_dynamics.experiments.em_vs_sgd`, the learning-rate surface
-:mod:`attention_dynamics.experiments.lr_surface`, the chain :mod:`attention_dynamics.tasks.sticky_chain`.
-This module reads their results with the chapter's settings, glues the numbers the prose states,
-records the ledger claims and draws the figures.
-"""
+"""Chapter 5's ledger claims and glued numbers: the chain's floors, the paper's protocol, its controls, the
+learning-rate surface, the long runs and the deep variant."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from .. import claims
-from ..paths import data_path
-from ..tasks import sticky_chain
-from ..training.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
-from ..training.schedules import SCHEDULES
-from . import em_vs_sgd, lr_surface
-from ..results import load_results, save_results
+from ... import claims
+from ...models.single_head import HEAD_SHAPE, INIT_STD, initial_head
+from ...paths import data_path
+from ...results import load_results
+from ...speedup import intervals_separate
+from ...tasks import sticky_chain
+from ...training.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
+from ...training.schedules import SCHEDULES
+from . import lr_surface, paper_scale
+from .runs import summarise_runs, trajectory_statistics
+from .settings import CHAIN_PARAMS, LN8, SCHEDULE_PAIR, StickySettings
 
-# "heavy": the 20-seed, long-run and deep results are computed ("compute") or read ("load")
-SETTINGS = {
-    "fast": {"seeds": (42, 2024), "steps": 40, "length": 300, "snapshot_every": 4,
-             "monte_carlo_length": 20_000, "heavy": "load"},
-    "book": {"seeds": sticky_chain.PAPER_SEEDS, "steps": 1000, "length": 2000, "snapshot_every": 10,
-             "monte_carlo_length": 200_000, "heavy": "load"},
-    "paper": {"seeds": sticky_chain.PAPER_SEEDS, "steps": 1000, "length": 2000, "snapshot_every": 10,
-              "monte_carlo_length": 1_000_000, "heavy": "compute"},
-}
-LN8 = math.log(sticky_chain.N_SYMBOLS)  # the loss of the uniform prediction (nats)
-CHAIN_PARAMS = {"n_symbols": sticky_chain.N_SYMBOLS, "self_prob": sticky_chain.SELF_PROB}
-SCHEDULE_PAIR = ("sgd", "em_like")  # the paper's two schedules
+__all__ = [
+    "describe_machine",
+    "record_chains",
+    "record_floors",
+    "glue_filtered_floor",
+    "engine_gradient_check",
+    "glue_benchmark",
+    "protocol_params",
+    "record_protocol",
+    "record_matched_control",
+    "record_speedup_interval",
+    "load_surface",
+    "record_surface",
+    "m_step_points",
+    "record_long_runs",
+    "glue_nominal",
+    "glue_trajectories",
+    "record_deep",
+]
 
 
-# --------------------------------------------------------------------------------------------
-# The task and its floors
-# --------------------------------------------------------------------------------------------
+def describe_machine(machine: dict[str, Any]) -> str:
+    """Return a one-line description of the machine a benchmark ran on (its ``"machine"`` record)."""
+    processor = machine.get("cpu_model") or machine.get("processor") or ""
+    cores = machine.get("cpu_count")
+    parts = [f"{cores} cores" if cores else "", processor, machine.get("platform", "")]
+    return ", ".join(part for part in parts if part) or "an unrecorded machine"
 
 
 def record_chains() -> dict[str, torch.Tensor]:
@@ -61,22 +69,6 @@ def record_chains() -> dict[str, torch.Tensor]:
     claims.glue("sticky.stationary_max_deviation", float(max(
         np.abs(sticky_chain.stationary_distribution(p) - 1 / sticky_chain.N_SYMBOLS).max() for p in P.values())))
     return P
-
-
-def plot_transition_rows(P: Mapping[str, torch.Tensor], row: int = 0):
-    """Return ``(fig, ax)``: row ``row`` of the nominal and the reference transition matrices as paired bars."""
-    from .. import plotting
-
-    fig, ax = plotting.new_figure(width=6.0, height=3.0)
-    width, n = 0.4, sticky_chain.N_SYMBOLS
-    for offset, kind in ((-width / 2, "nominal"), (width / 2, "reference")):
-        ax.bar(np.arange(n) + offset, P[kind][row].numpy(), width=width, label=f"{kind} chain")
-    ax.set_xticks(range(n))
-    ax.set_xlabel(f"next symbol j (from symbol i = {row})")
-    ax.set_ylabel(f"transition probability $P_{{{row}j}}$")
-    ax.set_title(f"Row {row} of the two transition matrices")
-    ax.legend()
-    return fig, ax
 
 
 def record_floors(P: Mapping[str, torch.Tensor], monte_carlo_length: int, *, seed: int) -> dict[str, float]:
@@ -115,7 +107,7 @@ def glue_filtered_floor(datasets: Mapping[int, sticky_chain.StickyChainData], hm
 def engine_gradient_check(data: sticky_chain.StickyChainData, seed: int) -> float:
     """Return the largest absolute difference between the closed-form engine's gradients and autograd's
     (float64, the head initialised for ``seed`` on ``data``); glues it and the loss difference."""
-    model = SingleHeadModule(em_vs_sgd.initial_head(seed, dtype=torch.float64))
+    model = SingleHeadModule(initial_head(seed, dtype=torch.float64))
     x64 = data.x.double()
     autograd_loss = autograd_head_loss(model, (x64, data.y))
     autograd_loss.backward()
@@ -138,28 +130,23 @@ def glue_benchmark(path=None) -> dict[str, Any]:
     claims.glue("sticky.benchmark_threads", benchmark["settings"]["threads"])
     claims.glue("sticky.engine_speedup_vs_protocol", benchmark["speedup_vs_protocol"])
     claims.glue("sticky.benchmark_load", benchmark["machine"]["load_average_1min"])
-    claims.glue("sticky.benchmark_machine", em_vs_sgd.describe_machine(benchmark["machine"]))
+    claims.glue("sticky.benchmark_machine", describe_machine(benchmark["machine"]))
     return benchmark
 
 
-# --------------------------------------------------------------------------------------------
-# The paper's protocol
-# --------------------------------------------------------------------------------------------
-
-
-def protocol_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def protocol_params(cfg: StickySettings) -> dict[str, Any]:
     """Return the settings of the paper's protocol runs as recorded with their claims."""
-    return {"seeds": cfg["seeds"], "steps": cfg["steps"], "length": cfg["length"], "chain": "reference",
-            "head": em_vs_sgd.HEAD_SHAPE, "init_std": em_vs_sgd.INIT_STD}
+    return {"seeds": cfg.seeds, "steps": cfg.steps, "length": cfg.length, "chain": "reference",
+            "head": HEAD_SHAPE, "init_std": INIT_STD}
 
 
-def record_protocol(runs: Mapping[tuple[str, int], Any], protocol: Mapping[str, Any], cfg: Mapping[str, Any],
+def record_protocol(runs: Mapping[tuple[str, int], Any], protocol: Mapping[str, Any], cfg: StickySettings,
                     hmin: float) -> dict[str, Any]:
-    """Return the paper's speed-up (:func:`em_vs_sgd.paper_speedup`'s dict), after recording the two final losses
+    """Return the paper's speed-up (:func:`~attention_dynamics.speedup.paper_speedup`'s dict), after recording the two final losses
     (against the halfway mark from ln 8 to ``hmin``) and the speed-up (against the paper's 2.3) as claims and
     gluing the threshold, first steps, paired test and each schedule's share of the way from ln 8 to H_min."""
     params = protocol_params(cfg)
-    final_loss = {name: em_vs_sgd.summarise_runs(runs, name, "loss") for name in SCHEDULE_PAIR}
+    final_loss = {name: summarise_runs(runs, name, "loss") for name in SCHEDULE_PAIR}
     for name, claim_id in (("sgd", "sticky.final_loss_sgd"), ("em_like", "sticky.final_loss_em")):
         claims.record(
             claim_id, final_loss[name]["mean"], unit="nats", lower=(LN8 + hmin) / 2, upper=LN8,
@@ -193,41 +180,10 @@ def record_protocol(runs: Mapping[tuple[str, int], Any], protocol: Mapping[str, 
     return speedup
 
 
-def plot_protocol(runs: Mapping[tuple[str, int], Any], seeds: Sequence[int], speedup: Mapping[str, Any]):
-    """Return ``(fig, ax)``: each schedule's training loss (mean and range over ``seeds``), the paper's threshold,
-    ln 8 and EM-like's mean first step below the threshold."""
-    from .. import plotting
-
-    fig, ax = plotting.new_figure(width=6.4, height=3.6)
-    for name in SCHEDULE_PAIR:
-        curves = np.array([runs[(name, s)].losses for s in seeds])  # (seeds, steps)
-        step_axis = np.arange(curves.shape[1])
-        color = plotting.schedule_color(name)
-        ax.plot(step_axis, curves.mean(0), color=color, label=SCHEDULES[name].label)
-        ax.fill_between(step_axis, curves.min(0), curves.max(0), color=color, alpha=0.2)
-    ax.axhline(speedup["threshold"], color="0.3", ls="--", lw=1, label="SGD's mean final loss (threshold)")
-    ax.axhline(LN8, color="0.6", ls=":", lw=1, label="uniform prediction, ln 8")
-    ax.axvline(speedup["mean_first_step"], color=plotting.schedule_color("em_like"), ls="--", lw=1,
-               label="EM-like: mean first step below threshold")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("training loss (nats)")
-    ax.set_title(f"The paper's protocol: mean and range over {len(seeds)} seeds")
-    ax.legend(fontsize=8)
-    return fig, ax
-
-
-# --------------------------------------------------------------------------------------------
-# The controls (stored paper-scale results)
-# --------------------------------------------------------------------------------------------
-
-
-def load_heavy(mode: str = "load") -> dict[str, Any]:
-    """Return the stored paper-scale results (``em_vs_sgd.PAPER_SCALE_FILE``), recomputed first when ``mode``
-    is ``"compute"``; glues the package version they were computed with."""
-    path = data_path(em_vs_sgd.PAPER_SCALE_FILE)
-    if mode == "compute":
-        save_results(em_vs_sgd.compute_paper_scale_results(em_vs_sgd.PAPER_SCALE_CONFIG), path)
-    heavy = load_results(path)
+def load_paper_scale() -> dict[str, Any]:
+    """Return the stored paper-scale results (:func:`.paper_scale.load`), after gluing the package version they were
+    computed with."""
+    heavy = paper_scale.load()
     claims.glue("sticky.heavy_version", heavy["provenance"]["package_version"])
     return heavy
 
@@ -321,7 +277,7 @@ def record_surface(surface: Mapping[str, Any]) -> bool:
     decisive = twenty if set(single) <= set(twenty["conditions"]) else paper
     values = decisive["conditions"]["values_only"]
     values_special = all(
-        lr_surface.intervals_separate(values["ci"], decisive["conditions"][other]["ci"])
+        intervals_separate(values["ci"], decisive["conditions"][other]["ci"])
         and values["speedup"] > decisive["conditions"][other]["speedup"]
         for other in ("readout_only", "routing_only"))
     claims.glue(
@@ -354,15 +310,10 @@ def m_step_points(heavy: Mapping[str, Any], surface: Mapping[str, Any]) -> dict[
     return points
 
 
-# --------------------------------------------------------------------------------------------
-# Long runs, the nominal chain, trajectories, the deep variant
-# --------------------------------------------------------------------------------------------
-
-
 def record_long_runs(heavy: Mapping[str, Any]):
-    """Return the long runs' table (:func:`em_vs_sgd.long_run_table`), after recording each schedule's closest
+    """Return the long runs' table (:func:`.paper_scale.long_run_table`), after recording each schedule's closest
     held-out gap to H_min and gluing its final and best losses and the exact filter's floor."""
-    table = em_vs_sgd.long_run_table(heavy)
+    table = paper_scale.long_run_table(heavy)
     long_run, cfg = heavy["long_run"], heavy["config"]
     claims.glue("sticky.long_steps", long_run["steps"])
     params = {"seeds": long_run["seeds"], "steps": long_run["steps"], "chain": "reference",
@@ -384,74 +335,25 @@ def record_long_runs(heavy: Mapping[str, Any]):
     return table
 
 
-def plot_long_runs(heavy: Mapping[str, Any], hmin: float, protocol_steps: int):
-    """Return ``(fig, axes)``: each schedule's long run of the first seed, (a) on its training sequence,
-    (b) on the held-out sequences, against H_min, ln 8 and (b) the exact filter; a grey line marks ``protocol_steps``."""
-    from .. import plotting
-
-    long_runs = heavy["long_run"]["runs"]
-    fig, axes = plotting.new_figure(2, width=3.6, height=3.4, sharey=True)
-    for name, rs in long_runs.items():
-        run, color = rs[0], plotting.schedule_color(name)
-        axes[0].plot(np.array(run["loss_steps"]) + 1, run["losses"], color=color, label=SCHEDULES[name].label)
-        curve = run["heldout_curve"]
-        axes[1].plot(np.array(curve["steps"]) + 1, curve["loss"], color=color)
-    for ax, title in zip(axes, ("training sequence", "ten held-out sequences")):
-        ax.axhline(hmin, color="0.2", ls="--", lw=1, label="$H_{\\min}$")
-        ax.axhline(LN8, color="0.6", ls=":", lw=1, label="ln 8")
-        ax.axvline(protocol_steps, color="0.6", ls="-", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("training step (log scale)")
-        ax.set_title(title)
-    axes[1].axhline(long_runs["sgd"][0]["heldout"]["filtered_floor"], color="0.2", ls="-.", lw=1,
-                    label="exact filter")
-    axes[0].set_ylabel("loss (nats)")
-    axes[0].legend(fontsize=7)
-    axes[1].legend(fontsize=7, loc="lower left")
-    fig.suptitle(f"Long runs, seed {heavy['long_run']['seeds'][0]} (grey line: end of the paper's protocol)")
-    return fig, axes
-
-
 def glue_nominal(heavy: Mapping[str, Any]):
-    """Return the controls table on the nominal chain (:func:`em_vs_sgd.controls_table`), after gluing EM-like's
+    """Return the controls table on the nominal chain (:func:`.paper_scale.controls_table`), after gluing EM-like's
     speed-up over SGD and over the matched control there."""
     block = heavy["ci"]["nominal"]
     claims.glue("sticky.nominal_speedup", block["speedup"]["em_like"]["speedup"])
     claims.glue("sticky.nominal_em_over_matched", block["em_like_speedup_over"]["sgd_matched"]["ratio"])
-    return em_vs_sgd.controls_table(heavy, "nominal")
+    return paper_scale.controls_table(heavy, "nominal")
 
 
 def glue_trajectories(runs: Mapping[tuple[str, int], Any], snapshot_every: int) -> dict[str, dict[str, Any]]:
-    """Return schedule → :func:`em_vs_sgd.trajectory_statistics` for the paper's two schedules, after gluing each
+    """Return schedule → :func:`.runs.trajectory_statistics` for the paper's two schedules, after gluing each
     mean and the path length per unit of value learning rate."""
     claims.glue("sticky.snapshot_every", snapshot_every)
-    trajectory = {name: em_vs_sgd.trajectory_statistics(runs, name) for name in SCHEDULE_PAIR}
+    trajectory = {name: trajectory_statistics(runs, name) for name in SCHEDULE_PAIR}
     for name, stats in trajectory.items():
         for key, summary in stats.items():
             claims.glue(f"sticky.trajectory_{key}_{name}", summary["mean"])
         claims.glue(f"sticky.trajectory_length_per_lr_{name}", stats["length"]["mean"] / SCHEDULES[name].value_lr)
     return trajectory
-
-
-def plot_value_trajectories(runs: Mapping[tuple[str, int], Any], seed: int, steps: int):
-    """Return ``(fig, axes)``: the 8 value prototypes' displacements of ``seed``'s run under each of the paper's two
-    schedules, projected on the first two principal components of both (:func:`em_vs_sgd.trajectory_pca`)."""
-    from .. import plotting
-
-    projected, explained = em_vs_sgd.trajectory_pca({name: runs[(name, seed)].value_prototypes for name in SCHEDULE_PAIR})
-    fig, axes = plotting.new_figure(2, width=3.6, height=3.4, sharex=True, sharey=True)
-    for ax, name in zip(axes, SCHEDULE_PAIR):
-        for s in range(sticky_chain.N_SYMBOLS):
-            path = projected[name][:, s]  # (snapshots, 2)
-            color = plotting.PALETTE[s % len(plotting.PALETTE)]
-            ax.plot(path[:, 0], path[:, 1], color=color, lw=1.2)
-            ax.plot(*path[-1], "s", color=color, ms=4)
-        ax.set_title(SCHEDULES[name].label)
-        ax.plot(0, 0, "o", color="0.2", ms=4)
-        ax.set_xlabel(f"PC 1 of the displacements ({100 * explained[0]:.0f}%)")
-    axes[0].set_ylabel(f"PC 2 ({100 * explained[1]:.0f}%)")
-    fig.suptitle(f"Displacement of the 8 value prototypes over {steps} steps, seed {seed} (square: end)")
-    return fig, axes
 
 
 def record_deep(heavy: Mapping[str, Any]) -> dict[str, float]:
@@ -477,24 +379,3 @@ def record_deep(heavy: Mapping[str, Any]) -> dict[str, float]:
     claims.glue("sticky.deep_best_test_step", curve["steps"][best])
     claims.glue("sticky.deep_best_gap", curve["loss"][best] - deep["hmin_nats"])
     return test
-
-
-def plot_deep(heavy: Mapping[str, Any], loss_every: int = 10):
-    """Return ``(fig, ax)``: the deep variant's first run, training loss (recorded every ``loss_every`` steps)
-    and test loss on its held-out sequence, against H_min (log scale)."""
-    from .. import plotting
-
-    deep = heavy["deep"]
-    run = deep["runs"][0]
-    fig, ax = plotting.new_figure(width=6.4, height=3.4)
-    ax.plot(np.arange(len(run["losses"])) * loss_every, run["losses"], color=plotting.PALETTE[0],
-            label="training loss (dropout on)")
-    ax.plot(run["test_curve"]["steps"], run["test_curve"]["loss"], color=plotting.PALETTE[1],
-            label="test loss (held-out sequence)")
-    ax.axhline(deep["hmin_nats"], color="0.2", ls="--", lw=1, label="$H_{\\min}$")
-    ax.set_yscale("log")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("loss (nats, log scale)")
-    ax.set_title(f"Deep variant, seed {run['seed']}")
-    ax.legend(fontsize=8)
-    return fig, ax

@@ -1,17 +1,18 @@
 """The learning-rate surface of the sticky-chain experiment (chapter 5): which group's step makes it fast.
 
 The paper's "EM-like" schedule multiplies SGD's learning rate 0.01 by ten on ``W_V`` only. This
-module measures the paper's metric (:func:`attention_dynamics.experiments.em_vs_sgd.paper_speedup`:
+module measures the paper's metric (:func:`attention_dynamics.speedup.paper_speedup`:
 threshold = SGD's mean final loss on the same seeds, speed-up = steps / mean first step below it)
 for ×10 on each parameter group alone — routing (``W_Q`` and ``W_K``), values (``W_V``), readout
 (``W_O``) — on the pairs, and on all three (the matched control), and on a grid of ratios
 (η_QK, η_V, η_O) / 0.01. A speed-up of 1 means the schedule reaches SGD's mean final loss, on
 average, only at the last of SGD's steps: no faster than SGD.
 
-Every run is one job of :func:`attention_dynamics.experiments.em_vs_sgd.run_heavy_job` (the
-paper-scale runner, cached per job so an interrupted computation resumes). The jobs come in
-stages of decreasing priority (:func:`surface_jobs`); :func:`collect_surface_results` builds the
-results from whatever jobs are finished, so a partial computation gives a partial but honest file.
+Every run is one job of :func:`~.paper_scale.heavy_job` (``python -m attention_dynamics compute
+sticky_chain_lr_surface``, resumable per job). The jobs come in stages of decreasing priority
+(:func:`surface_stages`); the committed scale (``book``) runs all but the last, the grid, which ``--scale full``
+adds; :func:`collect_surface_results` builds the results from the jobs a scale runs and lists the others as
+missing, so a partial computation gives a partial but honest file.
 """
 
 from __future__ import annotations
@@ -22,18 +23,17 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import scipy.stats
+import pandas as pd
 
-from ..training.schedules import lr_ratio_schedule
-from .em_vs_sgd import (
-    _first_crossings,
-    bootstrap_speedup_ci,
-    heavy_job_cache_path,
-    paper_speedup,
-    run_heavy_job,
-)
-from ..tasks import sticky_chain
-from ..training import map_parallel
+import torch
+
+from ...models.single_head import initial_head
+from ...results import Job, StoredResult, save_results
+from ...speedup import bootstrap_speedup_ci, bootstrap_speedup_ratio_ci, paper_speedup
+from ...tasks import sticky_chain
+from ...training.head_engine import closed_form_head_pass
+from ...training.schedules import BASE_LR, lr_ratio_schedule, m_step_direction
+from . import paper_scale
 
 __all__ = [
     "CONDITIONS",
@@ -43,18 +43,16 @@ __all__ = [
     "condition_schedule",
     "surface_stages",
     "surface_jobs",
-    "bootstrap_speedup_ratio_ci",
+    "SCALES",
+    "lr_surface_jobs",
+    "assemble_lr_surface",
     "collect_surface_results",
-    "compute_lr_surface",
-    "intervals_separate",
-    "surface_table",
     "with_values_only_from",
+    "surface_table",
     "m_step_value_step_ratio",
     "values_axis",
     "values_axis_speedup_at",
-    "plot_values_axis",
-    "plot_condition_speedups",
-    "plot_lr_surface",
+    "LR_SURFACE",
 ]
 
 #: Learning-rate ratios (routing W_Q+W_K, values W_V, readout W_O) of each condition; SGD is (1, 1, 1).
@@ -114,7 +112,7 @@ def surface_stages(config: Mapping[str, Any] = SURFACE_CONFIG) -> list[tuple[str
 
 
 def surface_jobs(config: Mapping[str, Any] = SURFACE_CONFIG, stages: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Return the :func:`~attention_dynamics.experiments.em_vs_sgd.run_heavy_job` jobs of ``stages`` (default: all), in order."""
+    """Return the :func:`~.paper_scale.heavy_job` jobs of ``stages`` (default: all), in order."""
     jobs = []
     for name, seeds, points in surface_stages(config):
         if stages is not None and name not in stages:
@@ -124,6 +122,37 @@ def surface_jobs(config: Mapping[str, Any] = SURFACE_CONFIG, stages: Sequence[st
                 jobs.append(dict(task="head", group="surface", seed=int(seed), schedule=condition_schedule(ratios),
                                  steps=config["steps"], length=config["length"]))
     return jobs
+
+
+#: The scales: the configuration and the stages each runs. ``book``: the committed file (every stage but the
+#: grid); ``full``: the grid too (about 480 runs of 1,000 steps more: a cluster's job); ``fast``: the tests'.
+SCALES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "book": (SURFACE_CONFIG, ("paper", "values_axis", "twenty_claims", "twenty_rest")),
+    "full": (SURFACE_CONFIG, ("paper", "values_axis", "twenty_claims", "twenty_rest", "grid")),
+    "fast": ({**SURFACE_CONFIG, "steps": 30, "length": 200, "paper_seeds": [42, 2024], "extra_seeds": [1],
+              "values_axis_levels": [30], "grid_levels": [1, 10], "bootstrap_resamples": 200},
+             ("paper", "values_axis", "twenty_claims", "twenty_rest", "grid")),
+}
+
+
+def lr_surface_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
+    """Return the surface's jobs at ``scale`` (its configuration's seeds; the stages the scale runs)."""
+    if seeds is not None:
+        raise ValueError("the surface's seeds are fixed by its configuration (paper seeds and extra seeds)")
+    config, stages = SCALES[scale]
+    return [Job(paper_scale.job_key(j), paper_scale.heavy_job, j, cost=float(j["steps"]))
+            for j in surface_jobs(config, stages)]
+
+
+def assemble_lr_surface(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
+    """Write ``sticky_chain_lr_surface.json``; at the committed scale, SGD's final losses on seeds the surface did not
+    run come from the paper-scale file (the same computation)."""
+    config, _ = SCALES[scale]
+    baseline = None
+    if scale != "fast":
+        heavy = paper_scale.load()["ci"]["reference"]
+        baseline = dict(zip(heavy["seeds"]["sgd"], (f["loss"] for f in heavy["final"]["sgd"])))
+    save_results(collect_surface_results(config, outputs, baseline_finals=baseline), folder / SURFACE_FILE)
 
 
 def _block(seeds: Sequence[int], finals: Mapping[int, float], runs: Mapping[tuple, dict], names: Sequence[str],
@@ -154,20 +183,19 @@ def _block(seeds: Sequence[int], finals: Mapping[int, float], runs: Mapping[tupl
 
 
 def collect_surface_results(
-    config: Mapping[str, Any] = SURFACE_CONFIG,
+    config: Mapping[str, Any],
+    outputs: Mapping[str, Any],
     *,
-    cache_dir: str | Path,
     baseline_finals: Mapping[int, float] | None = None,
 ) -> dict[str, Any]:
-    """Return the surface's results from the finished jobs in ``cache_dir`` (nothing is trained here).
+    """Return the surface's results from the jobs' ``outputs`` (``{job key: output}``; nothing is trained here).
 
     ``paper_seeds``: every condition finished on the paper's seeds; ``twenty_seeds``: every condition
     finished on all paper and extra seeds; ``grid``: the grid points (conditions included) finished on
-    the paper's seeds; ``missing``: what is not finished. The threshold on a seed is SGD's final loss
-    from the cache, or else from ``baseline_finals`` (seed → final loss; the paper-scale file's SGD
+    the paper's seeds; ``missing``: what is not in ``outputs``. The threshold on a seed is SGD's final loss
+    from the outputs, or else from ``baseline_finals`` (seed → final loss; the paper-scale file's SGD
     runs, the same computation); ``baseline_source`` says which seeds took it from there.
     """
-    cache = Path(cache_dir)
     runs: dict[tuple, dict] = {}
     missing: dict[str, list] = {}
     for stage, seeds, points in surface_stages(config):
@@ -175,8 +203,9 @@ def collect_surface_results(
             for seed in seeds:
                 job = dict(task="head", group="surface", seed=int(seed), schedule=condition_schedule(ratios),
                            steps=config["steps"], length=config["length"])
-                if heavy_job_cache_path(cache, **job).exists():
-                    runs[(tuple(ratios), int(seed))] = run_heavy_job(cache_dir=str(cache), **job)
+                key = paper_scale.job_key(job)
+                if key in outputs:
+                    runs[(tuple(ratios), int(seed))] = outputs[key]
                 else:
                     missing.setdefault(stage, []).append([list(ratios), int(seed)])
     finals = {s: r["final"]["loss"] for (ratios, s), r in runs.items() if ratios == CONDITIONS["sgd"]}
@@ -214,22 +243,6 @@ def collect_surface_results(
     return results
 
 
-def compute_lr_surface(
-    config: Mapping[str, Any] = SURFACE_CONFIG,
-    *,
-    cache_dir: str | Path,
-    stages: Sequence[str] | None = None,
-    processes: int | None = None,
-    baseline_finals: Mapping[int, float] | None = None,
-) -> dict[str, Any]:
-    """Run the jobs of ``stages`` (default: all; finished ones are read from ``cache_dir``) and collect the results."""
-    jobs = surface_jobs(config, stages)
-    for job in jobs:
-        job["cache_dir"] = str(cache_dir)
-    map_parallel(run_heavy_job, jobs, processes=processes)
-    return collect_surface_results(config, cache_dir=cache_dir, baseline_finals=baseline_finals)
-
-
 def with_values_only_from(twenty: Mapping[str, Any] | None, paper_scale_block: Mapping[str, Any]) -> dict[str, Any]:
     """Return the twenty-seed block with values only taken from the paper-scale file where the surface lacks it.
 
@@ -256,8 +269,6 @@ def surface_table(results: Mapping[str, Any], digits: int = 3):
     One row per condition (its ratios on routing, values, readout); the values-only-over-condition
     column is the paired bootstrap ratio (above 1: values only is faster).
     """
-    import pandas as pd
-
     rows = []
     for name, ratios in CONDITIONS.items():
         row: dict[str, Any] = {"condition": name, "lr ratios (QK, V, O)": "({:g}, {:g}, {:g})".format(*ratios)}
@@ -277,12 +288,6 @@ def m_step_value_step_ratio(seed: int, rho: float, *, length: int = sticky_chain
     value learning-rate ratio at which the M-step sits on the surface's values axis, by the size of
     its first step.
     """
-    import torch
-
-    from ..training.head_engine import closed_form_head_pass
-    from ..training.schedules import BASE_LR, m_step_direction
-    from .em_vs_sgd import initial_head
-
     data = sticky_chain.make_sticky_chain_data(seed, length=length)
     x = data.x.double()
     out = closed_form_head_pass(x, initial_head(seed, dtype=torch.float64), data.y)
@@ -311,131 +316,11 @@ def values_axis_speedup_at(results: Mapping[str, Any], ratio: float) -> float:
     return float(np.exp(np.interp(x, r, v)))
 
 
-def plot_values_axis(results: Mapping[str, Any], m_step: Mapping[float, tuple[float, float]]):
-    """Plot the values-only speed-up against η_V / 0.01 and the M-step at its first step's size; return the figure.
-
-    ``m_step`` maps rho to (value-step ratio at initialisation, speed-up) on the same seeds.
-    """
-    from .. import plotting
-
-    axis = values_axis(results)
-    fig, ax = plotting.new_figure(width=5.2, height=3.4)
-    ax.plot(axis["ratio"], axis["speedup"], "o-", color=plotting.schedule_color("em_like"),
-            label="gradient step, ×η_V on W_V only")
-    for k, (rho, (ratio, speed)) in enumerate(sorted(m_step.items())):
-        ax.plot(ratio, speed, "s", color=plotting.schedule_color("m_step"),
-                label="closed-form M-step (ρ = 0.1, 0.3, 1, 3)" if k == 0 else None)
-        ax.annotate(f"ρ = {rho:g}", (ratio, speed), textcoords="offset points", xytext=(5, -10), fontsize=7)
-    ax.axhline(1.0, color="0.4", ls=":", lw=1)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("size of the W_V step / SGD's (η_V / 0.01; M-step: at initialisation)")
-    ax.set_ylabel("speed-up over SGD (log scale)")
-    ax.set_title("The values axis of the surface, paper's five seeds")
-    ax.legend(fontsize=7)
-    return fig
-
-
-def plot_condition_speedups(results: Mapping[str, Any], *, m_step: Mapping[str, float] | None = None):
-    """Plot the speed-up of every ×10 condition with its 95% interval, on 5 and 20 seeds; return the figure.
-
-    ``m_step`` (optional) maps a label to a speed-up drawn as a horizontal line (the closed-form M-step).
-    """
-    from .. import plotting
-
-    names = [n for n in CONDITIONS if n != "sgd"]
-    fig, ax = plotting.new_figure(width=6.6, height=3.6)
-    for offset, key, label in ((-0.17, "paper_seeds", "paper's 5 seeds"), (0.17, "twenty_seeds", "20 seeds")):
-        block = results.get(key)
-        if not block:
-            continue
-        xs, ys, lo, hi = [], [], [], []
-        for k, name in enumerate(names):
-            cond = block["conditions"].get(name)
-            if cond:
-                xs.append(k + offset)
-                ys.append(cond["speedup"])
-                lo.append(cond["speedup"] - cond["ci"]["low"])
-                hi.append(cond["ci"]["high"] - cond["speedup"])
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=label,
-                    color=plotting.PALETTE[0 if key == "paper_seeds" else 1])
-    ax.axhline(1.0, color="0.4", ls=":", lw=1, label="1: threshold reached at SGD's last step")
-    sgd = (results.get("paper_seeds") or {}).get("conditions", {}).get("sgd")
-    if sgd:
-        ax.axhline(sgd["speedup"], color="0.2", ls="--", lw=1, label="SGD's own score (paper's seeds)")
-    for k, (label, value) in enumerate((m_step or {}).items()):
-        ax.axhline(value, color=plotting.PALETTE[3 + k % 5], ls="--", lw=1, label=label)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(names)))
-    short = {"values_only": "W_V", "readout_only": "W_O", "routing_only": "W_Q, W_K", "values_readout": "W_V, W_O",
-             "routing_values": "W_QK, W_V", "routing_readout": "W_QK, W_O", "all_three": "all"}
-    ax.set_xticklabels([f"{short[n]}\n" + "({:g}, {:g}, {:g})".format(*CONDITIONS[n]) for n in names], fontsize=7)
-    ax.set_xlabel("groups raised ×10; ratios (W_Q+W_K, W_V, W_O) / 0.01")
-    ax.set_ylabel("speed-up over SGD (log scale)")
-    ax.set_title("The paper's metric, ×10 on each group and pair (95% bootstrap intervals)")
-    ax.legend(fontsize=7, loc="upper left")
-    return fig
-
-
-def plot_lr_surface(results: Mapping[str, Any]):
-    """Plot the grid's speed-ups as one (η_V, η_O) heat map per routing ratio; return the figure.
-
-    Points not computed are left blank and marked "not run".
-    """
-    from .. import plotting
-
-    levels = list(results["config"]["grid_levels"])
-    points = {tuple(p["ratios"]): p["speedup"] for p in results["grid"]}
-    fig, axes = plotting.new_figure(len(levels), width=2.5, height=2.6, sharey=True)
-    vmax = max(points.values()) if points else 1.0
-    for ax, qk in zip(np.atleast_1d(axes), levels):
-        grid = np.full((len(levels), len(levels)), np.nan)
-        for i, v in enumerate(levels):
-            for j, o in enumerate(levels):
-                grid[i, j] = points.get((qk, v, o), np.nan)
-        ax.imshow(grid, origin="lower", cmap=plotting.SEQUENTIAL_CMAP, vmin=1.0, vmax=vmax,
-                  norm=None, aspect="equal")
-        for i in range(len(levels)):
-            for j in range(len(levels)):
-                text = "not run" if math.isnan(grid[i, j]) else f"{grid[i, j]:.1f}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=7 if math.isnan(grid[i, j]) else 9,
-                        color="0.4" if math.isnan(grid[i, j]) else ("white" if grid[i, j] < 0.6 * vmax else "black"))
-        ax.set_xticks(range(len(levels)), [f"{o:g}" for o in levels])
-        ax.set_yticks(range(len(levels)), [f"{v:g}" for v in levels])
-        ax.set_xlabel("η_O / 0.01")
-        ax.set_title(f"η_QK / 0.01 = {qk:g}", fontsize=10)
-        ax.grid(False)
-    np.atleast_1d(axes)[0].set_ylabel("η_V / 0.01")
-    fig.suptitle("Speed-up over SGD on the paper's five seeds")
-    return fig
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the surface's jobs stage by stage, writing the results after each (``python -m attention_dynamics.experiments.lr_surface``)."""
-    import argparse
-
-    from ..paths import data_path
-    from .em_vs_sgd import PAPER_SCALE_FILE
-    from ..results import load_results, save_results
-
-    parser = argparse.ArgumentParser(description="Compute the sticky chain's learning-rate surface.")
-    parser.add_argument("--output", type=Path, default=data_path(SURFACE_FILE), help="JSON file to write")
-    parser.add_argument("--cache-dir", default="build/lr_surface/cache", help="folder for finished jobs (resumes)")
-    parser.add_argument("--stages", nargs="*", default=None, help="stages to run (default: all, in order)")
-    parser.add_argument("--processes", type=int, default=1, help="worker processes")
-    parser.add_argument("--collect-only", action="store_true", help="only collect what the cache holds")
-    args = parser.parse_args(argv)
-    heavy = load_results(data_path(PAPER_SCALE_FILE))["ci"]["reference"]
-    baseline = dict(zip(heavy["seeds"]["sgd"], (f["loss"] for f in heavy["final"]["sgd"])))
-    stages = [] if args.collect_only else (args.stages or [name for name, _, _ in surface_stages(SURFACE_CONFIG)])
-    for stage in stages:
-        compute_lr_surface(SURFACE_CONFIG, cache_dir=args.cache_dir, stages=[stage], processes=args.processes,
-                           baseline_finals=baseline)
-        print(f"stage {stage} done", flush=True)
-    results = collect_surface_results(SURFACE_CONFIG, cache_dir=args.cache_dir, baseline_finals=baseline)
-    print(f"wrote {save_results(results, args.output)}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+LR_SURFACE = StoredResult(
+    name="sticky_chain_lr_surface", chapter="sticky_markov_chain",
+    about="the paper's speed-up for x10 on each parameter group, their pairs and all three, on 5 and 20 seeds, "
+          "and the grid of learning-rate ratios",
+    files=(SURFACE_FILE,), scales=("fast", "book", "full"), committed_scale="book", takes_seeds=False,
+    expected={"fast": "about 20 jobs, a minute", "book": "185 runs of 1,000 steps, ~3 CPU-hours",
+              "full": "the grid too: ~660 runs, ~11 CPU-hours (a cluster's job)"},
+    jobs=lr_surface_jobs, assemble=assemble_lr_surface)
