@@ -31,19 +31,22 @@ hmm_steps = None  # HMM training steps (None: as the scale says)
 import pandas as pd
 
 from attention_dynamics import plotting
-from attention_dynamics.experiments import long_tier_report, wind_tunnel
-from attention_dynamics.experiments import wind_tunnel_figures as figures
-from attention_dynamics.experiments import wind_tunnel_report as report
+from attention_dynamics.chapters.bayesian_manifolds import (
+    figures,
+    long_tier_report,
+    report,
+    runs,
+    settings,
+)
 from attention_dynamics.seeding import seed_everything
-from attention_dynamics.settings import chapter_settings
+from attention_dynamics.training import wind_tunnels
 
-# The table lives in the package so that other chapters rebuild exactly this chapter's models
-# (wind_tunnel.trained_bijection_transformer); it has the three scales fast / book / paper.
-SETTINGS = wind_tunnel.SETTINGS
-cfg = chapter_settings(SETTINGS, scale, device=device, bij_steps=bij_steps, hmm_steps=hmm_steps)
+# The two tunnels live in the library (training.wind_tunnels) so that other chapters study exactly these
+# models; the chapter's settings at the three scales fast / book / paper:
+cfg = settings.resolve(scale, device=device, bij_steps=bij_steps, hmm_steps=hmm_steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
-pd.DataFrame(SETTINGS).rename_axis("setting")
+settings.scales_table()
 
 # %% [markdown] tags=[]
 # The table shows the three scales. The book's default (`book`) trains two small models on the CPU; `paper`
@@ -70,7 +73,7 @@ pd.DataFrame(SETTINGS).rename_axis("setting")
 # brute-force enumeration of all $V!$ bijections consistent with the revealed pairs. One sequence:
 
 # %% tags=[]
-print(report.bijection_example_text(cfg, generator))
+print(runs.bijection_example_text(cfg, generator))
 
 # %% [markdown] tags=[]
 # Three reference levels follow in closed form from {eq}`eq-bijection-posterior`, averaging over the $L$ key
@@ -86,7 +89,7 @@ print(report.bijection_example_text(cfg, generator))
 # and the calibration of the uniform predictor) and checks it against the closed form:
 
 # %% tags=["hide-input"]
-eval_bij = wind_tunnel.bijection_batch_for_eval(cfg, seed=seed)  # held out: its own random stream
+eval_bij = wind_tunnels.bijection_batch_for_eval(cfg.bijection, seed=seed, n=cfg.n_eval)  # its own stream
 # Each level is measured on eval_bij and recorded against its closed form.
 levels = report.record_reference_levels(cfg, eval_bij, seed=seed)
 
@@ -119,7 +122,7 @@ levels = report.record_reference_levels(cfg, eval_bij, seed=seed)
 # posterior of one sequence:
 
 # %% tags=["hide-input"]
-fig, ax = figures.plot_hmm_posterior(report.hmm_example_batch(cfg, generator))
+fig, ax = figures.plot_hmm_posterior(runs.hmm_example_batch(cfg, generator))
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -141,11 +144,11 @@ plotting.plt.show()
 # and train side by side, one per core:
 
 # %% tags=["trained-output", "hide-input"]
-bij_run, hmm_run = wind_tunnel.train_both(cfg, seed=seed, device=device)
+bij_run, hmm_run = runs.train_tunnels(cfg, seed=seed, device=device)
 bij_model, hmm_model = bij_run.model(), hmm_run.model()
 model_sizes = report.glue_training(cfg, bij_model, hmm_model)  # steps and parameter counts
-eval_hmm = report.hmm_eval_batches(cfg, seed=seed)  # held out, at every test length
-fig, axes = figures.plot_training_losses(cfg, bij_run, hmm_run, eval_hmm[cfg.hmm_length])
+eval_hmm = runs.hmm_eval_batches(cfg, seed=seed)  # held out, at every test length
+fig, axes = figures.plot_training_losses(cfg, bij_run, hmm_run, eval_hmm[cfg.hmm.length])
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -241,7 +244,7 @@ plotting.plt.show()
 #
 # Paper I reads the computation off the trained network's geometry. The measurements below are general
 # functions of `geometry`, applied to the bijection transformer on held-out probe sequences
-# (`wind_tunnel.bijection_geometry`):
+# (`diagnostics.wind_tunnel_geometry.bijection_geometry`):
 #
 # - **key orthogonality**: the mean $|\cos|$ between the key vectors of one sequence (every position), averaged
 #   over sequences and heads, against $\mathbb{E}|\cos\theta| = \Gamma(\tfrac d2) / (\sqrt\pi\,\Gamma(\tfrac{d+1}2))$
@@ -252,16 +255,16 @@ plotting.plt.show()
 # - **the value manifold**: PCA of the value mixtures that the last layer delivers to the prediction positions,
 #   $g_i = \sum_j \alpha_{ij} v_j$ (heads concatenated): the variance share of PC1 and its Spearman correlation
 #   with the Bayes entropy $\log_2(V - t)$;
-# - **two nulls beside every number** (`wind_tunnel.bijection_geometry_nulls`): the same model **untrained** (its
+# - **two nulls beside every number** (`diagnostics.wind_tunnel_geometry.bijection_geometry_nulls`): the same model **untrained** (its
 #   initialisation, step 0 of the run: same size, same seed), which says what size, initialisation and the inputs'
 #   statistics give without learning; and the trained model reading **scrambled values**
-#   (`wind_tunnel.bijection_scrambled_probe`: every revealed value replaced by an independent uniform draw, so
+#   (`diagnostics.wind_tunnel_geometry.bijection_scrambled_probe`: every revealed value replaced by an independent uniform draw, so
 #   positions and token types are kept but there is no bijection left to eliminate), which says what position and
 #   token type alone give to the trained weights. A number that is the same on scrambled values is no evidence of
 #   elimination.
 
 # %% tags=["trained-output", "hide-input"]
-probe = wind_tunnel.bijection_probe_batch(cfg, seed=seed)
+probe = wind_tunnels.bijection_probe_batch(cfg.bijection, seed=seed, n=cfg.n_probe)
 # The geometry beside its nulls (untrained, scrambled values), through training, and over seeds.
 bij_geometry = report.record_bijection_geometry(cfg, bij_run, probe, seed=seed, generator=generator)
 geo, nulls = bij_geometry.report, bij_geometry.nulls
@@ -322,7 +325,7 @@ plotting.plt.show()
 # {glue:text}`manifolds.value_pc1_ratio_this_seed:.2f` of the variance (PC2 {glue:text}`manifolds.value_pc2_ratio:.2f`) and
 # its Spearman correlation with the Bayes entropy is {glue:text}`manifolds.value_pc1_spearman_this_seed:.3f`. One seed
 # does not settle Paper I's "> 80 %": the same model trained with {glue:text}`manifolds.spread_n_seeds` seeds
-# (`attention_dynamics.experiments.seed_spread`, results stored with their settings) puts PC1's share anywhere from
+# (`compute bijection_seed_spread`, results stored with their settings) puts PC1's share anywhere from
 # {glue:text}`manifolds.value_pc1_ratio_seed_min:.2f` to {glue:text}`manifolds.value_pc1_ratio_seed_max:.2f`. The mean
 # is {glue:text}`geometry.value_pc1_ratio:.3f` with a 95 % interval from {glue:text}`manifolds.value_pc1_ratio_low:.3f` to
 # {glue:text}`manifolds.value_pc1_ratio_high:.3f`, which reaches both sides of 80 %: **not decided at this scale**. The rank
@@ -365,7 +368,7 @@ report.manifold_frame(hmm_geo.manifold_table)
 # settles early, while values, and with them the precision of the posterior, keep refining; Paper I describes
 # the same thing in training ("the manifold unfurls while attention patterns remain stable"). The bijection run
 # kept {glue:text}`manifolds.n_checkpoints` checkpoints, log-spaced early and evenly spaced late. At each,
-# on the probe sequences, `wind_tunnel.frame_precision` measures how similar every layer's attention rows at the
+# on the probe sequences, `diagnostics.wind_tunnel_geometry.frame_and_calibration` measures how similar every layer's attention rows at the
 # prediction positions are to the final model's (one minus the mean total-variation distance: 0.95 means that 5 % of
 # the attention mass is routed differently) and the calibration error against the exact posterior.
 #
@@ -380,8 +383,8 @@ report.manifold_frame(hmm_geo.manifold_table)
 # thousand steps exceeds.
 
 # %% tags=["trained-output", "hide-input"]
-fp = report.record_frame_precision(cfg, bij_run, probe, seed=seed)
-fig, ax = figures.plot_frame_precision(fp)
+fp = report.record_frame_and_calibration(cfg, bij_run, probe, seed=seed)
+fig, ax = figures.plot_frame_and_calibration(fp)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -410,7 +413,7 @@ plotting.plt.show()
 # ## The long tier
 #
 # The runs above fit the chapter's eight minutes on two cores. Two more do not, so they were trained once, on one CPU
-# core each, by `python -m attention_dynamics.experiments.long_tier --scale long`, and their weights are stored in the
+# core each, by `python -m attention_dynamics compute long_tier`, and their weights are stored in the
 # package (`data/long_tier/`, state dicts loaded with `torch.load(..., weights_only=True)`):
 #
 # - **`bijection_v20`**: bijection elimination at Paper I's size, $V =$ 20 values and $L =$ 19 revealed pairs, with the
@@ -465,7 +468,7 @@ long_tier_report.runs_table(long_runs)
 # %% tags=["trained-output", "hide-input"]
 bij_v20 = long_tier_report.record_bijection_v20(long_runs["bijection_v20"])
 hmm_long = long_tier_report.record_hmm_long(long_runs["hmm_long"])
-fig, axes = long_tier_report.plot_long_curves(long_runs["bijection_v20"], long_runs["hmm_long"])
+fig, axes = figures.plot_long_curves(long_runs["bijection_v20"], long_runs["hmm_long"])
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -552,4 +555,4 @@ long_geo.hmm_table()
 #   whether the geometry emerges at Paper I's depth and training length is what `--scale paper` is for.
 #
 # Other chapters (chapter 8's diagnostics among them) can load this chapter's bijection model with
-# `wind_tunnel.trained_bijection_transformer(scale="book", seed=0)`, which retrains it deterministically.
+# `training.wind_tunnels.trained_bijection_transformer(BIJECTION_TUNNELS["book"], seed=0)`, which retrains it deterministically.

@@ -347,7 +347,7 @@ def train_hmm(settings: HMMTraining, *, seed: int, device: str = "cpu", checkpoi
         optimizer = _optimizer(model, s.lr, fused=s.fused_adamw)
         history = _fit(model, batches, steps, optimizer, loss_fn, s, resume=resume, generator=data,
                        callback=keep if at else None, callback_steps=at, progress=progress, desc="HMM")
-        return TrainedRun("hmm", s, _cpu_state(model), history.losses, kept)
+        return TrainedRun(s, _cpu_state(model), history.losses, kept)
     finally:
         torch.set_num_threads(threads)
 

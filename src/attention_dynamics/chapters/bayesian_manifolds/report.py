@@ -1,8 +1,9 @@
-"""Chapter 6's report: its claims with their reference levels and reasons, and the numbers glued for the prose.
+"""Chapter 6's ledger claims and glued numbers: the reference levels, calibration in bits, the geometry beside its
+nulls, the HMM manifold and frame against calibration through training.
 
-The runs and measurements are :mod:`attention_dynamics.experiments.wind_tunnel`; the figures are
-:mod:`attention_dynamics.experiments.wind_tunnel_figures`. Each ``record_*`` function records one
-section's claims (:func:`attention_dynamics.claims.record`), glues the numbers its prose states and
+The models and their training are :mod:`attention_dynamics.training.wind_tunnels`; the measures of a trained model
+:mod:`attention_dynamics.diagnostics.wind_tunnel_geometry`; the figures :mod:`.figures`. Each ``record_*`` function
+records one section's claims (:func:`attention_dynamics.claims.record`), glues the numbers its prose states and
 returns what the section's figures and later sections need, with the recorded claims by id.
 """
 
@@ -12,42 +13,45 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
+import pandas as pd
 import torch
 
-from .. import calibration, claims, geometry, settling
-from ..models.transformer import count_parameters
-from ..tasks import bijection, hmm
-from . import seed_spread
-from .wind_tunnel import (
-    FramePrecision,
+from ... import calibration, claims, geometry, settling
+from ...diagnostics.wind_tunnel_geometry import (
+    FrameCalibrationCurves,
     GeometryReport,
-    HMMCurve,
     HMMManifold,
-    TrainedRun,
     bijection_geometry,
     bijection_geometry_nulls,
     bijection_geometry_through_training,
-    bijection_log_probs,
     bijection_scrambled_probe,
-    frame_precision,
+    frame_and_calibration,
+    hmm_manifold,
+)
+from ...models.transformer import count_parameters
+from ...tasks import bijection, hmm
+from ...training.wind_tunnels import (
+    HMMCurve,
+    TrainedRun,
+    bijection_log_probs,
     hmm_batch_for_eval,
     hmm_kl_through_training,
     hmm_log_probs,
-    hmm_manifold,
+)
+from . import seed_spread
+from .settings import (
+    BIJECTION_TARGET_BITS,
+    GEOMETRY_PLATEAU,
+    HMM_ENTROPY_BOUND_BITS,
+    HMM_PLATEAU_RATIO,
+    KEYS_ALL,
+    KEYS_KEY,
+    REDUCTION,
+    TRANSPORT_FRACTION,
+    ManifoldsSettings,
 )
 
 __all__ = [
-    "TRANSPORT_FRACTION",
-    "HMM_PLATEAU_RATIO",
-    "BIJECTION_TARGET_BITS",
-    "HMM_ENTROPY_BOUND_BITS",
-    "KEYS_ALL",
-    "KEYS_KEY",
-    "REDUCTION",
-    "GEOMETRY_PLATEAU",
-    "bijection_example_text",
-    "hmm_example_batch",
-    "hmm_eval_batches",
     "bijection_params",
     "hmm_params",
     "geometry_params",
@@ -62,22 +66,8 @@ __all__ = [
     "plateau_note",
     "record_bijection_geometry",
     "glue_hmm_manifold",
-    "record_frame_precision",
+    "record_frame_and_calibration",
 ]
-
-#: Belief transport shows when the HMM model's KL is at most this multiple of the context-blind level.
-TRANSPORT_FRACTION = 0.6
-#: The HMM KL ratio has plateaued when it moves by less than this over the last 20 % of training.
-HMM_PLATEAU_RATIO = 0.05
-#: The bijection's per-sample entropy-error target (bits); Paper I reports 0.007 at V = 20.
-BIJECTION_TARGET_BITS = 0.01
-#: The HMM's per-sample entropy-error bound (bits), below the context-blind predictor's; Paper I's v3 table: 0.049.
-HMM_ENTROPY_BOUND_BITS = 0.05
-KEYS_ALL = "key |cos|, layer 0, all positions"
-KEYS_KEY = "key |cos|, layer 0, key tokens"
-REDUCTION = "attention entropy reduction, first → last layer"
-#: The largest move over the last 20 % of training at which a geometry measure counts as plateaued.
-GEOMETRY_PLATEAU = {KEYS_ALL: 0.02, KEYS_KEY: 0.02, REDUCTION: 0.05}
 
 
 # --------------------------------------------------------------------------------------------
@@ -85,57 +75,34 @@ GEOMETRY_PLATEAU = {KEYS_ALL: 0.02, KEYS_KEY: 0.02, REDUCTION: 0.05}
 # --------------------------------------------------------------------------------------------
 
 
-def bijection_example_text(settings: Mapping[str, Any], generator: torch.Generator) -> str:
-    """Return two lines: one bijection sequence drawn with ``generator`` (k→v pairs, the last key open) and the
-    exact posterior entropy at the key positions (bits)."""
-    example = bijection.sample_bijection_batch(1, settings["V"], settings["L"], generator=generator)
-    keys, values = example.keys[0].tolist(), example.targets[0].tolist()
-    pairs = "  ".join(f"k{k}→v{v}" for k, v in zip(keys[:-1], values[:-1])) + f"  k{keys[-1]}→?"
-    entropy = np.round(bijection.bayes_entropy_bits(settings["V"], settings["L"]), 3)
-    return f"{pairs}\nposterior entropy at the key positions (bits): {entropy}"
-
-
-def hmm_example_batch(settings: Mapping[str, Any], generator: torch.Generator) -> hmm.HMMBatch:
-    """Return one HMM sequence of the training length with its exact filter, drawn with ``generator``."""
-    return hmm.sample_hmm_batch(1, settings["hmm_length"], n_states=settings["hmm_states"],
-                                n_symbols=settings["hmm_symbols"], grid=settings["hmm_grid"], generator=generator)
-
-
-def hmm_eval_batches(settings: Mapping[str, Any], *, seed: int) -> dict[int, hmm.HMMBatch]:
-    """Return the held-out HMM batches, test length → batch (:func:`~attention_dynamics.experiments.wind_tunnel.hmm_batch_for_eval`)."""
-    return {K: hmm_batch_for_eval(settings, K, seed=seed) for K in settings["hmm_test_lengths"]}
-
-
-def bijection_params(settings: Mapping[str, Any], *, seed: int) -> dict[str, Any]:
+def bijection_params(settings: ManifoldsSettings, *, seed: int) -> dict[str, Any]:
     """Return the bijection claims' parameters: sizes, held-out sequences, seed, model, training and scale."""
     s = settings
-    return {"V": s["V"], "L": s["L"], "n_sequences": s["n_eval"], "seed": seed, "d_model": s["bij_d_model"],
-            "n_layers": s["bij_n_layers"], "n_heads": s["bij_n_heads"], "steps": s["bij_steps"],
-            "batch": s["bij_batch"], "lr": s["bij_lr"], "target": s["bijection_target"], "scale": s["scale"]}
+    return {"V": s.bijection.V, "L": s.bijection.L, "n_sequences": s.n_eval, "seed": seed, "d_model": s.bijection.d_model,
+            "n_layers": s.bijection.n_layers, "n_heads": s.bijection.n_heads, "steps": s.bijection.steps,
+            "batch": s.bijection.batch, "lr": s.bijection.lr, "target": s.bijection.target, "scale": s.scale}
 
 
-def hmm_params(settings: Mapping[str, Any], *, seed: int) -> dict[str, Any]:
+def hmm_params(settings: ManifoldsSettings, *, seed: int) -> dict[str, Any]:
     """Return the HMM claims' parameters: task sizes, lengths, model, training, held-out sequences, seed, scale."""
     s = settings
-    return {"n_states": s["hmm_states"], "n_symbols": s["hmm_symbols"], "train_length": s["hmm_test_lengths"][0],
-            "test_lengths": list(s["hmm_test_lengths"]), "grid": s["hmm_grid"], "d_model": s["hmm_d_model"],
-            "n_layers": s["hmm_n_layers"], "n_heads": s["hmm_n_heads"], "steps": s["hmm_steps"],
-            "batch": s["hmm_batch"], "lr": s["hmm_lr"], "fused_adamw": s["hmm_fused_adamw"], "n_sequences": s["n_eval"],
+    return {"n_states": s.hmm.n_states, "n_symbols": s.hmm.n_symbols, "train_length": s.hmm.test_lengths[0],
+            "test_lengths": list(s.hmm.test_lengths), "grid": s.hmm.grid, "d_model": s.hmm.d_model,
+            "n_layers": s.hmm.n_layers, "n_heads": s.hmm.n_heads, "steps": s.hmm.steps,
+            "batch": s.hmm.batch, "lr": s.hmm.lr, "fused_adamw": s.hmm.fused_adamw, "n_sequences": s.n_eval,
             "seed": seed,
-            "scale": s["scale"]}
+            "scale": s.scale}
 
 
-def geometry_params(settings: Mapping[str, Any], *, seed: int) -> dict[str, Any]:
+def geometry_params(settings: ManifoldsSettings, *, seed: int) -> dict[str, Any]:
     """Return the geometry claims' parameters: :func:`bijection_params` with the probe size and head dimension."""
-    return {**bijection_params(settings, seed=seed), "n_probe": settings["n_probe"],
-            "d_head": settings["bij_d_model"] // settings["bij_n_heads"]}
+    return {**bijection_params(settings, seed=seed), "n_probe": settings.n_probe,
+            "d_head": settings.bijection.d_model // settings.bijection.n_heads}
 
 
 def manifold_frame(rows):
     """Return a manifold table (rows of layer, representation, PC1 share, ρ …) as a data frame indexed by
     layer and representation, rounded to 3 digits."""
-    import pandas as pd
-
     return pd.DataFrame(rows).set_index(["layer", "representation"]).round(3)
 
 
@@ -144,7 +111,7 @@ def manifold_frame(rows):
 # --------------------------------------------------------------------------------------------
 
 
-def record_reference_levels(settings: Mapping[str, Any], eval_bij: bijection.BijectionBatch, *,
+def record_reference_levels(settings: ManifoldsSettings, eval_bij: bijection.BijectionBatch, *,
                             seed: int) -> dict[str, claims.Claim]:
     """Return the recorded claims of the bijection's three reference levels, measured on ``eval_bij``.
 
@@ -152,8 +119,8 @@ def record_reference_levels(settings: Mapping[str, Any], eval_bij: bijection.Bij
     and the entropy error of the best context-blind predictor (uniform over V); the latter's KL and
     its closed form at Paper I's sizes (V = 20, L = 19) are glued.
     """
-    V, L = settings["V"], settings["L"]
-    sizes = {"V": V, "L": L, "n_sequences": settings["n_eval"], "seed": seed}
+    V, L = settings.bijection.V, settings.bijection.L
+    sizes = {"V": V, "L": L, "n_sequences": settings.n_eval, "seed": seed}
     p_true = eval_bij.posterior.gather(2, eval_bij.targets[..., None])  # (B, L, 1): posterior of the true value
     uniform = torch.full(eval_bij.posterior.shape, -np.log(V), dtype=torch.float64)  # the context-blind optimum
     blind = calibration.calibration_report(eval_bij.posterior, uniform)
@@ -180,10 +147,10 @@ def record_reference_levels(settings: Mapping[str, Any], eval_bij: bijection.Bij
     return out
 
 
-def glue_training(settings: Mapping[str, Any], bij_model: torch.nn.Module, hmm_model: torch.nn.Module) -> dict[str, float]:
+def glue_training(settings: ManifoldsSettings, bij_model: torch.nn.Module, hmm_model: torch.nn.Module) -> dict[str, float]:
     """Return (and glue) the training steps and parameter counts of the two models, and the HMM's learning rate."""
-    out = {"manifolds.bij_steps": settings["bij_steps"], "manifolds.hmm_steps": settings["hmm_steps"],
-           "manifolds.hmm_lr": settings["hmm_lr"],
+    out = {"manifolds.bij_steps": settings.bijection.steps, "manifolds.hmm_steps": settings.hmm.steps,
+           "manifolds.hmm_lr": settings.hmm.lr,
            "manifolds.bij_parameters": count_parameters(bij_model),
            "manifolds.hmm_parameters": count_parameters(hmm_model)}
     for name, value in out.items():
@@ -206,7 +173,7 @@ class BijectionCalibration:
     claims: dict[str, claims.Claim] = field(default_factory=dict)
 
 
-def record_bijection_calibration(settings: Mapping[str, Any], model: torch.nn.Module,
+def record_bijection_calibration(settings: ManifoldsSettings, model: torch.nn.Module,
                                  eval_bij: bijection.BijectionBatch, *, seed: int) -> BijectionCalibration:
     """Return the :class:`BijectionCalibration` of the trained bijection model, recording its entropy error
     (target ≤ 0.01 bits) and KL, and gluing its curve error, cross-entropy, top-1 accuracy and the exact
@@ -246,7 +213,7 @@ class HMMCalibration:
     claims: dict[str, claims.Claim] = field(default_factory=dict)
 
 
-def record_hmm_calibration(settings: Mapping[str, Any], run: TrainedRun, eval_hmm: Mapping[int, hmm.HMMBatch], *,
+def record_hmm_calibration(settings: ManifoldsSettings, run: TrainedRun, eval_hmm: Mapping[int, hmm.HMMBatch], *,
                            seed: int) -> HMMCalibration:
     """Return the :class:`HMMCalibration` of an HMM run on the held-out batches ``eval_hmm`` (length → batch).
 
@@ -259,7 +226,7 @@ def record_hmm_calibration(settings: Mapping[str, Any], run: TrainedRun, eval_hm
     """
     model = run.model()
     reports = {K: calibration.calibration_report(b.posterior, hmm_log_probs(model, b)) for K, b in eval_hmm.items()}
-    K_train, K_mid, K_long = settings["hmm_test_lengths"]
+    K_train, K_mid, K_long = settings.hmm.test_lengths
     params = hmm_params(settings, seed=seed)
     blind_reports = {
         K: calibration.calibration_report(
@@ -334,7 +301,7 @@ def record_hmm_calibration(settings: Mapping[str, Any], run: TrainedRun, eval_hm
 
 @dataclass
 class BijectionGeometry:
-    """The bijection transformer's geometry: its :class:`~attention_dynamics.experiments.wind_tunnel.GeometryReport` ``report``, the
+    """The bijection transformer's geometry: its :class:`~attention_dynamics.diagnostics.wind_tunnel_geometry.GeometryReport` ``report``, the
     ``nulls`` (trained / untrained / scrambled values → measures), the measures through training
     (``curve``), their ``late_change`` over the last 20 % of training and the recorded ``claims``."""
 
@@ -354,7 +321,7 @@ def plateau_note(name: str, moved: float) -> str:
     return f"it still moved {moved:.3f} ≥ {amount} over the last 20 % of training: not decided"
 
 
-def record_bijection_geometry(settings: Mapping[str, Any], run: TrainedRun, probe: bijection.BijectionBatch, *,
+def record_bijection_geometry(settings: ManifoldsSettings, run: TrainedRun, probe: bijection.BijectionBatch, *,
                               seed: int, generator: torch.Generator, spread: Mapping[str, Any] | None = None,
                               baseline_draws: int = 4000) -> BijectionGeometry:
     """Return the :class:`BijectionGeometry` of a bijection run on ``probe``, recording Paper I's geometry claims.
@@ -363,13 +330,13 @@ def record_bijection_geometry(settings: Mapping[str, Any], run: TrainedRun, prob
     each with its plateau note; the two nulls of every seed-0 number (untrained, scrambled values);
     the isotropic baseline of |cos| by Monte Carlo (``baseline_draws`` draws with ``generator``)
     against its closed form; and the value manifold's PC1 share and ρ with the entropy as the mean
-    over the stored seed-spread runs (``spread``, default :func:`~attention_dynamics.experiments.seed_spread.load`) with their 95 %
+    over the stored seed-spread runs (``spread``, default :func:`.seed_spread.load`) with their 95 %
     interval, since one seed cannot decide them.
     """
     geo = bijection_geometry(run.model(), probe)
     params = geometry_params(settings, seed=seed)
     # Nulls: the same model untrained (step 0) and on scrambled values; every number through training.
-    nulls = bijection_geometry_nulls(run, probe, bijection_scrambled_probe(settings, seed=seed))
+    nulls = bijection_geometry_nulls(run, probe, bijection_scrambled_probe(settings.bijection, seed=seed, n=settings.n_probe))
     curve = bijection_geometry_through_training(run, probe)
     late = {name: settling.late_change(curve["step"], curve[name]) for name in GEOMETRY_PLATEAU}
     out = {}
@@ -401,8 +368,8 @@ def record_bijection_geometry(settings: Mapping[str, Any], run: TrainedRun, prob
                 + ("untrained (its initialisation, step 0)" if suffix == "untrained"
                    else "trained, on probe sequences whose revealed values are scrambled"),
                 params=params)
-    d_head = settings["bij_d_model"] // settings["bij_n_heads"]
-    draws = torch.randn(baseline_draws, settings["bij_n_heads"], bijection.sequence_length(settings["L"]), d_head,
+    d_head = settings.bijection.d_model // settings.bijection.n_heads
+    draws = torch.randn(baseline_draws, settings.bijection.n_heads, bijection.sequence_length(settings.bijection.L), d_head,
                         generator=generator, dtype=torch.float64)
     out["geometry.key_abs_cos_random_baseline"] = claims.record(
         "geometry.key_abs_cos_random_baseline", geometry.mean_abs_cosine_per_set(draws).mean(), unit="mean |cos|",
@@ -450,11 +417,11 @@ def record_bijection_geometry(settings: Mapping[str, Any], run: TrainedRun, prob
     claims.glue("manifolds.key_cos_value_tokens", geo.key_abs_cos_value_tokens[0])
     claims.glue("manifolds.key_cos_key_tokens", geo.key_abs_cos_key_tokens[0])
     claims.glue("manifolds.value_pc2_ratio", geo.value_ratios[1])
-    for name, l in (("first", 0), ("last", settings["bij_n_layers"] - 1)):
+    for name, l in (("first", 0), ("last", settings.bijection.n_layers - 1)):
         claims.glue(f"manifolds.attn_entropy_{name}", geo.attention_entropy_bits[l])
         claims.glue(f"manifolds.qk_attended_{name}", geo.qk_alignment_attended[l])
         claims.glue(f"manifolds.qk_visible_{name}", geo.qk_alignment_visible[l])
-    claims.glue("manifolds.bij_n_layers", settings["bij_n_layers"])
+    claims.glue("manifolds.bij_n_layers", settings.bijection.n_layers)
     claims.glue("manifolds.attn_entropy_uniform", geo.attention_entropy_uniform_bits)
     for name, key in ((KEYS_ALL, "keys_all"), (KEYS_KEY, "keys_key"), (REDUCTION, "reduction")):
         claims.glue(f"manifolds.late_change_{key}", late[name])
@@ -462,12 +429,12 @@ def record_bijection_geometry(settings: Mapping[str, Any], run: TrainedRun, prob
     return BijectionGeometry(report=geo, nulls=nulls, curve=curve, late_change=late, claims=out)
 
 
-def glue_hmm_manifold(settings: Mapping[str, Any], model: torch.nn.Module, *, seed: int) -> HMMManifold:
-    """Return the :class:`~attention_dynamics.experiments.wind_tunnel.HMMManifold` of the HMM model on ``n_probe`` held-out sequences of the
+def glue_hmm_manifold(settings: ManifoldsSettings, model: torch.nn.Module, *, seed: int) -> HMMManifold:
+    """Return the :class:`~attention_dynamics.diagnostics.wind_tunnel_geometry.HMMManifold` of the HMM model on ``n_probe`` held-out sequences of the
     training length, gluing its PC1 share, ρ with the entropy (all steps, within a step) and the largest |ρ|
     over its representations."""
-    K_train = settings["hmm_test_lengths"][0]
-    hmm_geo = hmm_manifold(model, hmm_batch_for_eval(settings, K_train, seed=seed, n=settings["n_probe"]))
+    K_train = settings.hmm.test_lengths[0]
+    hmm_geo = hmm_manifold(model, hmm_batch_for_eval(settings.hmm, K_train, seed=seed, n=settings.n_probe))
     claims.glue("manifolds.hmm_pc1_ratio", hmm_geo.ratios[0])
     claims.glue("manifolds.hmm_pc1_spearman", hmm_geo.spearman)
     claims.glue("manifolds.hmm_pc1_within_spearman", hmm_geo.within_position_spearman)
@@ -480,13 +447,13 @@ def glue_hmm_manifold(settings: Mapping[str, Any], model: torch.nn.Module, *, se
 # --------------------------------------------------------------------------------------------
 
 
-def record_frame_precision(settings: Mapping[str, Any], run: TrainedRun, probe: bijection.BijectionBatch, *,
-                           seed: int) -> FramePrecision:
-    """Return the :class:`~attention_dynamics.experiments.wind_tunnel.FramePrecision` of a bijection run on ``probe``, recording when the
+def record_frame_and_calibration(settings: ManifoldsSettings, run: TrainedRun, probe: bijection.BijectionBatch, *,
+                                 seed: int) -> FrameCalibrationCurves:
+    """Return the :class:`~attention_dynamics.diagnostics.wind_tunnel_geometry.FrameCalibrationCurves` of a bijection run on ``probe``, recording when the
     frame settles (bound: before step 1000) and when the calibration settles (bound: after the frame), and
     gluing the numbers the prose states (the entropy error when the frame settles and at the end, the
     relative and linear settling rules, the attention's similarity at initialisation, ρ of PC1)."""
-    fp = frame_precision(run, probe)
+    fp = frame_and_calibration(run, probe)
     params = {
         **bijection_params(settings, seed=seed),
         "checkpoints": fp.steps.tolist(),

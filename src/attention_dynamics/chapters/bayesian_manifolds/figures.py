@@ -1,8 +1,8 @@
 """Chapter 6's figures: the wind tunnels' exact posteriors, training, calibration, geometry and frame–precision.
 
-Each function draws one figure of the chapter from results computed by
-:mod:`attention_dynamics.experiments.wind_tunnel` (the runs and measurements) and
-:mod:`attention_dynamics.experiments.wind_tunnel_report` (the claims), and returns ``(fig, axes)``.
+Each function draws one figure of the chapter from the runs (:mod:`attention_dynamics.training.wind_tunnels`), their
+measures (:mod:`attention_dynamics.diagnostics.wind_tunnel_geometry`) and the chapter's claims (:mod:`.report`,
+:mod:`.long_tier_report`), and returns ``(fig, axes)``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .. import stats
-from ..tasks import bijection, hmm
-from .wind_tunnel import FramePrecision, GeometryReport, HMMCurve, HMMManifold, TrainedRun
+from ... import plotting, stats
+from ...tasks import bijection, hmm
+from ...diagnostics.wind_tunnel_geometry import FrameCalibrationCurves, GeometryReport, HMMManifold
+from ...training.wind_tunnels import HMMCurve, TrainedRun
+from .long_tier import LongRun
+from .long_tier_report import LONG_TRANSPORT_FRACTION, curve
+from .settings import BIJECTION_TARGET_BITS, TRANSPORT_FRACTION as LENGTH_GEN_FRACTION, ManifoldsSettings
 
 __all__ = [
     "hmm_floor_nats",
@@ -22,15 +26,16 @@ __all__ = [
     "plot_bijection_calibration",
     "plot_hmm_calibration",
     "plot_hmm_kl_through_training",
+    "plot_geometry_through_training",
     "figure_hmm_kl_through_training",
     "plot_geometry",
     "GEOMETRY_PANELS",
-    "plot_geometry_through_training",
     "figure_geometry_through_training",
     "plot_value_manifolds",
-    "plot_frame_precision",
+    "plot_frame_and_calibration",
     "manifold_checkpoints",
     "plot_manifold_through_training",
+    "plot_long_curves",
 ]
 
 
@@ -42,8 +47,6 @@ def hmm_floor_nats(batch: hmm.HMMBatch) -> float:
 def plot_hmm_posterior(example: hmm.HMMBatch):
     """Return ``(fig, ax)``: the exact filtering posterior of the first sequence of ``example`` (stacked areas),
     with the observed symbol at every step as a coloured square above the axes."""
-    from .. import plotting
-
     K = example.observations.shape[1]
     n_states = example.posterior.shape[-1]
     fig, ax = plotting.new_figure(width=7.0, height=2.6)
@@ -58,18 +61,16 @@ def plot_hmm_posterior(example: hmm.HMMBatch):
     return fig, ax
 
 
-def plot_training_losses(settings: Mapping[str, Any], bij_run: TrainedRun, hmm_run: TrainedRun,
+def plot_training_losses(settings: ManifoldsSettings, bij_run: TrainedRun, hmm_run: TrainedRun,
                          hmm_batch: hmm.HMMBatch, *, window: int = 25):
     """Return ``(fig, axes)``: both runs' training loss (moving average over ``window`` steps) against the exact floor.
 
     The bijection floor is the closed form (1/L) Σ_t ln(V − t); the HMM floor is the mean posterior
     entropy on the held-out ``hmm_batch`` (:func:`hmm_floor_nats`).
     """
-    from .. import plotting
-
     fig, axes = plotting.new_figure(2, width=3.6, height=2.9)
     for ax, run, floor, name in (
-        (axes[0], bij_run, bijection.bayes_ce_floor_nats(settings["V"], settings["L"]), "bijection"),
+        (axes[0], bij_run, bijection.bayes_ce_floor_nats(settings.bijection.V, settings.bijection.L), "bijection"),
         (axes[1], hmm_run, hmm_floor_nats(hmm_batch), "HMM filtering"),
     ):
         ax.plot(*stats.moving_average(run.losses, window), color=plotting.PALETTE[0], label="training loss")
@@ -80,16 +81,14 @@ def plot_training_losses(settings: Mapping[str, Any], bij_run: TrainedRun, hmm_r
     return fig, axes
 
 
-def plot_bijection_calibration(settings: Mapping[str, Any], report, log_probs, *, target: float = 0.01):
+def plot_bijection_calibration(settings: ManifoldsSettings, report, log_probs, *, target: float = 0.01):
     """Return ``(fig, axes)``: (a) the model's predictive entropy (mean, 5–95 % band) against log2(V − t);
     (b) entropy error and KL by position, log scale, with the ``target`` in bits.
 
     ``report``: the :class:`~attention_dynamics.calibration.CalibrationReport` of the model on the
     held-out batch; ``log_probs`` ``(B, L, V)``: the model's log-probabilities on it.
     """
-    from .. import plotting
-
-    V, L = settings["V"], settings["L"]
+    V, L = settings.bijection.V, settings.bijection.L
     h_model = stats.entropy(log_probs.exp(), unit="bits")  # (B, L) per-sample model entropy
     fig, axes = plotting.new_figure(2, width=3.6, height=3.0)
     t = np.arange(L)
@@ -115,8 +114,6 @@ def plot_hmm_calibration(reports: Mapping[int, Any], blind_reports: Mapping[int,
     ``reports`` / ``blind_reports``: length K → calibration report of the model / of the context-blind
     posterior; the first length is the training length (dotted line).
     """
-    from .. import plotting
-
     lengths = list(reports)
     K_train, K_long = lengths[0], lengths[-1]
     fig, axes = plotting.new_figure(2, width=3.6, height=3.0)
@@ -141,11 +138,10 @@ def plot_hmm_kl_through_training(ax, curve: HMMCurve, *, target: float = 0.6) ->
 
     1 (dashed) is the level of a model with no memory; ``target`` (dotted) is the book's transport bound.
     """
-    from ..plotting import PALETTE
 
     x = np.maximum(curve.steps, 1)
     for i, K in enumerate(curve.kl_bits):
-        ax.plot(x, curve.ratio(K), "o-", ms=3, color=PALETTE[i], label=f"K = {K}")
+        ax.plot(x, curve.ratio(K), "o-", ms=3, color=plotting.PALETTE[i], label=f"K = {K}")
     ax.axhline(1.0, color="k", ls="--", lw=1, label="context-blind level")
     ax.axhline(target, color="k", ls=":", lw=1, label=f"transport bound ({target}×)")
     ax.set(xscale="log", xlabel="training step (step 0 drawn at 1)", ylabel="KL / context-blind KL",
@@ -161,12 +157,11 @@ def plot_geometry_through_training(axes, curve: Mapping[str, np.ndarray], nulls:
     bound (dotted) and the scrambled-values control (dashed); step 0 is the untrained model. The last
     20 % of training is shaded: the window in which a plateau is judged (:func:`~attention_dynamics.settling.late_change`).
     """
-    from ..plotting import PALETTE
 
     x = np.maximum(curve["step"], 1)
     for ax, (name, bound) in zip(axes, panels):
-        ax.plot(x, curve[name], "o-", ms=3, color=PALETTE[0], label="trained (step 0: untrained)")
-        ax.axhline(nulls["scrambled values"][name], color=PALETTE[1], ls="--", lw=1, label="scrambled-values control")
+        ax.plot(x, curve[name], "o-", ms=3, color=plotting.PALETTE[0], label="trained (step 0: untrained)")
+        ax.axhline(nulls["scrambled values"][name], color=plotting.PALETTE[1], ls="--", lw=1, label="scrambled-values control")
         ax.axhline(bound, color="k", ls=":", lw=1, label="Paper I's bound")
         ax.axvspan(0.8 * curve["step"][-1], curve["step"][-1], color="grey", alpha=0.15, lw=0)
         ax.set(xscale="log", xlabel="training step", title=name)
@@ -175,8 +170,6 @@ def plot_geometry_through_training(axes, curve: Mapping[str, np.ndarray], nulls:
 
 def figure_hmm_kl_through_training(curve: HMMCurve, *, target: float = 0.6):
     """Return ``(fig, ax)``: :func:`plot_hmm_kl_through_training` with its title."""
-    from .. import plotting
-
     fig, ax = plotting.new_figure(width=6.0, height=3.2)
     plot_hmm_kl_through_training(ax, curve, target=target)
     ax.set_title("HMM filtering: KL to the exact filter through training, over the context-blind level")
@@ -187,8 +180,6 @@ def plot_geometry(geo: GeometryReport, *, paper_key_bound: float = 0.1):
     """Return ``(fig, axes)`` (2 × 2): layer-0 key cosines of one sequence; mean key |cos| by layer and token type
     against the isotropic baseline and Paper I's bound; attention entropy by layer against uniform
     attention; query–key alignment by layer, attention-weighted against uniform over the visible keys."""
-    from .. import plotting
-
     layers = np.arange(len(geo.key_abs_cos))
     fig, axes = plotting.new_figure(2, 2, width=3.7, height=3.1)
     plotting.plot_matrix(axes[0, 0], np.abs(geo.key_cosines), title="|cos| between layer-0 keys\n(one sequence, head 0)",
@@ -228,8 +219,6 @@ def figure_geometry_through_training(curve: Mapping[str, np.ndarray], nulls: Map
                                      panels: Sequence[tuple[str, float]] = GEOMETRY_PANELS):
     """Return ``(fig, axes)`` (2 × 2): :func:`plot_geometry_through_training`
     for the ``panels`` (name, Paper I's bound), with its title."""
-    from .. import plotting
-
     fig, axes = plotting.new_figure(2, 2, width=3.7, height=2.9)
     plot_geometry_through_training(axes.ravel(), curve, nulls, list(panels))
     fig.suptitle("The geometry through training (shaded: the last 20 %, where a plateau is judged)")
@@ -239,8 +228,6 @@ def figure_geometry_through_training(curve: Mapping[str, np.ndarray], nulls: Map
 def plot_value_manifolds(geo: GeometryReport, hmm_geo: HMMManifold):
     """Return ``(fig, axes)``: the value manifold (PC1, PC2 of the last layer's attention output) of the
     bijection and of the HMM transformer, each point coloured by its exact posterior entropy."""
-    from .. import plotting
-
     fig, axes = plotting.new_figure(2, width=3.6, height=3.1)
     for ax, scores, entropy, title in (
         (axes[0], geo.value_scores, geo.entropy_bits, "Bijection"),
@@ -253,12 +240,10 @@ def plot_value_manifolds(geo: GeometryReport, hmm_geo: HMMManifold):
     return fig, axes
 
 
-def plot_frame_precision(fp: FramePrecision):
+def plot_frame_and_calibration(fp: FrameCalibrationCurves):
     """Return ``(fig, ax)``: every layer's attention similarity to the final model through training (left axis,
     with the frame threshold and the frame's settling step) and the entropy error (right axis, log scale, with
     the calibration's settling step). The right axis is ``fig.axes[1]``."""
-    from .. import plotting
-
     fig, ax = plotting.new_figure(width=6.6, height=3.4)
     x = np.maximum(fp.steps, 1)
     for l in range(fp.attention_similarity.shape[1]):
@@ -278,17 +263,15 @@ def plot_frame_precision(fp: FramePrecision):
     return fig, ax
 
 
-def manifold_checkpoints(fp: FramePrecision) -> list[int]:
+def manifold_checkpoints(fp: FrameCalibrationCurves) -> list[int]:
     """Return the indices of the checkpoints nearest to step 0, half the frame's settling step, that step and the end."""
     return [int(np.argmin(np.abs(fp.steps - s)))
             for s in (0, fp.frame_settle_step // 2, fp.frame_settle_step, fp.steps[-1])]
 
 
-def plot_manifold_through_training(fp: FramePrecision):
+def plot_manifold_through_training(fp: FrameCalibrationCurves):
     """Return ``(fig, axes)``: the value manifold at the :func:`manifold_checkpoints`, projected on the final
     model's two principal directions and coloured by the posterior entropy, with ρ(PC1, entropy) in each title."""
-    from .. import plotting
-
     picks = manifold_checkpoints(fp)
     fig, axes = plotting.new_figure(len(picks), width=2.6, height=2.6, sharex=True, sharey=True)
     for ax, i in zip(axes, picks):
@@ -298,4 +281,36 @@ def plot_manifold_through_training(fp: FramePrecision):
     axes[0].set_ylabel("final PC2")
     fig.colorbar(sc, ax=axes, shrink=0.8).set_label("posterior entropy (bits)")
     fig.suptitle("The value manifold through training (last layer's attention output at key positions)")
+    return fig, axes
+
+
+def plot_long_curves(bij: LongRun, hmm_run: LongRun):
+    """Return ``(fig, axes)``: the long runs' held-out measurements along training.
+
+    Left: the V = 20 bijection's entropy error (log scale) with the 0.01-bit target and Paper I's 0.007.
+    Right: the HMM model's KL over the context-blind level at every test length, with the level (1), chapter 6's
+    transport bound and the long tier's bound. The last 20 % of training, where a plateau is judged, is shaded.
+    """
+    fig, axes = plotting.new_figure(2, width=4.6, height=3.3)
+    steps, mae = curve(bij, "entropy_mae_bits")
+    ax = axes[0]
+    ax.plot(steps, mae, "o-", ms=3, color=plotting.PALETTE[0], label="model (held out)")
+    ax.axhline(BIJECTION_TARGET_BITS, color="k", ls=":", lw=1, label=f"target {BIJECTION_TARGET_BITS}")
+    ax.axhline(0.007, color=plotting.PALETTE[3], ls="--", lw=1, label="Paper I: 0.007")
+    ax.set(yscale="log", xlabel="training step", ylabel="entropy error (bits)",
+           title=f"bijection V = {bij.settings.tunnel.V}, L = {bij.settings.tunnel.L}")
+    ax = axes[1]
+    for i, K in enumerate(hmm_run.settings.tunnel.test_lengths):
+        s, r = curve(hmm_run, f"kl_ratio_K{K}")
+        ax.plot(s, r, "o-", ms=3, color=plotting.PALETTE[i], label=f"K = {K}")
+    ax.axhline(1.0, color="k", ls="--", lw=1, label="context-blind level")
+    ax.axhline(LENGTH_GEN_FRACTION, color="grey", ls="-.", lw=1, label=f"{LENGTH_GEN_FRACTION}× (chapter's transport bound)")
+    ax.axhline(LONG_TRANSPORT_FRACTION, color="k", ls=":", lw=1, label=f"{LONG_TRANSPORT_FRACTION}× (long tier's bound)")
+    ax.set(yscale="log", xlabel="training step", ylabel="KL / context-blind KL (log scale)",
+           title=f"HMM filtering, trained at K = {hmm_run.settings.tunnel.length}")
+    for ax, run in zip(axes, (bij, hmm_run)):
+        end = run.results["steps"]
+        ax.axvspan(0.8 * end, end, color="grey", alpha=0.15, lw=0)
+        ax.legend(frameon=False, fontsize=7)
+    fig.suptitle("The long tier along training (held-out measurements stored by the runs; shaded: the last 20 %)")
     return fig, axes

@@ -1,10 +1,9 @@
 """Chapter 6's long-tier section: the committed long runs loaded, measured here, and their claims.
 
-The runs are :mod:`attention_dynamics.experiments.long_tier` (computed once, weights committed). Everything
-this module reports is measured in the chapter on the loaded weights: calibration on freshly drawn
-held-out sequences, geometry beside its nulls (the untrained model of the same seed and size, and the
-trained model on scrambled sequences), and the training curves stored by the run, which say whether it
-had stopped moving.
+The runs are :mod:`.long_tier` (computed once, weights committed). Everything this module reports is measured in
+the chapter on the loaded weights: calibration on freshly drawn held-out sequences, geometry beside its nulls (the
+untrained model of the same seed and size, and the trained model on scrambled sequences), and the training curves
+stored by the run, which say whether it had stopped moving.
 """
 
 from __future__ import annotations
@@ -17,31 +16,29 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import calibration, claims, settling
-from ..models.transformer import count_parameters
-from ..tasks import bijection, hmm
-from . import long_tier
-from .long_tier import LongRun
-from .wind_tunnel import (
+from ... import calibration, claims, settling
+from ...diagnostics.wind_tunnel_geometry import (
     HMMManifold,
-    bijection_batch_for_eval,
     bijection_geometry_nulls,
-    bijection_log_probs,
-    bijection_probe_batch,
     bijection_scrambled_probe,
-    hmm_batch_for_eval,
-    hmm_log_probs,
     hmm_manifold,
 )
+from ...models.transformer import count_parameters
+from ...tasks import bijection, hmm
+from ...training.wind_tunnels import (
+    bijection_batch_for_eval,
+    bijection_log_probs,
+    bijection_probe_batch,
+    hmm_batch_for_eval,
+    hmm_log_probs,
+)
+from . import long_tier
+from .long_tier import LongRun
 # As at the book scale: the bijection's target, the HMM's entropy-error bound, the KL ratio's plateau amount,
 # and (for transport carried to untrained lengths) chapter 6's transport fraction.
-from .wind_tunnel_report import (
-    BIJECTION_TARGET_BITS,
-    GEOMETRY_PLATEAU,
-    HMM_ENTROPY_BOUND_BITS,
-)
-from .wind_tunnel_report import HMM_PLATEAU_RATIO as RATIO_PLATEAU
-from .wind_tunnel_report import TRANSPORT_FRACTION as LENGTH_GEN_FRACTION
+from .settings import BIJECTION_TARGET_BITS, GEOMETRY_PLATEAU, HMM_ENTROPY_BOUND_BITS
+from .settings import HMM_PLATEAU_RATIO as RATIO_PLATEAU
+from .settings import TRANSPORT_FRACTION as LENGTH_GEN_FRACTION
 
 __all__ = [
     "LONG_TRANSPORT_FRACTION",
@@ -63,12 +60,14 @@ __all__ = [
 LONG_TRANSPORT_FRACTION = 0.3
 #: An entropy-error curve (bits) has plateaued when it moved less than this over the last 20 % of training.
 MAE_PLATEAU_BITS = 0.002
+#: The claims of transport carried to the lengths the long HMM model was not trained on.
+LENGTH_GEN_CLAIMS = {30: "hmm_long.length_gen_kl_bits_30", 50: "hmm_long.length_gen_kl_bits_50"}
 #: The plateau amount of the geometry numbers chapter 6 gives none (the value manifold's PC1 share and ρ).
 GEOMETRY_PLATEAU_OTHER = 0.05
 
 
 def load_runs(folder: Path | None = None) -> dict[str, LongRun]:
-    """Return the committed long-tier runs by tunnel (:func:`~attention_dynamics.experiments.long_tier.load`)."""
+    """Return the committed long-tier runs by tunnel (:func:`.long_tier.load`)."""
     return {tunnel: long_tier.load(tunnel, folder=folder) for tunnel in long_tier.TUNNELS}
 
 
@@ -77,14 +76,13 @@ def runs_table(runs: Mapping[str, LongRun]) -> pd.DataFrame:
     rows = {}
     for tunnel, lr in runs.items():
         s, r = lr.settings, lr.results
-        bij = lr.run.task == "bijection"
-        prefix = "bij_" if bij else "hmm_"
+        bij, t = lr.run.task == "bijection", s.tunnel
         cpu_min = r["curve"][-1]["cpu_seconds"] / 60
         rows[tunnel] = {
-            "task": f"bijection V = {s['V']}, L = {s['L']}" if bij else f"HMM S = O = {s['hmm_states']}, K = {s['hmm_length']}",
-            "model (d, layers, heads)": f"{s[prefix + 'd_model']}, {s[prefix + 'n_layers']}, {s[prefix + 'n_heads']}",
+            "task": f"bijection V = {t.V}, L = {t.L}" if bij else f"HMM S = O = {t.n_states}, K = {t.length}",
+            "model (d, layers, heads)": f"{t.d_model}, {t.n_layers}, {t.n_heads}",
             "parameters": count_parameters(lr.run.model()),
-            "steps": r["steps"], "learning rate": s[prefix + "lr"], "batch": s[prefix + "batch"],
+            "steps": r["steps"], "learning rate": t.lr, "batch": t.batch,
             "CPU minutes (one core)": round(cpu_min, 1),
             "code commit": (r["provenance"]["code_commit"] or "unknown")[:10],
             "weights file": f"data/{long_tier.DATA_FOLDER}/{lr.weights_file.name}",
@@ -96,7 +94,7 @@ def runs_table(runs: Mapping[str, LongRun]) -> pd.DataFrame:
 
 
 def curve(lr: LongRun, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(steps, values)`` of measurement ``name`` stored along a long run (:func:`~attention_dynamics.experiments.long_tier.measure`)."""
+    """Return ``(steps, values)`` of measurement ``name`` stored along a long run (:func:`.long_tier.measure`)."""
     rows = lr.results["curve"]
     if name not in rows[0]:
         raise KeyError(f"{lr.tunnel} stored no measurement {name!r}; it has {', '.join(k for k in rows[0] if k != 'step')}")
@@ -105,12 +103,12 @@ def curve(lr: LongRun, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _params(lr: LongRun, **extra: Any) -> dict[str, Any]:
     s, bij = lr.settings, lr.run.task == "bijection"
-    p = "bij_" if bij else "hmm_"
-    out = {"tunnel": lr.tunnel, "seed": lr.results["seed"], "steps": lr.results["steps"], "d_model": s[p + "d_model"],
-           "n_layers": s[p + "n_layers"], "n_heads": s[p + "n_heads"], "lr": s[p + "lr"], "batch": s[p + "batch"],
-           "n_sequences": s["n_eval"], "stored_in": f"data/{long_tier.DATA_FOLDER}/{lr.weights_file.name}"}
-    out.update({"V": s["V"], "L": s["L"], "target": s["bijection_target"]} if bij else
-               {"states": s["hmm_states"], "symbols": s["hmm_symbols"], "length": s["hmm_length"]})
+    t = s.tunnel
+    out = {"tunnel": lr.tunnel, "seed": lr.results["seed"], "steps": lr.results["steps"], "d_model": t.d_model,
+           "n_layers": t.n_layers, "n_heads": t.n_heads, "lr": t.lr, "batch": t.batch,
+           "n_sequences": s.n_eval, "stored_in": f"data/{long_tier.DATA_FOLDER}/{lr.weights_file.name}"}
+    out.update({"V": t.V, "L": t.L, "target": t.target} if bij else
+               {"states": t.n_states, "symbols": t.n_symbols, "length": t.length})
     return {**out, **extra}
 
 
@@ -137,8 +135,8 @@ def record_bijection_v20(lr: LongRun) -> BijectionV20:
     the target 0.01 bits is a small fraction of it.
     """
     s, seed = lr.settings, lr.results["seed"]
-    V, L = s["V"], s["L"]
-    batch = bijection_batch_for_eval(s, seed=seed)
+    V, L = s.tunnel.V, s.tunnel.L
+    batch = bijection_batch_for_eval(s.tunnel, seed=seed, n=s.n_eval)
     rep = calibration.calibration_report(batch.posterior, bijection_log_probs(lr.run.model(), batch))
     blind = calibration.calibration_report(batch.posterior, torch.full(batch.posterior.shape, -np.log(V), dtype=torch.float64))
     steps, mae = curve(lr, "entropy_mae_bits")
@@ -194,14 +192,14 @@ def record_hmm_long(lr: LongRun) -> HMMLong:
     s, seed = lr.settings, lr.results["seed"]
     model = lr.run.model()
     reports, blind = {}, {}
-    for K in s["hmm_test_lengths"]:
-        b = hmm_batch_for_eval(s, K, seed=seed)
+    for K in s.tunnel.test_lengths:
+        b = hmm_batch_for_eval(s.tunnel, K, seed=seed, n=s.n_eval)
         reports[K] = calibration.calibration_report(b.posterior, hmm_log_probs(model, b))
         blind[K] = calibration.calibration_report(
             b.posterior, hmm.context_blind_posterior(b.transition, b.emission, b.observations).log())
-    late = {K: settling.late_change(*curve(lr, f"kl_ratio_K{K}")) for K in s["hmm_test_lengths"]}
+    late = {K: settling.late_change(*curve(lr, f"kl_ratio_K{K}")) for K in s.tunnel.test_lengths}
     out = HMMLong(reports=reports, blind_reports=blind, late_change=late)
-    K_train, *K_longer = s["hmm_test_lengths"]
+    K_train, *K_longer = s.tunnel.test_lengths
 
     def undecided(K: int, bound: float) -> str | None:
         if reports[K].kl_bits <= bound or late[K] < RATIO_PLATEAU:
@@ -209,7 +207,7 @@ def record_hmm_long(lr: LongRun) -> HMMLong:
         return "not decided at this scale: " + _plateau(late[K], RATIO_PLATEAU, "the KL ratio")
 
     note = {K: _plateau(late[K], RATIO_PLATEAU, "the KL ratio") + " under a learning rate decaying to zero"
-            for K in s["hmm_test_lengths"]}
+            for K in s.tunnel.test_lengths}
     bound = LONG_TRANSPORT_FRACTION * blind[K_train].kl_bits
     out.claims["hmm_long.kl_bits"] = claims.record(
         "hmm_long.kl_bits", reports[K_train].kl_bits, unit="bits",
@@ -230,12 +228,13 @@ def record_hmm_long(lr: LongRun) -> HMMLong:
     claims.glue("long_tier.hmm_mae_late_change", mae_late)
     for K in K_longer:
         bound_K = LENGTH_GEN_FRACTION * blind[K].kl_bits
-        out.claims[f"hmm_long.length_gen_kl_bits_{K}"] = claims.record(
-            f"hmm_long.length_gen_kl_bits_{K}", reports[K].kl_bits, unit="bits",
+        claim_id = LENGTH_GEN_CLAIMS.get(K, f"hmm_long.length_gen_kl_bits_{K}")  # other lengths: the fast scale
+        out.claims[claim_id] = claims.record(
+            claim_id, reports[K].kl_bits, unit="bits",
             description=f"HMM filtering, long tier: KL(exact filter ‖ model) at K = {K}, trained at K = {K_train}; "
             f"transport carried to that length if ≤ {LENGTH_GEN_FRACTION} × the context-blind level there",
             upper=bound_K, params=_params(lr, length=K), undecided_because=undecided(K, bound_K), explanation=note[K])
-    for K in s["hmm_test_lengths"]:
+    for K in s.tunnel.test_lengths:
         claims.glue(f"long_tier.hmm_kl_{K}", reports[K].kl_bits)
         claims.glue(f"long_tier.hmm_ratio_{K}", out.ratio(K))
         claims.glue(f"long_tier.hmm_blind_kl_{K}", blind[K].kl_bits)
@@ -276,20 +275,23 @@ def record_long_geometry(bij: LongRun, hmm_run: LongRun) -> LongGeometry:
     the trained and the untrained model. The claims state the trained value; the table puts the nulls beside it.
     """
     s, seed = bij.settings, bij.results["seed"]
-    nulls = bijection_geometry_nulls(bij.run, bijection_probe_batch(s, seed=seed), bijection_scrambled_probe(s, seed=seed))
+    nulls = bijection_geometry_nulls(bij.run, bijection_probe_batch(s.tunnel, seed=seed, n=s.n_probe),
+                                     bijection_scrambled_probe(s.tunnel, seed=seed, n=s.n_probe))
     hs = hmm_run.settings
-    batch = hmm_batch_for_eval(hs, hs["hmm_length"], seed=hmm_run.results["seed"], n=hs["n_probe"])
+    batch = hmm_batch_for_eval(hs.tunnel, hs.tunnel.length, seed=hmm_run.results["seed"], n=hs.n_probe)
     manifolds = {"trained": hmm_manifold(hmm_run.run.model(), batch), "untrained": hmm_manifold(hmm_run.run.model(0), batch)}
     late: dict[str, float] = {}
     out = LongGeometry(bijection=nulls, hmm=manifolds, late_change=late)
-    trained, params = nulls["trained"], _params(bij, n_sequences=s["n_probe"])
+    trained, params = nulls["trained"], _params(bij, n_sequences=s.n_probe)
     beside = {name: f"untrained {nulls['untrained'][name]:.3f}, scrambled values {nulls['scrambled values'][name]:.3f}"
               for name in trained}
     for claim, name, unit, bound in (
-        ("key_abs_cos_layer0_key_tokens", "key |cos|, layer 0, key tokens", "mean |cos|", {"upper": 0.1}),
-        ("attention_entropy_reduction", "attention entropy reduction, first → last layer", "fraction", {"lower": 0.85}),
-        ("value_pc1_ratio", "value PC1 share", "fraction of variance", {"lower": 0.8}),
-        ("value_pc1_entropy_spearman", "ρ(value PC1, entropy)", "Spearman rho", {"lower": 0.9}),
+        ("geometry_v20.key_abs_cos_layer0_key_tokens", "key |cos|, layer 0, key tokens", "mean |cos|",
+         {"upper": 0.1}),
+        ("geometry_v20.attention_entropy_reduction", "attention entropy reduction, first → last layer", "fraction",
+         {"lower": 0.85}),
+        ("geometry_v20.value_pc1_ratio", "value PC1 share", "fraction of variance", {"lower": 0.8}),
+        ("geometry_v20.value_pc1_entropy_spearman", "ρ(value PC1, entropy)", "Spearman rho", {"lower": 0.9}),
     ):
         moved = settling.late_change(*curve(bij, name))
         amount = GEOMETRY_PLATEAU.get(name, GEOMETRY_PLATEAU_OTHER)
@@ -297,8 +299,8 @@ def record_long_geometry(bij: LongRun, hmm_run: LongRun) -> LongGeometry:
         along = _plateau(moved, amount, "along the run (64 probe sequences), it")
         late[name] = moved
         claims.glue(f"long_tier.geo_{_slug(name)}_late", moved)
-        out.claims[f"geometry_v20.{claim}"] = claims.record(
-            f"geometry_v20.{claim}", trained[name], unit=unit,
+        out.claims[claim] = claims.record(
+            claim, trained[name], unit=unit,
             description=f"{name} of the long tier's V = 20 bijection model (loaded weights, one seed; Paper I's bound); "
             f"nulls: {beside[name]}", params=params, **bound,
             undecided_because=None if met or moved < amount else "not decided at this scale: " + along,
@@ -319,35 +321,3 @@ def _slug(name: str) -> str:
     return "_".join(part for part in keep.split("_") if part)
 
 
-def plot_long_curves(bij: LongRun, hmm_run: LongRun):
-    """Return ``(fig, axes)``: the long runs' held-out measurements along training.
-
-    Left: the V = 20 bijection's entropy error (log scale) with the 0.01-bit target and Paper I's 0.007.
-    Right: the HMM model's KL over the context-blind level at every test length, with the level (1), chapter 6's
-    transport bound and the long tier's bound. The last 20 % of training, where a plateau is judged, is shaded.
-    """
-    from .. import plotting
-
-    fig, axes = plotting.new_figure(2, width=4.6, height=3.3)
-    steps, mae = curve(bij, "entropy_mae_bits")
-    ax = axes[0]
-    ax.plot(steps, mae, "o-", ms=3, color=plotting.PALETTE[0], label="model (held out)")
-    ax.axhline(BIJECTION_TARGET_BITS, color="k", ls=":", lw=1, label=f"target {BIJECTION_TARGET_BITS}")
-    ax.axhline(0.007, color=plotting.PALETTE[3], ls="--", lw=1, label="Paper I: 0.007")
-    ax.set(yscale="log", xlabel="training step", ylabel="entropy error (bits)",
-           title=f"bijection V = {bij.settings['V']}, L = {bij.settings['L']}")
-    ax = axes[1]
-    for i, K in enumerate(hmm_run.settings["hmm_test_lengths"]):
-        s, r = curve(hmm_run, f"kl_ratio_K{K}")
-        ax.plot(s, r, "o-", ms=3, color=plotting.PALETTE[i], label=f"K = {K}")
-    ax.axhline(1.0, color="k", ls="--", lw=1, label="context-blind level")
-    ax.axhline(LENGTH_GEN_FRACTION, color="grey", ls="-.", lw=1, label=f"{LENGTH_GEN_FRACTION}× (chapter's transport bound)")
-    ax.axhline(LONG_TRANSPORT_FRACTION, color="k", ls=":", lw=1, label=f"{LONG_TRANSPORT_FRACTION}× (long tier's bound)")
-    ax.set(yscale="log", xlabel="training step", ylabel="KL / context-blind KL (log scale)",
-           title=f"HMM filtering, trained at K = {hmm_run.settings['hmm_length']}")
-    for ax, run in zip(axes, (bij, hmm_run)):
-        end = run.results["steps"]
-        ax.axvspan(0.8 * end, end, color="grey", alpha=0.15, lw=0)
-        ax.legend(frameon=False, fontsize=7)
-    fig.suptitle("The long tier along training (held-out measurements stored by the runs; shaded: the last 20 %)")
-    return fig, axes
