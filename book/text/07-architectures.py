@@ -43,20 +43,22 @@ import torch
 from IPython.display import Markdown, display
 
 from attention_dynamics import claims, plotting
-from attention_dynamics.diagnostics import routing_fit, state_clusters
-from attention_dynamics.experiments import architectures as arch
-from attention_dynamics.experiments import architectures_report as report
-from attention_dynamics.experiments import seed_spread, sticky_hmm
-from attention_dynamics.models import count_parameters, factory, routing
-from attention_dynamics.seeding import seed_everything, stream, torch_generator
-from attention_dynamics.settings import chapter_settings
+from attention_dynamics.chapters.architectures import (
+    binding_spread,
+    figures,
+    report,
+    runs,
+    settings,
+    sticky_hmm,
+    sticky_report,
+)
+from attention_dynamics.models import count_parameters, factory
+from attention_dynamics.seeding import seed_everything
 from attention_dynamics.tasks import associative_recall, bijection
-from attention_dynamics.tasks import wind_tunnels as tunnels
+from attention_dynamics.training.families import compare_architectures
 
-SETTINGS = (
-    arch.SETTINGS
-)  # fast / book / paper; paper: Paper I's sizes where PAPER.md gives them (GPU-sized)
-cfg = chapter_settings(SETTINGS, scale, device=device, steps=steps)
+# fast / book / paper; paper: Paper I's sizes where they are given (GPU-sized)
+cfg = settings.resolve(scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
 cfg
@@ -106,7 +108,7 @@ cfg
 # the definition chapter 6 reports, with the KL divergence to the posterior next to it.
 
 # %% tags=["hide-input"]
-setup = report.chapter_setup(cfg, seed=seed)  # tasks, the shared evaluation sets, reference levels
+setup = runs.chapter_setup(cfg, seed=seed)  # tasks, the shared evaluation sets, reference levels
 tasks, eval_batches, levels = setup.tasks, setup.eval_batches, setup.levels
 report.glue_reference_levels(cfg, setup)
 {t.name: t.describe() + f" (T = {t.sequence_length} positions)" for t in tasks}
@@ -155,7 +157,7 @@ counts = {
     }
     for f in factory.FAMILIES
 }
-parameter_table = arch.pd_table(counts, index_name="model", column_suffix=" (parameters)")
+parameter_table = runs.pd_table(counts, index_name="model", column_suffix=" (parameters)")
 parameter_table
 
 # %% [markdown] tags=[]
@@ -171,21 +173,11 @@ parameter_table
 # on a CPU, and the chapter has to run in minutes, so Mamba sets the budget for all. Paper I's models are
 # about {glue:text}`architectures.size_ratio:.0f` times larger and train {glue:text}`architectures.step_ratio_low:.0f`
 # to {glue:text}`architectures.step_ratio_high:.0f` times longer. The fifteen runs are independent and share the two
-# cores ({func}`~attention_dynamics.experiments.architectures.compare_architectures`).
+# cores ({func}`~attention_dynamics.training.families.compare_architectures`).
 
 # %% tags=["hide-input", "trained-output"]
-for name in ("batch_size", "lr", "steps"):
-    claims.glue(f"architectures.{name}", cfg[name])
-claims.glue(
-    "architectures.size_ratio", 2.7e6 / cfg.target_params
-)  # Paper I: ~2.7M parameters, 50k–150k steps
-claims.glue("architectures.step_ratio_low", 50_000 / cfg.steps)
-claims.glue("architectures.step_ratio_high", 150_000 / cfg.steps)
-claims.glue("architectures.realised_fraction", arch.REALISED_FRACTION_OF_BLIND)
-claims.glue("architectures.transport_fraction", arch.TRANSPORT_FRACTION_OF_BLIND)
-claims.glue("architectures.realised_accuracy", arch.REALISED_BINDING_ACCURACY)
-claims.glue("architectures.transformer_binding_target", arch.TRANSFORMER_BINDING_TARGET)
-results = arch.compare_architectures(
+report.glue_training_settings(cfg)
+results = compare_architectures(
     tasks,
     target_params=cfg.target_params,
     steps=cfg.steps,
@@ -206,8 +198,8 @@ run_params = {
     "eval_sequences": cfg.eval_sequences,
     "tasks": {t.name: dict(t.sizes) for t in tasks},
 }
-floors = arch.bayes_floor_nats(eval_batches)
-fig, axes = report.plot_training_losses(results, tasks, floors)
+floors = runs.bayes_floor_nats(eval_batches)
+fig, axes = figures.plot_training_losses(results, tasks, floors)
 fig.suptitle("Training loss of five parameter-matched models on three wind tunnels")
 plotting.plt.show()
 
@@ -232,11 +224,11 @@ plotting.plt.show()
 # ours, so its bit-level numbers are a scale, not a target; the verdicts are what we compare.
 
 # %% tags=["trained-output"]
-table = arch.results_table(results, levels)
+table = runs.results_table(results, levels)
 table
 
 # %% tags=["hide-input", "trained-output"]
-spread = seed_spread.load()  # five seeds; binding also 4x as long (experiments.seed_spread)
+spread = binding_spread.load()  # five seeds; also 4x as long (compute binding_seed_spread)
 summary = report.record_results(
     results, levels, cfg, params=run_params, spread=spread, floors=floors
 )
@@ -280,7 +272,7 @@ display(Markdown(summary))
 #   {glue:text}`architectures.mamba_binding_this_seed:.1%` in this run, and
 #   {glue:text}`architectures.mamba_binding_mean:.1%` on average over {glue:text}`architectures.spread_n_seeds` seeds
 #   (95 % interval {glue:text}`architectures.mamba_binding_low:.1%` to {glue:text}`architectures.mamba_binding_high:.1%`,
-#   `attention_dynamics.experiments.seed_spread`), with its training loss still falling on
+#   `compute binding_seed_spread`), with its training loss still falling on
 #   {glue:text}`architectures.mamba_binding_still_falling` of them. Trained
 #   {glue:text}`architectures.mamba_binding_longer_factor` times as long
 #   ({glue:text}`architectures.mamba_binding_longer_steps` steps: the same seeds, models and schedule, stretched), it
@@ -296,7 +288,7 @@ display(Markdown(summary))
 #
 
 # %% tags=["hide-input", "trained-output"]
-fig, ax = report.plot_hmm_kl_by_position(results, levels)
+fig, ax = figures.plot_hmm_kl_by_position(results, levels)
 plotting.plt.show()
 for f in factory.FAMILIES:
     claims.glue(f"architectures.hmm_kl_t0_{f}", results[(f, "hmm")].kl_by_position[0])
@@ -327,18 +319,16 @@ claims.glue(
 # in {glue:text}`architectures.steps` steps? To separate them, Mamba and the LSTM were trained again on the same
 # seeds, with the same models and evaluation sets, and the same warm-up-and-cosine schedule stretched over
 # {glue:text}`architectures.mamba_binding_longer_steps` steps (computed once and stored with their settings;
-# `python -m attention_dynamics.experiments.seed_spread --longer-binding mamba lstm` regenerates them, about
+# `python -m attention_dynamics compute binding_seed_spread` regenerates them, about
 # {glue:text}`architectures.binding_longer_minutes:.0f` CPU-minutes). Their binding claims are stated at these
 # runs, the longest made, and decided by the 95 % interval of their mean.
 #
 
 # %% tags=["hide-input"]
-fig, axes = report.plot_binding_longer(
+fig, axes = figures.plot_binding_longer(
     spread,
-    paper_accuracy=arch.PAPER_I_RESULTS["mamba"]["binding_accuracy"],
-    bag_accuracy=associative_recall.bag_of_values_accuracy(
-        cfg["binding_pairs"], cfg["binding_values"]
-    ),
+    paper_accuracy=settings.PAPER_I_RESULTS["mamba"]["binding_accuracy"],
+    bag_accuracy=associative_recall.bag_of_values_accuracy(cfg.binding_pairs, cfg.binding_values),
     chance=levels.context_blind["binding"]["accuracy"],
 )
 fig.suptitle("Binding at four times the chapter's budget: Mamba binds, the LSTM does not")
@@ -371,21 +361,21 @@ plotting.plt.show()
 # ({glue:text}`architectures.sticky_threshold_bits:.3f` bits), a bound that no predictor without memory can meet.
 #
 # The five models are the ones above, with the same parameter budget, optimiser, schedule and training function
-# ({func}`~attention_dynamics.experiments.architectures.train_and_evaluate`), trained for
+# ({func}`~attention_dynamics.training.families.train_and_evaluate`), trained for
 # {glue:text}`architectures.sticky_steps` steps, since transport has to be learned; Mamba, whose scan costs far more per
 # step on a CPU, for {glue:text}`architectures.sticky_steps_mamba`. Those runs do not fit the chapter's time budget.
-# They were computed once with `python -m attention_dynamics.experiments.sticky_hmm` and stored with their settings
+# They were computed once with `python -m attention_dynamics compute sticky_hmm` and stored with their settings
 # and code version in `data/sticky_hmm.json`, and this section loads them (the tests regenerate the file at a reduced
 # size through the same code). Each model's KL over training comes with it: the exact KL on each step's fresh batch,
 # a held-out measurement at every step. That curve is the evidence each verdict below rests on.
 
 # %% tags=["hide-input"]
-sticky = sticky_hmm.load()  # computed once: python -m attention_dynamics.experiments.sticky_hmm
-report.glue_sticky(sticky, setup)
-report.record_sticky_claims(sticky)
+sticky = sticky_hmm.load()  # computed once: python -m attention_dynamics compute sticky_hmm
+sticky_report.glue_sticky(sticky, setup)
+sticky_report.record_sticky_claims(sticky)
 
 # %% tags=["hide-input"]
-fig, ax = report.plot_sticky_kl_curves(sticky)
+fig, ax = figures.plot_sticky_kl_curves(sticky)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -492,35 +482,8 @@ plotting.plt.show()
 # {glue:text}`architectures.mamba_advantage_fit_initial:.2f` at initialisation).
 
 # %% tags=["trained-output"]
-x_demo = torch.randn(8, 12, 8, dtype=torch.float64, generator=torch_generator(stream(seed, "init")))
-y_demo = torch.randint(0, 5, (8, 12), generator=torch_generator(stream(seed, "data")))
-law_errors = {}
-for score_function in routing.SCORE_FUNCTIONS:
-    torch.manual_seed(seed)
-    router_f = routing.ContentRouter(8, score_function=score_function).double()
-    autograd_grad, law, alpha_demo, b_demo = routing_fit.softmax_routing_gradients(
-        router_f, x_demo, y_demo
-    )
-    law_errors[score_function] = float((autograd_grad - law).abs().max())
-    if score_function == "mlp":
-        visible = alpha_demo > 0
-        softmax_points = (autograd_grad[visible].numpy(), law[visible].numpy())
-claims.record(
-    "architectures.softmax_routing_law_max_abs_err",
-    max(law_errors.values()),
-    unit="nats",
-    description="max |autograd ∂L/∂s − alpha ⊙ (b − E_alpha[b])| over three content score "
-    "functions (float64)",
-    expected=0.0,
-    tolerance=1e-12,
-    params={
-        "seed": seed,
-        "score_functions": list(routing.SCORE_FUNCTIONS),
-        "B": 8,
-        "T": 12,
-        "d_in": 8,
-    },
-)
+law_errors, softmax_points = runs.softmax_routing_law_errors(seed)
+report.record_softmax_routing_law(law_errors, seed=seed)
 law_errors
 
 # %% tags=["trained-output", "hide-input"]
@@ -529,7 +492,7 @@ fits = report.record_mamba_routing_fits(results, tasks, cfg, seed=seed, params=r
 {name: [round(f.r2, 3) for f in layer_fits] for name, layer_fits in fits.items()}
 
 # %% tags=["hide-input", "trained-output"]
-fig, axes = report.plot_advantage_fits(
+fig, axes = figures.plot_advantage_fits(
     softmax_points,
     fits["trained on binding"][-1],
     {name: [f.r2 for f in layer_fits] for name, layer_fits in fits.items()},
@@ -578,7 +541,7 @@ mamba_clusters, purity_table = report.record_state_clusters(
 purity_table
 
 # %% tags=["hide-input", "trained-output"]
-fig, axes = report.plot_state_clusters(mamba_clusters, title="Mamba final-layer states")
+fig, axes = figures.plot_state_clusters(mamba_clusters, title="Mamba final-layer states")
 fig.suptitle("Mamba's states on HMM filtering: five clusters — of what?")
 plotting.plt.show()
 

@@ -51,7 +51,7 @@ _REGISTRY = {
     "sticky_chain_lr_surface": "attention_dynamics.chapters.sticky_markov_chain.lr_surface:LR_SURFACE",
     "bijection_seed_spread": "attention_dynamics.chapters.bayesian_manifolds.seed_spread:BIJECTION_SEED_SPREAD",
     "long_tier": "attention_dynamics.chapters.bayesian_manifolds.long_tier:LONG_TIER",
-    "sticky_hmm": "attention_dynamics.chapters.architectures.sticky_hmm:STICKY_HMM",
+    "sticky_hmm": "attention_dynamics.chapters.architectures.sticky_hmm:STICKY_HMM_RUNS",
     "binding_seed_spread": "attention_dynamics.chapters.architectures.binding_spread:BINDING_SEED_SPREAD",
 }
 

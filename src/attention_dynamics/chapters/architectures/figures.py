@@ -1,0 +1,233 @@
+"""Chapter 7's figures: training losses, the routing-law fits, the state clusters, the HMM's KL by step, binding
+at runs four times as long, and the sticky tunnel's KL curves."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import matplotlib.scale
+import matplotlib.ticker
+import numpy as np
+
+from ... import plotting, stats
+from ...diagnostics.routing_fit import AdvantageFit
+from ...diagnostics.state_clusters import StateClustering
+from ...models.factory import FAMILIES, FAMILY_LABELS
+from ...tasks.wind_tunnels import STICKY_HMM, TASK_PRIMITIVES, WindTunnel
+from ...training.families import RunResult
+from .runs import ReferenceLevels, realised_threshold, sticky_levels
+from .settings import REALISED_BINDING_ACCURACY
+
+__all__ = []
+
+
+def family_color(family: str):
+    """Return the fixed colour of a model family (the same in every figure of the chapter)."""
+
+    return plotting.PALETTE[FAMILIES.index(family) % len(plotting.PALETTE)]
+
+
+def plot_training_losses(results: Mapping[tuple[str, str], RunResult], tasks: Sequence[WindTunnel],
+                         floors_nats: Mapping[str, float], *, window: int = 25):
+    """Return ``(fig, axes)``: the training loss (nats, moving average over ``window`` steps) of every family, one panel per task.
+
+    ``floors_nats``: the Bayes floor of each task's loss (the mean posterior entropy), drawn dashed.
+    """
+
+    fig, axes = plotting.new_figure(len(tasks), width=3.5, height=2.9)
+    for ax, task in zip(np.atleast_1d(axes), tasks):
+        for family in FAMILIES:
+            if (family, task.name) not in results:
+                continue
+            losses = results[(family, task.name)].losses
+            ax.plot(*stats.moving_average(losses, min(window, len(losses))), color=family_color(family), label=FAMILY_LABELS[family])
+        ax.axhline(floors_nats[task.name], color="black", ls="--", lw=1, label="Bayes floor")
+        ax.set_title(f"{task.name} ({TASK_PRIMITIVES[task.name]})")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("cross-entropy (nats)")
+    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8)
+    return fig, axes
+
+
+def plot_advantage_fits(softmax: tuple[np.ndarray, np.ndarray], mamba: AdvantageFit, r2_rows: Mapping[str, Sequence[float]],
+                        layer_labels: Sequence[str]):
+    """Return ``(fig, axes)``: (a) softmax routing, autograd vs the advantage form; (b) Mamba, true logit
+    gradient vs its best advantage-form fit; (c) R² by layer for each Mamba model in ``r2_rows``."""
+
+
+    fig, axes = plotting.new_figure(3, width=3.7, height=3.3)
+    truth, law = softmax
+    ax = axes[0]
+    ax.scatter(law, truth, s=4, alpha=0.5, color=family_color("transformer"))
+    lim = float(np.abs(np.concatenate([truth, law])).max()) * 1.05
+    ax.plot([-lim, lim], [-lim, lim], color="black", lw=0.8, ls="--")
+    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title="softmax routing,\nlogits from a network on content",
+           xlabel=r"$\alpha_{ij}(b_{ij} - \mathbb{E}_{\alpha_i}[b])$ (nats)", ylabel=r"autograd $\partial L/\partial s_{ij}$ (nats)")
+    ax = axes[1]
+    ax.scatter(mamba.fitted, mamba.true, s=4, alpha=0.4, color=family_color("mamba"))
+    lim = float(np.abs(np.concatenate([mamba.true, mamba.fitted])).max()) * 1.5
+    ax.plot([-lim, lim], [-lim, lim], color="black", lw=0.8, ls="--")
+    linthresh = float(np.quantile(np.abs(mamba.true[mamba.true != 0]), 0.5)) if np.any(mamba.true != 0) else 1.0
+    powers = np.arange(np.ceil(np.log10(linthresh)), np.floor(np.log10(lim)) + 1)[::-2][::-1]  # every other decade
+    ticks = [*(-(10.0 ** powers[::-1])), 0.0, *(10.0 ** powers)]
+    for axis in (ax.xaxis, ax.yaxis):  # heavy-tailed: linear near 0, logarithmic beyond
+        axis._set_axes_scale(matplotlib.scale.SymmetricalLogScale(axis, linthresh=linthresh))
+        axis.set_ticks(ticks)
+    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title=f"Mamba selective scan\n$R^2$ = {mamba.r2:.2f}",
+           xlabel=r"best advantage-form fit $\lambda_i A_{ij}$ (nats, symlog)",
+           ylabel=r"true $\partial L/\partial \ln|w_{ij}|$ (nats, symlog)")
+    ax.tick_params(labelsize=7)
+    ax = axes[2]
+    n = len(r2_rows)
+    width = 0.8 / max(n, 1)
+    x = np.arange(len(layer_labels))
+    for k, (label, values) in enumerate(r2_rows.items()):
+        colour = "0.6" if k == 0 else plotting.PALETTE[(5, 8, 9, 6)[(k - 1) % 4]]
+        ax.bar(x + (k - (n - 1) / 2) * width, values, width=width, label=label, color=colour)
+    ax.axhline(1.0, color=family_color("transformer"), lw=1.2, ls="--", label="softmax routing (exact)")
+    ax.set(xticks=x, xticklabels=list(layer_labels), ylim=(0, 1.5), yticks=np.linspace(0, 1, 6),
+           ylabel=r"$R^2$ of the advantage form", title="advantage share of\nMamba's routing gradient",
+           xlabel="Mamba layer")
+    ax.legend(loc="upper center", ncol=2, fontsize=6.5, columnspacing=0.8, handlelength=1.5)
+    return fig, axes
+
+
+def plot_state_clusters(result: StateClustering, *, title: str, max_points: int = 3000):
+    """Return ``(fig, axes)``: the states' first two principal components coloured by the most probable hidden
+    state and by each labelling in ``result.other_labels``, and the k-means purity against each labelling next to
+    chance and to the purity of clustering the exact posteriors."""
+
+    colourings = {"most probable state": result.labels, **result.other_labels}
+    fig, axes = plotting.new_figure(len(colourings) + 1, width=3.6, height=3.3)
+    n = min(max_points, len(result.labels))
+    for ax, (name, labels) in zip(axes, colourings.items()):
+        for k, value in enumerate(np.unique(labels)):
+            sel = np.flatnonzero(labels[:n] == value)
+            ax.scatter(result.coords[sel, 0], result.coords[sel, 1], s=3, alpha=0.5, color=plotting.PALETTE[k % 10],
+                       label=str(int(value)))
+        ax.set(title=f"{title}\ncoloured by {name}", xlabel=f"PC 1 ({100 * result.explained_variance[0]:.0f}% of variance)",
+               ylabel=f"PC 2 ({100 * result.explained_variance[1]:.0f}% of variance)")
+        ax.legend(title=name, fontsize=7, title_fontsize=7, markerscale=3, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.3), ncol=len(np.unique(labels)), columnspacing=0.6, handletextpad=0.1)
+    ax = axes[-1]
+    names = ["chance", "most\nprobable\nstate", *[k.replace(" ", "\n") for k in result.other_purities], "exact\nposteriors"]
+    values = [result.chance, result.purity, *result.other_purities.values(), result.posterior_purity]
+    colours = [plotting.PALETTE[7], family_color("mamba"), *[plotting.PALETTE[9]] * len(result.other_purities), "0.4"]
+    ax.bar(range(len(values)), values, color=colours)
+    for i, v in enumerate(values):
+        ax.text(i, v + 0.02, f"{v:.2f}", ha="center", fontsize=8)
+    ax.set_xticks(range(len(values)), names, fontsize=7)
+    ax.set(ylim=(0, 1.12), ylabel="k-means purity (5 clusters)", title="purity of the clusters\nagainst each labelling")
+    return fig, axes
+
+
+def plot_hmm_kl_by_position(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels, *, task: str = "hmm",
+                            families: Sequence[str] = FAMILIES, ax=None):
+    """Return ``(fig, ax)``: KL to the exact filter (bits) at every step of the HMM, per family, with the
+    context-blind level — what transport has to beat."""
+
+
+    if ax is None:
+        fig, ax = plotting.new_figure(1, width=5.0, height=3.2)
+    else:
+        fig = ax.figure
+    blind = levels.context_blind_kl_by_position[task]
+    steps = np.arange(len(blind))
+    for family in families:
+        run = results.get((family, task))
+        if run is None or run.kl_by_position is None:
+            continue
+        ax.plot(steps, run.kl_by_position, marker="o", ms=3, color=family_color(family), label=FAMILY_LABELS[family])
+    # at t = 0 the context-blind posterior is the filter itself (KL 0, off a log axis)
+    ax.plot(steps[1:], blind[1:], color="black", ls="--", lw=1.2, label="context-blind (exact best), t ≥ 1")
+    ax.set(yscale="log", xlabel="step t", ylabel="KL(posterior ‖ model) (bits)", title="HMM filtering, step by step")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.legend(fontsize=7, ncol=2)
+    return fig, ax
+
+
+def plot_binding_longer(spread: Mapping[str, Any], *, paper_accuracy: float, bag_accuracy: float, chance: float):
+    """Return ``(fig, axes)``: the evidence that decides the binding verdicts stated at a longer run (``spread``: the
+    seed-spread results with their longer runs, :func:`attention_dynamics.experiments.seed_spread.compute_longer_binding`).
+
+    Left: the training loss of every seed's longer run, per family (block means; the last 20 % of training thick).
+    Right: each seed's accuracy after the chapter's steps and after the longer run (paired), with the 95 % interval
+    of the mean of each, the realised threshold, Paper I's accuracy for Mamba (``paper_accuracy``), the
+    bag-of-values level and chance.
+    """
+
+    families = [f for f in FAMILIES if f"binding_{f}_longer" in spread["runs"]]
+    if not families:
+        raise ValueError("the spread results hold no longer binding runs")
+    chapter_steps = spread["settings"]["binding"]["steps"]
+    fig, (ax_loss, ax_acc) = plotting.new_figure(2, width=8.4, height=3.4)
+    for k, family in enumerate(families):
+        short, longer = spread["runs"][f"binding_{family}"], spread["runs"][f"binding_{family}_longer"]
+        if [r["seed"] for r in short] != [r["seed"] for r in longer]:
+            raise ValueError(f"{family}: the longer runs must repeat the chapter-length runs' seeds")
+        color = family_color(family)
+        for i, run in enumerate(longer):
+            curve = np.asarray(run["loss_curve"])
+            x = (np.arange(len(curve)) + 0.5) * run["steps"] / len(curve)
+            last = x >= 0.8 * run["steps"]
+            ax_loss.plot(x, curve, color=color, lw=1.0, alpha=0.8,
+                         label=f"{FAMILY_LABELS[family]}, one line per seed" if i == 0 else None)
+            ax_loss.plot(x[last], curve[last], color=color, lw=3.0, alpha=0.8)
+        offset = 0.12 * k
+        for run_short, run_long in zip(short, longer):
+            ax_acc.plot([offset, 1 + offset], [run_short["accuracy"], run_long["accuracy"]], color=color, lw=1.0,
+                        marker="o", ms=4, alpha=0.7)
+        for x, key in ((0, f"binding_accuracy_{family}"), (1, f"binding_accuracy_{family}_longer")):
+            ci = spread["intervals"][key]
+            ax_acc.errorbar([x + offset + 0.06], [ci["mean"]], yerr=[[ci["mean"] - ci["low"]], [ci["high"] - ci["mean"]]],
+                            color="black", marker="s", ms=4, capsize=3,
+                            label="mean, 95 % interval" if (k, x) == (0, 0) else None)
+    ax_loss.axvline(chapter_steps, color="grey", ls=":", lw=1.2, label="the chapter's run ends")
+    longer_steps = spread["runs"][f"binding_{families[0]}_longer"][0]["steps"]
+    ax_loss.set(yscale="log", xlabel="training step", ylabel="training loss (nats)",
+                title=f"Binding, trained {longer_steps // chapter_steps}× as long (last 20 % thick)")
+    ax_loss.legend(fontsize=7)
+    for level, style, label in ((paper_accuracy, "-", "Paper I, Mamba"),
+                                (REALISED_BINDING_ACCURACY, "--", "realised threshold"),
+                                (bag_accuracy, "-.", "bag of values (exact)"), (chance, ":", "chance")):
+        ax_acc.axhline(level, color="black", ls=style, lw=1.0, label=label)
+    ax_acc.set(xticks=[0.1, 1.1], xticklabels=[f"{chapter_steps} steps", f"{longer_steps} steps"], xlim=(-0.4, 1.6),
+               ylim=(0, 1.02), ylabel="binding accuracy", title="Each seed, at both lengths")
+    ax_acc.legend(fontsize=7, loc="center right")
+    return fig, (ax_loss, ax_acc)
+
+
+def plot_sticky_kl_curves(stored: Mapping[str, Any], *, ax=None):
+    """Return ``(fig, ax)``: every family's KL to the exact filter (bits) over training on the sticky tunnel — the
+    exact KL on each step's fresh batch, averaged over blocks of steps, the last 20% of each run drawn thick, a
+    longer run dashed — with the context-blind level and the transport threshold (a fraction of it)."""
+
+    if ax is None:
+        fig, ax = plotting.new_figure(1, width=5.6, height=3.4)
+    else:
+        fig = ax.figure
+    levels = sticky_levels(stored)
+    for family in FAMILIES:
+        run = stored["runs"].get(family)
+        if run is None:
+            continue
+        curve = np.asarray(run["kl_curve_bits"])
+        x = (np.arange(len(curve)) + 0.5) * run["steps"] / len(curve)
+        ax.plot(x, curve, color=family_color(family), lw=1.0, label=FAMILY_LABELS[family])
+        last = x >= 0.8 * run["steps"]  # the last 20% of training, where a plateau is read
+        ax.plot(x[last], curve[last], color=family_color(family), lw=3.0, alpha=0.8)
+        longer = stored.get("longer", {}).get(family)
+        if longer is not None:
+            curve = np.asarray(longer["kl_curve_bits"])
+            x = (np.arange(len(curve)) + 0.5) * longer["steps"] / len(curve)
+            ax.plot(x, curve, color=family_color(family), lw=1.0, ls="--",
+                    label=f"{FAMILY_LABELS[family]}, {longer['steps'] // run['steps']}× longer")
+    blind = levels.context_blind[STICKY_HMM]["kl_bits"]
+    ax.axhline(blind, color="black", ls="--", lw=1.2, label="context-blind (exact best)")
+    ax.axhline(realised_threshold(STICKY_HMM, "kl_bits", levels), color="black", ls=":", lw=1.2,
+               label="transport threshold")
+    ax.set(yscale="log", xlabel="training step", ylabel="KL(posterior ‖ model) (bits)",
+           title="Sticky HMMs: KL to the exact filter over training")
+    ax.legend(fontsize=7, ncol=2)
+    return fig, ax
