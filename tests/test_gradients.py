@@ -460,7 +460,7 @@ def _actual_step(params, x, y, eta):
 
 def test_the_weight_step_formulas_equal_an_autograd_step():
     """Δv through W_V and Δs through W_Q, W_K, as derived, equal what one real step does (to round-off)."""
-    from attention_dynamics.gradients import weight_space_step
+    from attention_dynamics.weight_space import weight_space_step
 
     params, x, y, fwd = _weight_step_example()
     eta = 0.3
@@ -478,7 +478,7 @@ def test_the_weight_step_formulas_equal_an_autograd_step():
 
 
 def test_with_orthonormal_inputs_the_values_move_as_if_free():
-    from attention_dynamics.gradients import score_sign_agreement, value_step_cosine, weight_space_step
+    from attention_dynamics.weight_space import score_sign_agreement, value_step_cosine, weight_space_step
 
     params, x, y, fwd = _weight_step_example(T=6, d_in=8, orthonormal=True)
     step = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=0.1)
@@ -492,7 +492,7 @@ def test_with_orthonormal_inputs_the_values_move_as_if_free():
 
 
 def test_score_sign_agreement_is_one_for_the_free_law_itself():
-    from attention_dynamics.gradients import WeightStep, score_sign_agreement, weight_space_step
+    from attention_dynamics.weight_space import WeightStep, score_sign_agreement, weight_space_step
 
     params, x, y, fwd = _weight_step_example(T=12, seed=4)
     step = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=0.1)

@@ -395,7 +395,7 @@ report.record_sweep_claims(sweep, cfg, seed=seed)
 # $\Delta s_{ij} = (\Delta q_i \cdot k_j + q_i \cdot \Delta k_j + \Delta q_i \cdot \Delta k_j)/\sqrt{d_k}$, exactly
 # (the scores are bilinear in the two matrices; the last term is second order in $\eta$). The two pictures agree
 # when the inputs are orthonormal ($X = I$, which needs $d_{\text{in}} \ge T$), and the unit tests check that case.
-# `gradients.weight_step_check` takes one real autograd step and compares it with these formulas and with the
+# `weight_space.weight_step_check` takes one real autograd step and compares it with these formulas and with the
 # free-activation laws: the share of attended pairs whose attention moves the way their advantage says (the
 # centred score change has the sign of the law's), and the cosine between the law's $\Delta v$ and the actual one.
 # Below: the paper's sticky-chain head at its initialisation (chapter 5's seed-42 sequence, $T = 1999$,

@@ -37,19 +37,14 @@ warnings.filterwarnings(
 )  # tqdm's notebook check (no progress bars here)
 
 import numpy as np
-import pandas as pd
-import torch
 
 from attention_dynamics import claims, diagnostics, plotting, stats, training
-from attention_dynamics.experiments import traced_runs, wind_tunnel
-from attention_dynamics.models import CausalTransformer
-from attention_dynamics.models.encoder import TorchCausalEncoder
+from attention_dynamics.chapters.diagnostics import figures, report, runs, settings
 from attention_dynamics.seeding import seed_everything
-from attention_dynamics.settings import chapter_settings
-from attention_dynamics.experiments.em_vs_sgd import initial_head
 from attention_dynamics.tasks import bijection, sticky_chain
+from attention_dynamics.training import wind_tunnels
 
-cfg = chapter_settings(traced_runs.SETTINGS, scale, device=device, steps=steps)
+cfg = settings.resolve(scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
 cfg
@@ -116,53 +111,9 @@ cfg
 # initialisation on a full training sequence (the advantage matrix against $-\partial L/\partial S$).
 
 # %% tags=["hide-input"]
-check_batch = bijection.sample_bijection_batch(
-    16, 8, 8, generator=generator
-)  # 16 sequences, V = L = 8
-check_inputs = check_batch.tokens  # (16, 15) token ids
-check_targets = traced_runs.bijection_training_targets(
-    check_batch.tokens, check_batch.targets
-)  # (16, 15)
-torch.manual_seed(seed)
-torch_encoder = TorchCausalEncoder(16, 8, d_model=32, n_heads=4, n_layers=2, max_len=15).double()
-package_transformer = CausalTransformer(
-    n_out=8, vocab_size=16, d_model=32, n_layers=2, n_heads=4, max_len=15
-).double()
+checks = runs.autograd_checks(seed, generator)  # float64, against autograd
 chain = sticky_chain.make_sticky_chain_data(seed)  # x (1999, 20), y (1999,)
-checks = {
-    "torch_mha": diagnostics.verify_against_autograd(torch_encoder, check_inputs, check_targets),
-    "probes": diagnostics.verify_against_autograd(package_transformer, check_inputs, check_targets),
-    "single_head": diagnostics.verify_against_autograd(
-        initial_head(seed, torch.float64), chain.x.double(), chain.y
-    ),
-}
-descriptions = {
-    "torch_mha": "nn.TransformerEncoder (2 layers × 4 heads): "
-    "laws through in_proj_weight vs autograd",
-    "probes": "CausalTransformer (2 layers × 4 heads): "
-    "value and query laws vs autograd at the probes",
-    "single_head": "sticky-chain head at init, T = 1999: advantage matrix vs −∂L/∂S by autograd",
-}
-for name, check in checks.items():
-    claims.record(
-        f"diagnostics.{name}_vs_autograd_rel_err",
-        check.relative_error,
-        unit="",
-        expected=0.0,
-        tolerance=1e-12,
-        description=f"max abs error / max abs gradient, {descriptions[name]} (float64)",
-        params={"seed": seed, "dtype": "float64", "compared": check.compared},
-    )
-pd.DataFrame(
-    {
-        name: {
-            "compared": c.compared,
-            "max abs error": f"{c.max_abs_error:.1e}",
-            "relative error": f"{c.relative_error:.1e}",
-        }
-        for name, c in checks.items()
-    }
-).T
+report.record_autograd_checks(checks, seed=seed)
 
 # %% [markdown] tags=[]
 # Relative to the largest gradient entry, the disagreement is
@@ -186,14 +137,14 @@ pd.DataFrame(
 
 # %% tags=["trained-output", "hide-input"]
 snapshots = [0, cfg.mid_step, cfg.steps]
-jobs = traced_runs.chapter_jobs(cfg, seed=seed)  # the longest first: the two cores finish together
-runs = dict(zip(jobs, training.map_parallel(traced_runs.run_experiment, list(jobs.values()))))
+jobs = runs.chapter_jobs(cfg, seed=seed)  # the longest first: the two cores finish together
+traces = dict(zip(jobs, training.map_parallel(runs.run_experiment, list(jobs.values()))))
 claims.glue("diagnostics.seed", seed)
 claims.glue("diagnostics.steps", cfg.steps)
 claims.glue("diagnostics.mid_step", cfg.mid_step)
 
 # %% tags=["trained-output"]
-traced_runs.schedule_table(runs, snapshots)
+runs.schedule_table(traces, snapshots)
 
 # %% [markdown] tags=[]
 # The table is `AttentionDiagnostics.metrics()` at the three checkpoints (key orthogonality is measured
@@ -220,7 +171,7 @@ traced_runs.schedule_table(runs, snapshots)
 # queries carrying symbol $a$ put on keys carrying symbol $c$, minus what uniform attention would give.
 
 # %% tags=["hide-input", "trained-output"]
-fig = traced_runs.plot_routing_by_symbol(runs, snapshots)
+fig = figures.plot_routing_by_symbol(traces, snapshots)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -242,8 +193,8 @@ plotting.plt.show()
 # %% tags=["trained-output", "hide-input"]
 run_params = {"seed": seed, "steps": cfg.steps, "chain": "reference", "T": int(chain.x.shape[0])}
 run_params["full_batch"] = True
-traced_runs.record_schedule_claims(
-    runs, steps=cfg.steps, mid_step=cfg.mid_step, run_params=run_params
+report.record_schedule_claims(
+    traces, steps=cfg.steps, mid_step=cfg.mid_step, run_params=run_params
 )
 
 # %% [markdown] tags=[]
@@ -259,7 +210,7 @@ window = slice(T - cfg.window, T)
 claims.glue("diagnostics.positions", T)
 claims.glue("diagnostics.window", cfg.window)
 title = f"EM-like schedule, step {cfg.steps}: the last {cfg.window} positions"
-fig = runs["em_like"].at(cfg.steps).plot_head(queries=window, keys=window, title=title)
+fig = traces["em_like"].at(cfg.steps).plot_head(queries=window, keys=window, title=title)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -273,9 +224,9 @@ plotting.plt.show()
 # first {glue:text}`diagnostics.early_horizon` steps, then every {glue:text}`diagnostics.track_every` steps.
 
 # %% tags=["hide-input", "trained-output"]
-healthy, broken = runs["healthy"], runs["broken"]
-reading = traced_runs.read_alarm(healthy, broken, cfg.steps)
-fig = traced_runs.plot_healthy_vs_broken(healthy, broken, reading, cfg.steps)
+healthy, broken = traces["healthy"], traces["broken"]
+reading = runs.read_alarm(healthy, broken, cfg.steps)
+fig = figures.plot_healthy_vs_broken(healthy, broken, reading, cfg.steps)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
@@ -288,7 +239,7 @@ pair_params = {
     "broken": f"lr {cfg.broken_routing_lr:g} on W_Q, W_K and 0.1 on W_V, W_O",
     "alarm": "H/log n < 0.1 or starved > 0.5",
 }
-traced_runs.record_alarm_claims(healthy, broken, reading, steps=cfg.steps, params=pair_params)
+report.record_alarm_claims(healthy, broken, reading, steps=cfg.steps, params=pair_params)
 print(
     f"alarm at step {reading.alarm}; the loss falls behind for good from step "
     f"{reading.behind_or_end}"
@@ -321,7 +272,7 @@ print(
 
 # %% tags=["hide-input", "trained-output"]
 claims.glue("diagnostics.snapshot_step", cfg.snapshot_step)
-fig = traced_runs.plot_collapsed_heads(healthy, broken, cfg.snapshot_step, cfg.window)
+fig = figures.plot_collapsed_heads(healthy, broken, cfg.snapshot_step, cfg.window)
 plotting.plt.show()
 
 # %% [markdown] tags=[]
@@ -337,30 +288,23 @@ plotting.plt.show()
 # Chapter 6 trains this book's `CausalTransformer` ({glue:text}`diagnostics.tunnel_layers` layers ×
 # {glue:text}`diagnostics.tunnel_heads` heads) on Paper I's bijection-elimination wind tunnel
 # ($V = L =$ {glue:text}`diagnostics.tunnel_V`), with the exact posterior as its target.
-# `traced_runs.wind_tunnel_trace` re-trains it with chapter 6's settings and seed — the same weights, step
+# `runs.wind_tunnel_trace` re-trains it with chapter 6's settings and seed — the same weights, step
 # for step — and diagnoses every one of its checkpoints on chapter 6's probe batch. Queries and keys are
 # labelled by token type (key token or value token), so the specialization measure asks whether the heads
 # route by token type, and key orthogonality is measured between the mean keys of the
 # {glue:text}`diagnostics.tunnel_vocab` tokens.
 
 # %% tags=["hide-input", "trained-output"]
-tunnel = runs["tunnel"]
-tunnel_settings = wind_tunnel.SETTINGS[cfg.tunnel_scale]
-probe = wind_tunnel.bijection_probe_batch(tunnel_settings, seed=cfg.tunnel_seed)
+tunnel = traces["tunnel"]
+tunnel_settings = wind_tunnels.BIJECTION_TUNNELS[cfg.tunnel_scale]  # chapter 6's model
+probe = wind_tunnels.bijection_probe_batch(tunnel_settings, seed=cfg.tunnel_seed, n=cfg.tunnel_probe)
 tunnel_floor = float(stats.entropy(probe.posterior).mean())  # mean posterior entropy (nats)
-fig = traced_runs.plot_tunnel_trace(tunnel, tunnel_floor)
+fig = figures.plot_tunnel_trace(tunnel, tunnel_floor)
 plotting.plt.show()
 
 # %% tags=["trained-output", "hide-input"]
-tunnel_params = {"scale": cfg.tunnel_scale, "seed": cfg.tunnel_seed}
-tunnel_params["probe_sequences"] = int(probe.tokens.shape[0])
-for key in ("V", "L", "bij_d_model", "bij_n_layers", "bij_n_heads", "bij_steps"):
-    tunnel_params[key] = tunnel_settings[key]
-claims.glue("diagnostics.tunnel_layers", tunnel_settings["bij_n_layers"])
-claims.glue("diagnostics.tunnel_heads", tunnel_settings["bij_n_heads"])
-claims.glue("diagnostics.tunnel_V", tunnel_settings["V"])
-claims.glue("diagnostics.tunnel_vocab", 2 * tunnel_settings["V"])
-tunnel_end = traced_runs.record_tunnel_claims(tunnel, floor_nats=tunnel_floor, params=tunnel_params)
+tunnel_params = report.tunnel_params(cfg, int(probe.tokens.shape[0]))
+tunnel_end = report.record_tunnel_claims(tunnel, floor_nats=tunnel_floor, params=tunnel_params)
 print(tunnel_end.summary())
 
 # %% [markdown] tags=[]
@@ -398,7 +342,7 @@ print(tunnel_end.summary())
 # ```
 
 # %% tags=["trained-output"]
-encoder, encoder_trace, (eval_tokens, eval_targets) = runs[
+encoder, encoder_trace, (eval_tokens, eval_targets) = traces[
     "encoder"
 ]  # trained above, with the other runs
 encoder_end = encoder_trace.at(cfg.encoder_steps)
@@ -409,7 +353,7 @@ encoder_params = {"seed": seed, "V": 8, "L": 8, "steps": cfg.encoder_steps, "bat
 encoder_params.update(
     lr=3e-3, optimizer="AdamW", d_model=64, n_heads=4, n_layers=2, eval_sequences=256
 )
-traced_runs.record_encoder_claims(encoder_trace, steps=cfg.encoder_steps, params=encoder_params)
+report.record_encoder_claims(encoder_trace, steps=cfg.encoder_steps, params=encoder_params)
 claims.glue("diagnostics.encoder_bayes_floor", bijection.bayes_ce_floor_nats(8, 8))
 claims.glue("diagnostics.encoder_blind_loss", float(np.log(8)))
 claims.glue("diagnostics.encoder_steps", cfg.encoder_steps)

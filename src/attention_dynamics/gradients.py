@@ -34,7 +34,6 @@ from .attention import (
     SingleHeadParams,
     causal_mask,
     check_reduction,
-    compatibility,
     output_error,
     single_head_forward,
 )
@@ -47,8 +46,10 @@ __all__ = [
     "responsibility_weighted_value_gradient",
     "query_gradient",
     "key_gradient",
-    "single_head_parameter_gradients",
+    "query_gradient_from_scores",
+    "key_gradient_from_scores",
     "closed_form_head_gradients",
+    "single_head_parameter_gradients",
     "autograd_head_gradients",
     "fused_attention_gradients",
     "loss_from_scores",
@@ -60,12 +61,6 @@ __all__ = [
     "score_gradient_entropy_bound",
     "InverseTemperatureSweep",
     "inverse_temperature_sweep",
-    "WeightStep",
-    "weight_space_step",
-    "centred_score_change",
-    "score_sign_agreement",
-    "value_step_cosine",
-    "weight_step_check",
 ]
 
 #: The gradients :func:`closed_form_head_gradients` and :func:`autograd_head_gradients` return.
@@ -121,7 +116,7 @@ def query_gradient(alpha: torch.Tensor, b: torch.Tensor, k: torch.Tensor, scale:
 
     PAPER.md §3, result 3; chapter 2, eq-grad-query-law. ``scale`` is ``1/sqrt(d_k)``.
     """
-    return _query_gradient_from_scores(advantage_routing_gradient(alpha, b), k, scale)
+    return query_gradient_from_scores(advantage_routing_gradient(alpha, b), k, scale)
 
 
 def key_gradient(alpha: torch.Tensor, b: torch.Tensor, q: torch.Tensor, scale: float) -> torch.Tensor:
@@ -129,14 +124,16 @@ def key_gradient(alpha: torch.Tensor, b: torch.Tensor, q: torch.Tensor, scale: f
 
     PAPER.md §3, result 3; chapter 2, eq-grad-key-law. ``scale`` is ``1/sqrt(d_k)``.
     """
-    return _key_gradient_from_scores(advantage_routing_gradient(alpha, b), q, scale)
+    return key_gradient_from_scores(advantage_routing_gradient(alpha, b), q, scale)
 
 
-def _query_gradient_from_scores(grad_scores: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+def query_gradient_from_scores(grad_scores: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """Return ∂L/∂q ``(..., Tq, dk)`` = scale · (∂L/∂S) k from the score gradient (the query law's last step)."""
     return scale * (grad_scores @ k)  # (..., Tq, Tk) @ (..., Tk, dk)
 
 
-def _key_gradient_from_scores(grad_scores: torch.Tensor, q: torch.Tensor, scale: float) -> torch.Tensor:
+def key_gradient_from_scores(grad_scores: torch.Tensor, q: torch.Tensor, scale: float) -> torch.Tensor:
+    """Return ∂L/∂k ``(..., Tk, dk)`` = scale · (∂L/∂S)ᵀ q from the score gradient (the key law's last step)."""
     return scale * (grad_scores.transpose(-1, -2) @ q)  # (..., Tk, Tq) @ (..., Tq, dk)
 
 
@@ -162,8 +159,8 @@ def closed_form_head_gradients(
         fwd = single_head_forward(x, params, targets, causal=causal, reduction=reduction)
         grad_scores = advantage_routing_gradient(fwd.alpha, fwd.b)  # (..., T, T), computed once
         grad_v = responsibility_weighted_value_gradient(fwd.alpha, fwd.u)  # (..., T, dv)
-        grad_q = _query_gradient_from_scores(grad_scores, fwd.k, fwd.scale)  # (..., T, dk)
-        grad_k = _key_gradient_from_scores(grad_scores, fwd.q, fwd.scale)  # (..., T, dk)
+        grad_q = query_gradient_from_scores(grad_scores, fwd.k, fwd.scale)  # (..., T, dk)
+        grad_k = key_gradient_from_scores(grad_scores, fwd.q, fwd.scale)  # (..., T, dk)
         delta = output_error(fwd.p, targets, reduction=reduction)  # (..., T, C)
         x_rows = x.reshape(-1, x.shape[-1])  # (positions, d_in): batch and positions are summed
         grads = {
@@ -522,113 +519,3 @@ def _finite(b: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class WeightStep:
-    """What one gradient step on the weights does to the activations, beside what the laws say.
-
-    The boxed laws treat scores and values as free: a step of size eta moves s_ij by −eta ∂L/∂s_ij
-    (``score_law``) and v_j by −eta Σ_i alpha_ij u_i (``value_law``). A step moves weights. Through
-    ``W_V`` the values move by the Gram-mixed ``value_step``: Δv_j = −eta Σ_k (x_j·x_k) Σ_i alpha_ik u_i
-    (exact: v is linear in ``W_V``). Through ``W_Q`` and ``W_K`` the scores move by ``score_step``:
-    scale (Δq kᵀ + q Δkᵀ + Δq Δkᵀ) with Δq = −eta X ∂L/∂q, Δk = −eta X ∂L/∂k and the Gram matrix
-    X = x xᵀ (exact: s is bilinear in the two); ``score_step_first`` leaves out the second-order term.
-    All ``(..., T, ·)``; masked entries of the score changes are 0.
-    """
-
-    score_law: torch.Tensor
-    score_step_first: torch.Tensor
-    score_step: torch.Tensor
-    value_law: torch.Tensor
-    value_step: torch.Tensor
-    visible: torch.Tensor
-
-
-def weight_space_step(
-    x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, alpha: torch.Tensor, u: torch.Tensor,
-    *, scale: float, eta: float,
-) -> WeightStep:
-    """Return the :class:`WeightStep` of one gradient step of size ``eta`` on ``W_Q``, ``W_K`` and ``W_V``.
-
-    ``x`` ``(..., T, d_in)`` are the head's inputs; ``q``, ``k``, ``v``, ``alpha`` and the error signal
-    ``u`` come from its forward pass (:class:`attention_dynamics.attention.HeadForward`).
-    """
-    grad_scores = advantage_routing_gradient(alpha, compatibility(u, v))  # ∂L/∂s, 0 where masked
-    gram = x @ x.transpose(-1, -2)  # (..., T, T): x_j · x_k
-    value_law = -eta * responsibility_weighted_value_gradient(alpha, u)
-    dq = -eta * gram @ _query_gradient_from_scores(grad_scores, k, scale)
-    dk = -eta * gram @ _key_gradient_from_scores(grad_scores, q, scale)
-    visible = alpha > 0
-    first = scale * (dq @ k.transpose(-1, -2) + q @ dk.transpose(-1, -2))
-    second = scale * (dq @ dk.transpose(-1, -2))
-    zero = torch.zeros((), dtype=first.dtype)
-    return WeightStep(
-        score_law=-eta * grad_scores,
-        score_step_first=torch.where(visible, first, zero),
-        score_step=torch.where(visible, first + second, zero),
-        value_law=value_law,
-        value_step=gram @ value_law,
-        visible=visible,
-    )
-
-
-def centred_score_change(ds: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """Return ds_ij − Σ_j' alpha_ij' ds_ij' (0 where masked): the part of a score change that moves attention.
-
-    A softmax ignores a shift of a whole row, and to first order Δalpha_ij = alpha_ij times this.
-    """
-    centred = ds - (alpha * ds).sum(-1, keepdim=True)
-    return torch.where(alpha > 0, centred, torch.zeros((), dtype=ds.dtype))
-
-
-def score_sign_agreement(step: WeightStep, alpha: torch.Tensor) -> float:
-    """Return the fraction of attended pairs whose attention moves the way the free-score law says.
-
-    Over every visible (i, j) in rows with at least two visible keys: the share where the centred
-    actual score change (:func:`centred_score_change` of ``step.score_step``) has the sign of the
-    centred law's change (of ``step.score_law``, i.e. of the advantage). 1 when the weights move the
-    scores as if they were free; about 0.5 when the two are unrelated.
-    """
-    actual = centred_score_change(step.score_step, alpha)
-    law = centred_score_change(step.score_law, alpha)
-    rows = step.visible.sum(-1, keepdim=True) >= 2
-    pairs = step.visible & rows & (law != 0)
-    if not bool(pairs.any()):
-        raise ValueError("no attended pair with a non-zero law change to compare")
-    return float((torch.sign(actual[pairs]) == torch.sign(law[pairs])).double().mean())
-
-
-def value_step_cosine(step: WeightStep) -> float:
-    """Return cos(law Δv, actual Δv) over all values (flattened): 1 when ``W_V`` moves the values freely."""
-    a, b = step.value_law.reshape(-1), step.value_step.reshape(-1)
-    return float((a @ b) / (a.norm() * b.norm()).clamp_min(1e-300))
-
-
-def weight_step_check(x: torch.Tensor, params: "SingleHeadParams", targets: torch.Tensor, *, eta: float) -> dict[str, float]:
-    """Return how one real gradient step on the weights compares with the laws, on one head and input.
-
-    ``value_err`` / ``score_err``: max |formula − actual| of :func:`weight_space_step` against one
-    autograd step of size ``eta`` on ``W_Q``, ``W_K``, ``W_V`` (``W_O`` held), with ``value_scale`` /
-    ``score_scale`` the largest actual change (the errors are round-off relative to these);
-    ``sign_agreement`` (:func:`score_sign_agreement`) and ``value_cosine`` (:func:`value_step_cosine`):
-    how far the free-activation picture is from the real step. float64 throughout.
-    """
-
-    x = x.to(torch.float64)
-    weights = {n: t.detach().to(torch.float64).clone().requires_grad_(True) for n, t in params.as_dict().items()}
-    fwd = single_head_forward(x, SingleHeadParams(**weights), targets)
-    fwd.loss.backward()
-    moved = {n: (w - eta * w.grad if n != "W_O" else w).detach() for n, w in weights.items()}
-    after = single_head_forward(x, SingleHeadParams(**moved), targets)
-    d = {n: t.detach() for n, t in (("q", fwd.q), ("k", fwd.k), ("v", fwd.v), ("alpha", fwd.alpha))}
-    step = weight_space_step(x, d["q"], d["k"], d["v"], d["alpha"], fwd.u, scale=fwd.scale, eta=eta)
-    actual_dv = (after.v - fwd.v).detach()
-    visible = step.visible
-    actual_ds = (after.scores - fwd.scores).detach()[visible]
-    return {
-        "value_err": float((step.value_step - actual_dv).abs().max()),
-        "value_scale": float(actual_dv.abs().max()),
-        "score_err": float((step.score_step[visible] - actual_ds).abs().max()),
-        "score_scale": float(actual_ds.abs().max()),
-        "sign_agreement": score_sign_agreement(step, d["alpha"]),
-        "value_cosine": value_step_cosine(step),
-    }

@@ -40,7 +40,7 @@ relevant activation and scale as 1 / (number of positions).
 
 The package's layers: :mod:`.measures` (plain functions on tensors), :mod:`.capture` (hooks),
 :mod:`.report` (:func:`diagnose`), :mod:`.trace` (during training) and :mod:`.figures`. It imports no
-experiment: the book's own traced runs are in :mod:`attention_dynamics.experiments.traced_runs`.
+experiment: the book's own traced runs are in :mod:`attention_dynamics.chapters.diagnostics.runs`.
 """
 
 from __future__ import annotations

@@ -257,10 +257,10 @@ def glue_reference_levels(cfg: ArchitecturesSettings, setup: ChapterSetup) -> No
 def record_results(results: Mapping[tuple[str, str], RunResult], levels: "ReferenceLevels", cfg: ArchitecturesSettings,
                    *, params: Mapping[str, Any], spread: Mapping[str, Any], floors: Mapping[str, float]) -> str:
     """Record the results table's claims, with the explanations of the fails and Mamba's binding as a mean over
-    seeds (``spread``: :func:`attention_dynamics.experiments.seed_spread.load`); return the verdict summary (markdown).
+    seeds (``spread``: :func:`.binding_spread.load`); return the verdict summary (markdown).
 
     Mamba's and the LSTM's binding are stated at the longest run made: the spread file's 4× longer runs where it
-    holds them (:func:`~attention_dynamics.experiments.seed_spread.compute_longer_binding`), decided by their
+    holds them (:data:`.binding_spread.BINDING_SEED_SPREAD`), decided by their
     interval.
     """
     blind = levels.context_blind["hmm"]

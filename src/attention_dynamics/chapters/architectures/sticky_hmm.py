@@ -7,7 +7,7 @@ makes the chain stay put, and the past observations then say much more about the
 context-blind level (:func:`attention_dynamics.tasks.hmm.context_blind_posterior`) rises several-fold.
 
 The five model families of chapter 7 are trained on that tunnel with chapter 7's own machinery
-(:func:`~attention_dynamics.experiments.architectures.train_and_evaluate`, the same matched sizes, schedule and
+(:func:`~attention_dynamics.training.families.train_and_evaluate`, the same matched sizes, schedule and
 evaluation), with their KL to the filter over training (:func:`kl_curve_bits`, the exact KL on each step's
 fresh batch) as the plateau evidence of the verdicts. Training five models, one of them Mamba, does not fit
 chapter 7's time budget, so the runs are computed once by ``python -m attention_dynamics compute sticky_hmm`` (one job
@@ -110,7 +110,7 @@ def kl_curve_bits(losses: Sequence[float], task: WindTunnel, *, batch_size: int,
 
     The training loss is the cross-entropy against the exact posterior; minus that batch's mean posterior
     entropy it is the KL on the batch. The batches are drawn again from the same data stream as
-    :func:`~attention_dynamics.experiments.architectures.train_and_evaluate` draws them. Every batch is
+    :func:`~attention_dynamics.training.families.train_and_evaluate` draws them. Every batch is
     fresh, so the curve is a held-out measurement at every step.
     """
     data = torch_generator(stream(seed, "data"))

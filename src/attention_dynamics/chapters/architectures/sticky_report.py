@@ -34,7 +34,7 @@ def record_sticky_claims(stored: Mapping[str, Any]):
     return the table (KL, multiple of the context-blind level, late change, status).
 
     Each family's KL carries Paper I's transport verdict as bounds (:func:`paper_verdict_bounds`: at most
-    :data:`~attention_dynamics.experiments.architectures.STICKY_TRANSPORT_FRACTION_OF_BLIND` of the
+    :data:`~attention_dynamics.chapters.architectures.settings.STICKY_TRANSPORT_FRACTION_OF_BLIND` of the
     context-blind level for a family that realises transport, above it for one that does not). As in chapter
     7's grid, a "does not realise" row is undecided while the transformer misses its bound. Where a 4× longer run
     was made (``stored["longer"]``), the claim is stated at it (the longest run made decides; the table shows

@@ -153,7 +153,7 @@ def plot_geometry_through_training(axes, curve: Mapping[str, np.ndarray], nulls:
                                    panels: Sequence[tuple[str, float]]) -> None:
     """Draw geometry measures through training, one panel per ``(name, paper bound)`` in ``panels``.
 
-    Each panel shows the checkpoint values (:func:`~attention_dynamics.experiments.wind_tunnel.bijection_geometry_through_training`), the paper's
+    Each panel shows the checkpoint values (:func:`~attention_dynamics.diagnostics.wind_tunnel_geometry.bijection_geometry_through_training`), the paper's
     bound (dotted) and the scrambled-values control (dashed); step 0 is the untrained model. The last
     20 % of training is shaded: the window in which a plateau is judged (:func:`~attention_dynamics.settling.late_change`).
     """

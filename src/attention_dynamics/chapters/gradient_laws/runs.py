@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ... import attention, gradients
+from ... import attention, gradients, weight_space
 from ...attention import HeadForward
 from ...models.single_head import SingleHeadModule, initial_head
 from ...seeding import torch_generator
@@ -117,12 +117,12 @@ def entropy_bound_max_ratio(l1, bound) -> float:
 
 
 def weight_step_checks(cfg: GradientLawsSettings, generator: torch.Generator) -> tuple[dict, list[dict]]:
-    """Return ``(sticky, random)``: :func:`gradients.weight_step_check` (step :data:`ETA`) on the sticky-chain head
+    """Return ``(sticky, random)``: :func:`weight_space.weight_step_check` (step :data:`ETA`) on the sticky-chain head
     at initialisation (chapter 5's seed-42 sequence), and on ``cfg.n_draws`` random heads (std 0.5, ``cfg.T``
     positions)."""
     data = sticky_chain.make_sticky_chain_data(STICKY_SEED, length=2000)
-    sticky = gradients.weight_step_check(data.x, initial_head(STICKY_SEED, dtype=torch.float64), data.y, eta=ETA)
-    random = [gradients.weight_step_check(*random_problem(generator, 0.5, (cfg.T,)), eta=ETA)
+    sticky = weight_space.weight_step_check(data.x, initial_head(STICKY_SEED, dtype=torch.float64), data.y, eta=ETA)
+    random = [weight_space.weight_step_check(*random_problem(generator, 0.5, (cfg.T,)), eta=ETA)
               for _ in range(cfg.n_draws)]
     return sticky, random
 
@@ -143,7 +143,7 @@ def weight_step_along_training(
 
     The paper's sticky-chain head (chapter 5; the sticky-chain head's
     data, initialisation and ``schedule``) is trained for ``steps`` steps; every ``every`` steps and at
-    the end, :func:`attention_dynamics.gradients.weight_step_check` takes one step of size ``eta`` on
+    the end, :func:`attention_dynamics.weight_space.weight_step_check` takes one step of size ``eta`` on
     its weights (float64) and returns the share of attended pairs whose attention moves with the sign of
     their advantage (``sign_agreement``) and the cosine of the law's Δv with the actual one
     (``value_cosine``). The same is measured on a reference input set where the two value pictures
@@ -160,8 +160,8 @@ def weight_step_along_training(
 
     def measure(step: int, m: SingleHeadModule, loss: float) -> dict[str, Any]:
         params = m.head_params()
-        real = gradients.weight_step_check(data.x, params, data.y, eta=eta)
-        ref = gradients.weight_step_check(basis, params, ref_y, eta=eta)
+        real = weight_space.weight_step_check(data.x, params, data.y, eta=eta)
+        ref = weight_space.weight_step_check(basis, params, ref_y, eta=eta)
         return {"sign_agreement": real["sign_agreement"], "value_cosine": real["value_cosine"],
                 "ref_sign_agreement": ref["sign_agreement"], "ref_value_cosine": ref["value_cosine"]}
 

@@ -1,0 +1,95 @@
+"""Chapter 8's figures: routing by symbol under the paper's two schedules, a healthy run against a broken one,
+the collapsed heads, and chapter 6's transformer along training."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ... import plotting
+from ...diagnostics import DiagnosticsTrace, plot_head, plot_routing_matrix
+from .runs import SCHEDULE_RUNS, AlarmReading
+
+__all__ = [
+    "plot_routing_by_symbol",
+    "plot_healthy_vs_broken",
+    "plot_collapsed_heads",
+    "plot_tunnel_trace",
+]
+
+
+def plot_routing_by_symbol(runs: dict[str, DiagnosticsTrace], snapshots: Sequence[int]):
+    """Draw who reads whom (attention by symbol, in excess of uniform) for both schedules at ``snapshots``."""
+
+    fig, axes = plotting.new_figure(len(snapshots), len(SCHEDULE_RUNS), width=3.3, height=3.0)
+    excess = {(n, s): runs[n].at(s).specializations[0] for n in SCHEDULE_RUNS for s in snapshots}
+    vmax = max(np.abs(x.routing_matrix - x.chance_routing_matrix).max() for x in excess.values())
+    for row, name in enumerate(SCHEDULE_RUNS):
+        for col, step in enumerate(snapshots):
+            plot_routing_matrix(excess[(name, step)], ax=axes[row, col], kind="excess", vmax=vmax,
+                                title=f"{runs[name].label}\nstep {step}", key_name="symbol carried by key",
+                                query_name="symbol carried by query")
+    fig.suptitle("Who reads whom: attention by symbol, in excess of uniform attention")
+    return fig
+
+
+def _symlog_panels(axes, titles, xmax: int, xlabel: str) -> None:
+    for ax, (title, ylabel) in zip(axes, titles):
+        ax.set(xscale="symlog", xlabel=xlabel, title=title, ylabel=ylabel, xlim=(0, xmax))
+
+
+def plot_healthy_vs_broken(healthy: DiagnosticsTrace, broken: DiagnosticsTrace, reading: AlarmReading, steps: int):
+    """Draw loss, attention entropy, starved keys and routing signal of both runs, with the alarm and the fall-behind step."""
+
+    fig, axes = plotting.new_figure(4, width=3.1, height=2.9)
+    for run, color in ((healthy, plotting.schedule_color("sgd_matched")), (broken, plotting.PALETTE[3])):
+        axes[0].plot(np.arange(steps), run.losses, color=color, label=run.label)
+        for ax, key in zip(axes[1:], ("normalized_attention_entropy", "starved_fraction", "routing_gradient_norm")):
+            ax.plot(run.steps, run.metric(key), color=color, marker=".", ms=3)
+    _symlog_panels(axes, [("training loss", "nats"), ("attention entropy", "H(α)/log n"),
+                          ("starved keys", "fraction of keys"), ("routing signal", "‖∂L/∂S‖ (nats)")],
+                   steps, "step (symlog)")
+    for ax in axes:
+        if reading.alarm is not None:
+            ax.axvline(reading.alarm, color=plotting.PALETTE[3], ls="--", lw=1)
+        ax.axvline(reading.behind_or_end, color="#555555", ls=":", lw=1)
+    axes[3].set_yscale("log")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2)
+    fig.suptitle("Healthy vs broken routing: dashed = the diagnostics' alarm, dotted = the loss falls behind for good")
+    return fig
+
+
+def plot_collapsed_heads(healthy: DiagnosticsTrace, broken: DiagnosticsTrace, step: int, window: int):
+    """Draw both runs' attention, compatibility and advantage matrices at ``step`` over the first ``window`` positions."""
+
+    first = slice(0, window)  # early queries see few keys, so a collapsed row's one key is in the picture
+    fig, axes = plotting.new_figure(3, 2, width=3.5, height=3.1)
+    for row, run in enumerate((healthy, broken)):
+        plot_head(run.at(step).heads[0], queries=first, keys=first, axes=axes[row])
+        axes[row, 0].set_title(f"{run.label}\n" + axes[row, 0].get_title())
+    fig.suptitle(f"Step {step}, the first {window} positions: collapsed attention has no advantage signal")
+    return fig
+
+
+def plot_tunnel_trace(tunnel: DiagnosticsTrace, floor_nats: float):
+    """Draw chapter 6's bijection transformer diagnosed at its checkpoints: loss, entropy, routing signal, MI by head."""
+
+    fig, axes = plotting.new_figure(4, width=3.1, height=2.9)
+    axes[0].plot(tunnel.steps, tunnel.metric("loss"), color=plotting.PALETTE[0], marker=".", ms=3)
+    axes[0].axhline(floor_nats, color="#555555", ls="--", lw=1, label="Bayes floor")
+    axes[0].legend()
+    for h in range(len(tunnel.metrics[0])):
+        name = tunnel.at(tunnel.steps[-1]).heads[h].name
+        color = plotting.PALETTE[h % len(plotting.PALETTE)]
+        for ax, key in zip(axes[1:], ("normalized_attention_entropy", "routing_gradient_norm", "specialization_mi_nats")):
+            ax.plot(tunnel.steps, tunnel.metric(key, head=h), color=color, marker=".", ms=3, label=name)
+    axes[3].plot(tunnel.steps, tunnel.metric("specialization_chance_mi_nats"), color="#555555", ls="--", lw=1,
+                 label="chance")
+    _symlog_panels(axes, [("probe loss", "nats"), ("attention entropy", "H(α)/log n"),
+                          ("routing signal", "‖∂L/∂S‖ (nats)"), ("routing by token type", "mutual information (nats)")],
+                   tunnel.steps[-1], "training step (symlog)")
+    axes[2].set_yscale("log")
+    axes[3].legend(fontsize=8)
+    fig.suptitle("Chapter 6's bijection transformer, diagnosed at its checkpoints")
+    return fig
