@@ -1,7 +1,7 @@
 """Benchmark: training steps of every model chapters 6 and 7 train, eager against the opt-in fast path.
 
-For each model at the sizes of a scale (read from the package's settings: ``wind_tunnel.SETTINGS`` for
-chapter 6, ``architectures.SETTINGS`` for chapter 7), it times the training step the chapter runs
+For each model at the sizes of a scale (read from the package's settings: ``training.wind_tunnels``'s
+tunnels for chapter 6, chapter 7's ``SETTINGS``), it times the training step the chapter runs
 (``training.fit``: zero_grad, forward, loss, backward, clip at 1, AdamW, warm-up + cosine schedule)
 in variants:
 
@@ -23,8 +23,7 @@ each model) while its variants train, and the increase over the resident set bef
     python benchmarks/wind_tunnels.py [--scale book] [--rounds 10] [--steps-per-round 4]
     python benchmarks/wind_tunnels.py --scale paper      # memory of a paper-scale step (eager and fused by default)
 
-The figures are written to ``src/attention_dynamics/data/wind_tunnel_benchmark.json`` (``--scale book``)
-or ``wind_tunnel_benchmark_paper.json``.
+The figures are written to ``build/benchmarks/wind_tunnel_benchmark_<scale>.json``.
 """
 
 from __future__ import annotations
@@ -46,10 +45,16 @@ import torch
 import torch.nn.functional as F
 
 from attention_dynamics import __version__, calibration
-from attention_dynamics.experiments import architectures, wind_tunnel
+from attention_dynamics.chapters.architectures.runs import book_tasks
+from attention_dynamics.chapters.architectures.settings import SETTINGS as ARCHITECTURES
+from attention_dynamics.models.factory import FAMILIES, matched_width
+from attention_dynamics.tasks.wind_tunnels import TASKS, task_loss
+from attention_dynamics.training import wind_tunnels
+from attention_dynamics.training.families import _seeded_model as seeded_model
+from attention_dynamics.training.schedules import warmup_cosine
 from attention_dynamics.claims import atomic_write_text
 from attention_dynamics.models import count_parameters
-from attention_dynamics.paths import data_path
+from attention_dynamics.paths import BUILD_DIR
 from attention_dynamics.seeding import torch_generator
 from attention_dynamics.tasks import bijection
 from attention_dynamics.training import fast_adamw, fast_training_path, fit
@@ -85,28 +90,26 @@ def _reset_peak() -> int:
 
 
 def chapter6_cases(scale: str, n_batches: int) -> list[Case]:
-    s = wind_tunnel.SETTINGS[scale]
+    b, h = wind_tunnels.BIJECTION_TUNNELS[scale], wind_tunnels.HMM_TUNNELS[scale]
     gen = torch_generator(1)
-    V, L = s["V"], s["L"]
+    V, L = b.V, b.L
 
     def build_bij():
         torch.manual_seed(0)
-        m = wind_tunnel.make_bijection_transformer(V, L, d_model=s["bij_d_model"], n_layers=s["bij_n_layers"],
-                                                   n_heads=s["bij_n_heads"])
+        m = b.model()
         for a in m.attention_modules():
             a.fused = True  # as train_bijection does
         return m
 
     def bij_loss(m, batch):
         logits = m(batch.tokens)[:, 0::2]
-        if s["bijection_target"] == "posterior":
+        if b.target == "posterior":
             return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
         return F.cross_entropy(logits.reshape(-1, V), batch.targets.reshape(-1))
 
     def build_hmm():
         torch.manual_seed(0)
-        m = wind_tunnel.make_hmm_transformer(s["hmm_states"], s["hmm_symbols"], d_model=s["hmm_d_model"],
-                                             n_layers=s["hmm_n_layers"], n_heads=s["hmm_n_heads"])
+        m = h.model()
         for a in m.attention_modules():
             a.fused = True  # as train_hmm does
         return m
@@ -118,27 +121,27 @@ def chapter6_cases(scale: str, n_batches: int) -> list[Case]:
     adamw = {"betas": (0.9, 0.98), "weight_decay": 0.0}
     return [
         Case("ch6 bijection transformer", "transformer", build_bij,
-             [bijection.sample_bijection_batch(s["bij_batch"], V, L, generator=gen) for _ in range(n_batches)],
-             bij_loss, s["bij_lr"], adamw),
+             [bijection.sample_bijection_batch(b.batch, V, L, generator=gen) for _ in range(n_batches)],
+             bij_loss, b.lr, adamw),
         Case("ch6 HMM transformer (ALiBi)", "transformer", build_hmm,
-             [wind_tunnel._hmm_batch(s, s["hmm_batch"], s["hmm_length"], gen) for _ in range(n_batches)],
-             hmm_loss, s["hmm_lr"], adamw),
+             [wind_tunnels._hmm_batch(h, h.batch, h.length, gen) for _ in range(n_batches)],
+             hmm_loss, h.lr, adamw),
     ]
 
 
 def chapter7_cases(scale: str, n_batches: int, families, tasks) -> list[Case]:
-    cfg = architectures.SETTINGS[scale]
+    cfg = ARCHITECTURES[scale]
     cases = []
-    for task in architectures.book_tasks(cfg):
+    for task in book_tasks(cfg):
         if task.name not in tasks:
             continue
         gen = torch_generator(1)
-        batches = [task.sample(cfg["batch_size"], generator=gen) for _ in range(n_batches)]
+        batches = [task.sample(cfg.batch_size, generator=gen) for _ in range(n_batches)]
         for family in families:
-            width = architectures.matched_width(family, task, cfg["target_params"])
+            width = matched_width(family, task, cfg.target_params)
             cases.append(Case(f"ch7 {task.name} {family}", family,
-                              lambda f=family, t=task, w=width: architectures._seeded_model(f, t, w, 0),
-                              batches, architectures.task_loss, cfg["lr"], {"weight_decay": 0.01}))
+                              lambda f=family, t=task, w=width: seeded_model(f, t, w, 0),
+                              batches, task_loss, cfg.lr, {"weight_decay": 0.01}))
     return cases
 
 
@@ -156,7 +159,7 @@ class _Runner:
             self.opt = fast_adamw(self.model.parameters(), lr=case.lr, **case.adamw)
         else:
             self.opt = torch.optim.AdamW(self.model.parameters(), lr=case.lr, **case.adamw)
-        self.sched = wind_tunnel.warmup_cosine(self.opt, total_steps, max(1, total_steps // 20))
+        self.sched = warmup_cosine(self.opt, total_steps, max(1, total_steps // 20))
         self.case, self.cursor = case, 0
 
     def steps(self, n: int) -> tuple[np.ndarray, float]:
@@ -231,8 +234,8 @@ def main() -> None:
     parser.add_argument("--steps-per-round", type=int, default=None)
     parser.add_argument("--agreement-steps", type=int, default=None)
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=None)
-    parser.add_argument("--families", nargs="+", choices=architectures.FAMILIES, default=list(architectures.FAMILIES))
-    parser.add_argument("--tasks", nargs="+", choices=architectures.TASKS, default=list(architectures.TASKS),
+    parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS),
                         help="chapter 7's tasks to include")
     parser.add_argument("--no-chapter6", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
@@ -254,8 +257,7 @@ def main() -> None:
           f"{args.threads} thread(s); scale {args.scale}")
     print(f"interleaved: {rounds} rounds x {spr} steps per variant, variants alternating (order rotated), medians; "
           f"agreement over {agreement} steps from the same initial weights and batches")
-    out = Path(args.output or data_path("wind_tunnel_benchmark.json" if args.scale == "book"
-                                        else f"wind_tunnel_benchmark_{args.scale}.json"))
+    out = Path(args.output or BUILD_DIR / "benchmarks" / f"wind_tunnel_benchmark_{args.scale}.json")
     results: list[dict[str, Any]] = []
     for case in cases:
         r = run_case(case, variants, rounds=rounds, steps_per_round=spr, agreement_steps=agreement)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
+import jaxtyping
 import torch
 import torch.nn.functional as F
 
+from attention_dynamics import gradients as G
+from attention_dynamics.shapes import CHECK_SHAPES
 from attention_dynamics.attention import (
     SingleHeadParams,
     autograd_upstream_gradient,
@@ -126,9 +129,27 @@ def test_init_rejects_bad_parameters(kwargs, match):
 
 def test_forward_rejects_mismatched_shapes():
     params = init_single_head(4, 3, 3, 2)
+    # the function's own checks (what a reader meets when shapes are not checked at run time) ...
+    unchecked = getattr(single_head_forward, "__wrapped__", single_head_forward)
     with pytest.raises(ValueError, match="x must be"):
-        single_head_forward(torch.randn(5, 3), params)
+        unchecked(torch.randn(5, 3), params)
     with pytest.raises(ValueError, match="targets must have shape"):
-        single_head_forward(torch.randn(5, 4), params, torch.zeros(4, dtype=torch.long))
+        unchecked(torch.randn(5, 4), params, torch.zeros(4, dtype=torch.long))
     with pytest.raises(ValueError, match="W_K must have"):
         SingleHeadParams(torch.zeros(4, 3), torch.zeros(4, 2), torch.zeros(4, 3), torch.zeros(3, 2))
+
+
+@pytest.mark.skipif(not CHECK_SHAPES, reason="shape annotations are checked only with ATTENTION_DYNAMICS_CHECK_SHAPES=1")
+def test_shape_annotations_are_checked_at_run_time():
+    """The public API's jaxtyping annotations catch what disagrees with them, dimension names consistent in a call."""
+    params = init_single_head(4, 3, 3, 2)
+    with pytest.raises(jaxtyping.TypeCheckError, match="targets"):  # T = 5 positions, 4 targets
+        single_head_forward(torch.randn(5, 4), params, torch.zeros(4, dtype=torch.long))
+    with pytest.raises(jaxtyping.TypeCheckError):  # float targets where class indices are annotated
+        single_head_forward(torch.randn(5, 4), params, torch.zeros(5))
+    alpha = torch.softmax(torch.randn(3, 4, 4), -1)
+    with pytest.raises(jaxtyping.TypeCheckError):  # b of another shape than alpha
+        G.advantage(alpha, torch.randn(3, 4, 5))
+    with pytest.raises(jaxtyping.TypeCheckError):  # u's queries disagree with alpha's
+        G.responsibility_weighted_value_gradient(alpha, torch.randn(3, 5, 2))
+    assert G.advantage(alpha, torch.randn(3, 4, 4)).shape == (3, 4, 4)  # and a right shape passes

@@ -9,11 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attention_dynamics import gradients as G
 from attention_dynamics import dynamics
 
 from attention_dynamics import settling
 
-from attention_dynamics.experiments import head_training
+from attention_dynamics.chapters.routing_content_feedback import runs as routing_runs
+from attention_dynamics.chapters.two_timescale_em import runs as two_timescale_runs
+from attention_dynamics.training import recall_head
 from attention_dynamics.attention import init_single_head
 from attention_dynamics.tasks import specialization as sp
 
@@ -206,7 +209,7 @@ def test_settling_step_by_distance_to_final():
 def test_frame_precision_summary_counts_orders_and_ratios():
     def fake(frame_at, value_at):
         steps = np.arange(0, 1000, 20)
-        return head_training.SpecializationRun(
+        return recall_head.SpecializationRun(
             settings={}, steps=steps, train_loss=np.zeros(3), probe_loss=np.zeros(len(steps)),
             correct_mass=np.zeros(len(steps)), source_mass=np.zeros(len(steps)), alignment=np.zeros(len(steps)),
             precision_nats=np.zeros(len(steps)), purity=np.zeros(len(steps)),
@@ -214,7 +217,7 @@ def test_frame_precision_summary_counts_orders_and_ratios():
             frame_distance=np.zeros(len(steps)), value_distance=np.zeros(len(steps)),
             attention_snapshots=np.zeros(1), label_prototypes=np.zeros(1), specialization=np.zeros(1))
 
-    summary = head_training.frame_precision_summary([fake(200, 400), fake(300, 300), fake(500, 250)], threshold=0.5)
+    summary = two_timescale_runs.rate_settling_summary([fake(200, 400), fake(300, 300), fake(500, 250)], threshold=0.5)
     np.testing.assert_array_equal(summary["frame_steps"], [200, 300, 500])
     np.testing.assert_array_equal(summary["value_steps"], [400, 300, 260])
     assert summary["frame_first_fraction"] == pytest.approx(1 / 3)
@@ -228,8 +231,8 @@ def test_frame_precision_summary_counts_orders_and_ratios():
 @pytest.mark.slow
 def test_training_learns_to_route_and_is_reproducible():
     kw = dict(steps=400, lr=1.0, n_train=128, n_probe=64, record_every=20, settle_window=100)
-    run = head_training.train_specialization_head(0, **kw)
-    again = head_training.train_specialization_head(0, **kw)
+    run = recall_head.train_specialization_head(0, **kw)
+    again = recall_head.train_specialization_head(0, **kw)
     np.testing.assert_array_equal(run.train_loss, again.train_loss)
     assert run.steps[0] == 0 and run.steps[-1] == 400 and len(run.steps) == 21
     assert run.probe_loss[-1] < 0.5 * run.probe_loss[0]
@@ -244,15 +247,15 @@ def test_training_learns_to_route_and_is_reproducible():
 
 
 def test_frozen_matrices_do_not_move():
-    run = head_training.train_specialization_head(1, steps=40, lr=1.0, n_train=32, n_probe=16, record_every=20,
+    run = recall_head.train_specialization_head(1, steps=40, lr=1.0, n_train=32, n_probe=16, record_every=20,
                                              settle_window=20, frozen=("W_Q", "W_K"))
     for name in ("W_Q", "W_K"):
         np.testing.assert_array_equal(run.param_history[name][0], run.param_history[name][-1])
     assert not np.array_equal(run.param_history["W_V"][0], run.param_history["W_V"][-1])
     with pytest.raises(ValueError, match="unknown matrices"):
-        head_training.train_specialization_head(1, steps=40, record_every=20, settle_window=20, frozen=("W_X",))
+        recall_head.train_specialization_head(1, steps=40, record_every=20, settle_window=20, frozen=("W_X",))
     with pytest.raises(ValueError, match="multiples"):
-        head_training.train_specialization_head(1, steps=45, record_every=20)
+        recall_head.train_specialization_head(1, steps=45, record_every=20)
 
 
 # --- Helpers the chapters use ------------------------------------------------------------------
@@ -273,21 +276,21 @@ def test_correct_source_advantage_matches_autograd_routing_gradient():
 
 def test_milestone_indices():
     curve = np.array([0.0, 0.1, 0.3, 0.6, 0.9, 1.0])
-    assert head_training.milestone_indices(curve, [0.25, 0.5, 0.75]) == [2, 3, 4]
-    assert head_training.milestone_indices(-curve, [0.5]) == [3]  # a falling curve: progress toward its end
-    assert head_training.milestone_indices(np.ones(4), [0.5]) == [0]
+    assert routing_runs.milestone_indices(curve, [0.25, 0.5, 0.75]) == [2, 3, 4]
+    assert routing_runs.milestone_indices(-curve, [0.5]) == [3]  # a falling curve: progress toward its end
+    assert routing_runs.milestone_indices(np.ones(4), [0.5]) == [0]
 
 
 def test_prototype_trajectories_preserve_the_final_geometry():
     steps = np.arange(3)
     g = np.random.default_rng(0)
     protos = g.normal(size=(3, 4, 3))  # (n_ckpt, C, d_v)
-    run = head_training.SpecializationRun(
+    run = recall_head.SpecializationRun(
         settings={}, steps=steps, train_loss=np.zeros(3), probe_loss=np.zeros(3), correct_mass=np.zeros(3),
         source_mass=np.zeros(3), alignment=np.zeros(3), precision_nats=np.zeros(3), purity=np.zeros(3),
         frame_change=np.zeros(2), value_change=np.zeros(2), frame_distance=np.zeros(3), value_distance=np.zeros(3),
         attention_snapshots=np.zeros(1), label_prototypes=protos, specialization=np.zeros(1))
-    coords, explained = head_training.prototype_trajectories(run, n_components=3)
+    coords, explained = routing_runs.prototype_trajectories(run, n_components=3)
     assert coords.shape == (3, 4, 3)
     assert explained.sum() == pytest.approx(1.0)
     # With as many axes as dimensions the projection is a rigid motion: distances are kept.
@@ -312,13 +315,30 @@ def test_advantage_change_rate_equals_forward_mode_autograd(seed, smoothing):
     assert float((closed.total - closed.response_term - exact).abs().max()) > 1e-3 * scale
 
 
+def _advantage_after_value_step(params, batch, eta: float) -> torch.Tensor:
+    """Return the query rows' advantages ``(B, Q, T)`` after a real value-only step of size ``eta``.
+
+    Independent of :func:`dynamics.advantage_change_rate`: the error signal after the step is recomputed by
+    autograd of the query loss with respect to the mixtures g (attention held).
+    """
+    with torch.no_grad():
+        fwd = sp.query_forward(params, batch)
+        K = batch.n_sources
+        v_new = fwd.v - eta * G.responsibility_weighted_value_gradient(fwd.alpha, fwd.u)
+    with torch.enable_grad():
+        g_new = (fwd.alpha @ v_new).requires_grad_(True)
+        loss = sp.query_cross_entropy(g_new[:, K:] @ params.W_O, batch)
+        (u_new,) = torch.autograd.grad(loss, g_new)
+    return G.advantage(fwd.alpha[:, K:], G.compatibility(u_new[:, K:], v_new)).detach()
+
+
 def test_advantage_change_rate_is_the_first_order_term_of_a_finite_step():
     """(A(eta) − A(0))/eta − dA/deta shrinks like eta: halving eta halves the gap."""
     params, batch = _setup(5)
     rate = dynamics.advantage_change_rate(params, batch)
     gaps = []
     for eta in (1e-2, 5e-3):
-        finite = (dynamics.advantage_after_value_step(params, batch, eta) - rate.advantage) / eta
+        finite = (_advantage_after_value_step(params, batch, eta) - rate.advantage) / eta
         gaps.append(float((finite - rate.total).abs().max()))
     assert gaps[1] == pytest.approx(gaps[0] / 2, rel=0.05)
 
@@ -341,11 +361,11 @@ def test_self_term_is_the_rich_get_richer_threshold():
 
 
 def test_advantage_change_along_training_reports_fractions():
-    run = head_training.train_specialization_head(0, steps=60, lr=1.0, n_train=32, n_probe=16, record_every=20,
+    run = recall_head.train_specialization_head(0, steps=60, lr=1.0, n_train=32, n_probe=16, record_every=20,
                                              settle_window=20, task_sizes=SIZES)
     g = torch.Generator().manual_seed(2)
     batch = sp.sample_specialization_batch(8, generator=g, dtype=torch.float64, **SIZES)
-    trace = head_training.advantage_change_along_training(run, batch)
+    trace = routing_runs.advantage_change_along_training(run, batch)
     assert len(trace["steps"]) == 4
     for key in ("gain_correct", "gain_other_source", "rule_agreement", "correct_rich", "self_share"):
         assert np.all((trace[key] >= 0) & (trace[key] <= 1))
@@ -356,12 +376,12 @@ def test_advantage_change_along_training_reports_fractions():
 
 def test_freezing_routing_later_keeps_it_from_that_step_and_path_is_recorded():
     kw = dict(steps=60, lr=1.0, n_train=32, n_probe=16, record_every=20, settle_window=20, path_every=2)
-    run = head_training.train_specialization_head(1, freeze_routing_at=20, **kw)
+    run = recall_head.train_specialization_head(1, freeze_routing_at=20, **kw)
     Wq = run.param_history["W_Q"]  # checkpoints at 0, 20, 40, 60
     assert not np.array_equal(Wq[0], Wq[1])
     np.testing.assert_array_equal(Wq[1], Wq[-1])
     assert not np.array_equal(run.param_history["W_V"][1], run.param_history["W_V"][-1])
-    free = head_training.train_specialization_head(1, **kw)
+    free = recall_head.train_specialization_head(1, **kw)
     np.testing.assert_array_equal(free.train_loss[:20], run.train_loss[:20])
     assert list(run.path_steps) == list(range(0, 62, 2))
     assert run.frame_path.shape == run.value_path.shape == (30,)

@@ -30,7 +30,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attention_dynamics"
 LAYERS = {
     "base": {"seeding", "settings", "paths", "plotting", "claims", "notebooks", "nbcompare", "verdicts",
-             "stats", "settling", "results", "speedup"},
+             "stats", "settling", "results", "speedup", "shapes"},
     "science": {"attention", "gradients", "weight_space", "em", "calibration", "geometry"},
     "tasks": {"tasks"},
     "models": {"models"},

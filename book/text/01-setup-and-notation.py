@@ -16,7 +16,7 @@ if "google.colab" in sys.modules:
 # differentiation.
 #
 # Like every chapter, it starts with a parameters cell (the defaults are what the book shows),
-# validates it with {py:func}`settings.resolve`, seeds every random number generator with
+# validates it with {py:func}`attention_dynamics.settings.resolve`, seeds every random number generator with
 # {py:func}`seeding.seed_everything`, and records each number the text states with
 # {py:func}`claims.record` (the [claims ledger](reproducibility.md) collects them).
 

@@ -100,7 +100,7 @@ plotting.plt.show()
 # We train the paper's head (no residual, no LayerNorm; {py:func}`attention.init_single_head` with
 # $\Normal(0, 0.1^2)$ weights) by full-batch gradient descent on a fixed training set of
 # {glue:text}`ch3.n_train` sequences, with learning rate {glue:text}`ch3.lr` on all four matrices, for
-# {glue:text}`ch3.steps` steps ({py:func}`head_training.train_specialization_head`, which drives the book's one
+# {glue:text}`ch3.steps` steps ({py:func}`training.recall_head.train_specialization_head`, which drives the book's one
 # training loop, {py:func}`training.fit`). Every {glue:text}`ch3.record_every` steps it measures, on
 # {glue:text}`ch3.n_probe` held-out probe sequences:
 #
@@ -180,7 +180,7 @@ plotting.plt.show()
 #
 # Each label contributes a fixed vector to the value of any source that carries it (its row of $W_V$ on the
 # label block). The figure follows these label prototypes through training, projected on the two principal
-# axes of their final positions ({py:func}`head_training.prototype_trajectories`; the axes carry
+# axes of their final positions ({py:func}`chapters.routing_content_feedback.runs.prototype_trajectories`; the axes carry
 # {glue:text}`ch3.pca_explained:.0%` of the final prototypes' variance). They start in a small cloud around the
 # origin and move out along separate directions — the values specialize to their labels — most of the way
 # during the plateau, before routing has formed, and then keep moving outward more slowly: their scale, and

@@ -9,7 +9,8 @@ another chapter (``tests/test_layers.py`` checks both). From the bottom:
   :mod:`~attention_dynamics.plotting`, :mod:`~attention_dynamics.paths`, :mod:`~attention_dynamics.notebooks`,
   :mod:`~attention_dynamics.nbcompare`, :mod:`~attention_dynamics.results` (stored results and their jobs), and small
   shared helpers: :mod:`~attention_dynamics.stats`, :mod:`~attention_dynamics.settling`,
-  :mod:`~attention_dynamics.speedup` (the paper's speed-up metric);
+  :mod:`~attention_dynamics.speedup` (the paper's speed-up metric), :mod:`~attention_dynamics.shapes` (the shape annotations,
+  checked in the tests);
 - **the science**: :mod:`~attention_dynamics.attention` (the head and its intermediates),
   :mod:`~attention_dynamics.gradients` (the paper's laws), :mod:`~attention_dynamics.weight_space` (the laws
   in weight space), :mod:`~attention_dynamics.em`,

@@ -13,7 +13,10 @@ from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
 
+from .shapes import shape_checked
 
 __all__ = [
     "SingleHeadParams",
@@ -36,7 +39,9 @@ PARAM_NAMES = ("W_Q", "W_K", "W_V", "W_O")
 # forward pass can return them and every gradient law builds on them.
 
 
-def output_error(p: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor:
+@shape_checked
+def output_error(p: Float[Tensor, "*batch T C"], targets: Int[Tensor, "*batch T"], *,
+                 reduction: str = "mean") -> Float[Tensor, "*batch T C"]:
     """Return ∂L/∂logits = p − onehot(y) (÷ number of positions for a mean), shape ``(..., T, C)``.
 
     The softmax–cross-entropy identity (chapter 2, eq-grad-logits).
@@ -49,9 +54,11 @@ def output_error(p: torch.Tensor, targets: torch.Tensor, *, reduction: str = "me
     return delta
 
 
+@shape_checked
 def upstream_gradient(
-    p: torch.Tensor, targets: torch.Tensor, W_O: torch.Tensor, *, reduction: str = "mean"
-) -> torch.Tensor:
+    p: Float[Tensor, "*batch T C"], targets: Int[Tensor, "*batch T"], W_O: Float[Tensor, "dv C"], *,
+    reduction: str = "mean",
+) -> Float[Tensor, "*batch T dv"]:
     """Return u = ∂L/∂g, shape ``(..., T, dv)``: ``W_O(p_i − e_{y_i})`` (÷ number of positions for a mean).
 
     PAPER.md §2, the error signal (chapter 1, eq-upstream). ``p`` is ``(..., T, C)`` predicted
@@ -60,7 +67,8 @@ def upstream_gradient(
     return output_error(p, targets, reduction=reduction) @ W_O.transpose(-1, -2)  # (..., T, dv)
 
 
-def compatibility(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+@shape_checked
+def compatibility(u: Float[Tensor, "*batch Tq dv"], v: Float[Tensor, "*batch Tk dv"]) -> Float[Tensor, "*batch Tq Tk"]:
     """Return the compatibility matrix b, ``b_ij = u_i · v_j``, shape ``(..., Tq, Tk)`` (chapter 2, eq-grad-dalpha)."""
     return u @ v.transpose(-1, -2)  # (..., Tq, dv) @ (..., dv, Tk)
 
@@ -165,15 +173,17 @@ def init_single_head(
     )
 
 
-def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tensor:
+@shape_checked
+def causal_mask(T: int, device: torch.device | str | None = None) -> Bool[Tensor, "T T"]:
     """Return the ``(T, T)`` boolean mask that is True where query i may attend to key j (j ≤ i)."""
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
+@shape_checked
 def single_head_forward(
-    x: torch.Tensor,
+    x: Float[Tensor, "*batch T d_in"],
     params: SingleHeadParams,
-    targets: torch.Tensor | None = None,
+    targets: Int[Tensor, "*batch T"] | None = None,
     *,
     causal: bool = True,
     reduction: str = "mean",
@@ -208,15 +218,19 @@ def single_head_forward(
     return out
 
 
-def sdpa_context(x: torch.Tensor, params: SingleHeadParams, *, causal: bool = True) -> torch.Tensor:
+@shape_checked
+def sdpa_context(x: Float[Tensor, "*batch T d_in"], params: SingleHeadParams, *,
+                 causal: bool = True) -> Float[Tensor, "*batch T dv"]:
     """Return g from PyTorch's fused ``scaled_dot_product_attention`` (an independent forward pass)."""
     q, k, v = x @ params.W_Q, x @ params.W_K, x @ params.W_V
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+@shape_checked
 def autograd_upstream_gradient(
-    x: torch.Tensor, params: SingleHeadParams, targets: torch.Tensor, *, causal: bool = True, reduction: str = "mean"
-) -> torch.Tensor:
+    x: Float[Tensor, "*batch T d_in"], params: SingleHeadParams, targets: Int[Tensor, "*batch T"], *,
+    causal: bool = True, reduction: str = "mean",
+) -> Float[Tensor, "*batch T dv"]:
     """Return ∂L/∂g by autograd (an independent check of the closed-form u of :func:`single_head_forward`)."""
     fwd = single_head_forward(x, params, causal=causal)
     g = fwd.g.detach().requires_grad_(True)

@@ -25,8 +25,6 @@ __all__ = [
     "LN2",
     "kl_divergence_bits",
     "soft_cross_entropy_nats",
-    "per_sample_entropy_mae_bits",
-    "curve_entropy_mae_bits",
     "CalibrationReport",
     "calibration_report",
 ]
@@ -64,26 +62,6 @@ def soft_cross_entropy_nats(logits: torch.Tensor, target_probs: torch.Tensor) ->
     return -(target_probs.to(log_q.dtype) * log_q).sum(-1).mean()
 
 
-def _entropies(model_probs, bayes_probs) -> tuple[torch.Tensor, torch.Tensor]:
-    h_model = stats.entropy(model_probs, unit="bits")
-    h_bayes = stats.entropy(bayes_probs, unit="bits")
-    if h_model.shape != h_bayes.shape or h_model.ndim != 2:
-        raise ValueError(f"expected matching (B, T, C) distributions, got {tuple(h_model.shape)} and {tuple(h_bayes.shape)}")
-    return h_model, h_bayes
-
-
-def per_sample_entropy_mae_bits(model_probs, bayes_probs) -> float:
-    """Return the per-sample entropy MAE in bits: mean over (B, T) of ``|H(model) − H(Bayes)|``."""
-    h_model, h_bayes = _entropies(model_probs, bayes_probs)
-    return float((h_model - h_bayes).abs().mean())
-
-
-def curve_entropy_mae_bits(model_probs, bayes_probs) -> float:
-    """Return the curve entropy MAE in bits: mean over T of ``|mean_B H(model) − mean_B H(Bayes)|``."""
-    h_model, h_bayes = _entropies(model_probs, bayes_probs)
-    return float((h_model.mean(0) - h_bayes.mean(0)).abs().mean())
-
-
 @dataclass
 class CalibrationReport:
     """Calibration of a model against the exact posterior, in bits.
@@ -111,7 +89,7 @@ def calibration_report(bayes_probs, model_log_probs) -> CalibrationReport:
     p = _as_tensor(bayes_probs).to(torch.float64)
     if p.ndim != 3 or p.shape != log_q.shape:
         raise ValueError(f"expected (B, T, C) posterior and model log-probs, got {tuple(p.shape)} and {tuple(log_q.shape)}")
-    h_model, h_bayes = _entropies(log_q.exp(), p)  # (B, T) each
+    h_model, h_bayes = stats.entropy(log_q.exp(), unit="bits"), stats.entropy(p, unit="bits")  # (B, T) each
     kl = kl_divergence_bits(p, log_q)  # (B, T)
     return CalibrationReport(
         entropy_mae_bits=float((h_model - h_bayes).abs().mean()),

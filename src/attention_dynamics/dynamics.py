@@ -14,8 +14,9 @@ Three groups of tools, used by chapters 3 and 4 on the content-addressed recall 
   (:func:`value_precision_nats`) and which values serve which queries
   (:func:`specialization_matrix`, :func:`responsibility_purity`).
 - **Settling times**: when the routing frame (the attention pattern) and the values stop moving
-  (:func:`quiescence_step`, and the alternative :func:`~attention_dynamics.settling.settle_step`), measured along a
-  training run (:func:`train_specialization_head`).
+  (:func:`~attention_dynamics.settling.quiescence_step`, and the alternative
+  :func:`~attention_dynamics.settling.settle_step`), measured along a training run
+  (:func:`~attention_dynamics.training.recall_head.train_specialization_head`).
 
 Conventions: the loss is the mean cross-entropy over query positions (nats); ``u = ∂L/∂g``
 includes the ``1/N`` of the mean; a value step acts on the value *vectors* ``v_j`` of a batch
@@ -52,6 +53,9 @@ __all__ = [
     "responsibility_purity",
     "attention_distance",
     "value_distance",
+    "AdvantageChange",
+    "advantage_change_rate",
+    "advantage_change_autograd",
 ]
 
 
@@ -364,23 +368,6 @@ def advantage_change_rate(params: SingleHeadParams, batch: SpecializationBatch) 
     return AdvantageChange(alpha=a_q, advantage=A, self_term=self_term, cross_term=cross_term,
                            response_term=response_term, threshold=threshold,
                            mask=torch.ones(T, T, dtype=torch.bool).tril()[K:])
-
-
-def advantage_after_value_step(params: SingleHeadParams, batch: SpecializationBatch, eta: float) -> torch.Tensor:
-    """Return the query rows' advantages ``(B, Q, T)`` after a real value-only step of size ``eta``.
-
-    Independent of :func:`advantage_change_rate`: the error signal after the step is recomputed by
-    autograd of the query loss with respect to the mixtures g (attention held).
-    """
-    with torch.no_grad():
-        fwd = task.query_forward(params, batch)
-        K = batch.n_sources
-        v_new = fwd.v - eta * responsibility_weighted_value_gradient(fwd.alpha, fwd.u)
-    with torch.enable_grad():
-        g_new = (fwd.alpha @ v_new).requires_grad_(True)
-        loss = task.query_cross_entropy(g_new[:, K:] @ params.W_O, batch)
-        (u_new,) = torch.autograd.grad(loss, g_new)
-    return advantage(fwd.alpha[:, K:], compatibility(u_new[:, K:], v_new)).detach()
 
 
 def advantage_change_autograd(params: SingleHeadParams, batch: SpecializationBatch) -> torch.Tensor:

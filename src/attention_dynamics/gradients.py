@@ -28,18 +28,23 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
 
 from . import stats
 from .attention import (
     SingleHeadParams,
     causal_mask,
     check_reduction,
+    compatibility,  # the laws are stated in terms of b; re-exported with them
     output_error,
     single_head_forward,
 )
+from .shapes import shape_checked
 
 __all__ = [
     "GRADIENT_NAMES",
+    "compatibility",
     "expected_compatibility",
     "advantage",
     "advantage_routing_gradient",
@@ -72,12 +77,14 @@ GRADIENT_NAMES = ("scores", "q", "k", "v", "W_Q", "W_K", "W_V", "W_O")
 # --------------------------------------------------------------------------------------------
 
 
-def expected_compatibility(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+@shape_checked
+def expected_compatibility(alpha: Float[Tensor, "*batch Tq Tk"], b: Float[Tensor, "*batch Tq Tk"]) -> Float[Tensor, "*batch Tq 1"]:
     """Return ``E_{alpha_i}[b] = Σ_j alpha_ij b_ij`` (= u_i·g_i), shape ``(..., Tq, 1)``."""
     return (alpha * _finite(b)).sum(-1, keepdim=True)
 
 
-def advantage(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+@shape_checked
+def advantage(alpha: Float[Tensor, "*batch Tq Tk"], b: Float[Tensor, "*batch Tq Tk"]) -> Float[Tensor, "*batch Tq Tk"]:
     """Return the advantage ``E_{alpha_i}[b] − b_ij`` of value j for query i, shape ``(..., Tq, Tk)``.
 
     Positive advantage = value j is better than the current mixture for query i's error, so
@@ -88,7 +95,8 @@ def advantage(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(alpha > 0, expected_compatibility(alpha, b) - b, torch.zeros_like(alpha))
 
 
-def advantage_routing_gradient(alpha: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+@shape_checked
+def advantage_routing_gradient(alpha: Float[Tensor, "*batch Tq Tk"], b: Float[Tensor, "*batch Tq Tk"]) -> Float[Tensor, "*batch Tq Tk"]:
     """Return ∂L/∂s_ij = alpha_ij (b_ij − E_{alpha_i}[b]), shape ``(..., Tq, Tk)``.
 
     The paper's boxed advantage-based routing law (PAPER.md §3, result 1; chapter 2,
@@ -101,7 +109,9 @@ def advantage_routing_gradient(alpha: torch.Tensor, b: torch.Tensor) -> torch.Te
     return weighted.addcmul_(alpha, expected, value=-1.0)
 
 
-def responsibility_weighted_value_gradient(alpha: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+@shape_checked
+def responsibility_weighted_value_gradient(alpha: Float[Tensor, "*batch Tq Tk"],
+                                           u: Float[Tensor, "*batch Tq dv"]) -> Float[Tensor, "*batch Tk dv"]:
     """Return ∂L/∂v_j = Σ_i alpha_ij u_i, shape ``(..., Tk, dv)``.
 
     The paper's boxed responsibility-weighted value update (PAPER.md §3, result 2; chapter 2,
@@ -111,7 +121,9 @@ def responsibility_weighted_value_gradient(alpha: torch.Tensor, u: torch.Tensor)
     return alpha.transpose(-1, -2) @ u  # (..., Tk, Tq) @ (..., Tq, dv)
 
 
-def query_gradient(alpha: torch.Tensor, b: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+@shape_checked
+def query_gradient(alpha: Float[Tensor, "*batch Tq Tk"], b: Float[Tensor, "*batch Tq Tk"], k: Float[Tensor, "*batch Tk dk"],
+                   scale: float) -> Float[Tensor, "*batch Tq dk"]:
     """Return ∂L/∂q_i = scale · Σ_j alpha_ij (b_ij − b̄_i) k_j, shape ``(..., Tq, dk)``.
 
     PAPER.md §3, result 3; chapter 2, eq-grad-query-law. ``scale`` is ``1/sqrt(d_k)``.
@@ -119,7 +131,9 @@ def query_gradient(alpha: torch.Tensor, b: torch.Tensor, k: torch.Tensor, scale:
     return query_gradient_from_scores(advantage_routing_gradient(alpha, b), k, scale)
 
 
-def key_gradient(alpha: torch.Tensor, b: torch.Tensor, q: torch.Tensor, scale: float) -> torch.Tensor:
+@shape_checked
+def key_gradient(alpha: Float[Tensor, "*batch Tq Tk"], b: Float[Tensor, "*batch Tq Tk"], q: Float[Tensor, "*batch Tq dk"],
+                 scale: float) -> Float[Tensor, "*batch Tk dk"]:
     """Return ∂L/∂k_j = scale · Σ_i alpha_ij (b_ij − b̄_i) q_i, shape ``(..., Tk, dk)``.
 
     PAPER.md §3, result 3; chapter 2, eq-grad-key-law. ``scale`` is ``1/sqrt(d_k)``.
@@ -127,20 +141,25 @@ def key_gradient(alpha: torch.Tensor, b: torch.Tensor, q: torch.Tensor, scale: f
     return key_gradient_from_scores(advantage_routing_gradient(alpha, b), q, scale)
 
 
-def query_gradient_from_scores(grad_scores: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+@shape_checked
+def query_gradient_from_scores(grad_scores: Float[Tensor, "*batch Tq Tk"], k: Float[Tensor, "*batch Tk dk"],
+                               scale: float) -> Float[Tensor, "*batch Tq dk"]:
     """Return ∂L/∂q ``(..., Tq, dk)`` = scale · (∂L/∂S) k from the score gradient (the query law's last step)."""
     return scale * (grad_scores @ k)  # (..., Tq, Tk) @ (..., Tk, dk)
 
 
-def key_gradient_from_scores(grad_scores: torch.Tensor, q: torch.Tensor, scale: float) -> torch.Tensor:
+@shape_checked
+def key_gradient_from_scores(grad_scores: Float[Tensor, "*batch Tq Tk"], q: Float[Tensor, "*batch Tq dk"],
+                             scale: float) -> Float[Tensor, "*batch Tk dk"]:
     """Return ∂L/∂k ``(..., Tk, dk)`` = scale · (∂L/∂S)ᵀ q from the score gradient (the key law's last step)."""
     return scale * (grad_scores.transpose(-1, -2) @ q)  # (..., Tk, Tq) @ (..., Tq, dk)
 
 
+@shape_checked
 def closed_form_head_gradients(
-    x: torch.Tensor,
+    x: Float[Tensor, "*batch T d_in"],
     params: "SingleHeadParams",
-    targets: torch.Tensor,
+    targets: Int[Tensor, "*batch T"],
     *,
     causal: bool = True,
     reduction: str = "mean",

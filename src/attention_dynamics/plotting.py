@@ -7,21 +7,20 @@ light and dark themes; colour maps are perceptually uniform (sequential) or cent
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
 
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
 __all__ = [
-    "BOOK_RC",
     "PALETTE",
+    "SEQUENTIAL_CMAP",
+    "DIVERGING_CMAP",
+    "BOOK_RC",
     "use_book_style",
-    "book_style",
-    "plot_matrix",
-    "new_figure",
     "schedule_color",
+    "new_figure",
+    "plot_matrix",
 ]
 
 #: Colour-blind-safe qualitative palette (seaborn "colorblind").
@@ -63,13 +62,6 @@ _SCHEDULE_COLORS = {
 def use_book_style() -> None:
     """Apply the book's matplotlib style globally (chapters call it once, at the top)."""
     sns.set_theme(context="notebook", style="whitegrid", palette=PALETTE, rc=BOOK_RC)
-
-
-@contextmanager
-def book_style() -> Iterator[None]:
-    """Context manager applying the book's style only inside the ``with`` block."""
-    with plt.rc_context(BOOK_RC), sns.axes_style("whitegrid", rc=BOOK_RC):
-        yield
 
 
 def schedule_color(name: str):

@@ -1,7 +1,7 @@
 """The paper's claims, one by one, and what the book's ledger says about each.
 
-The claims ledger holds every *number* the book states (102 or so); a reader wants the verdict on
-each *claim of the paper*. :data:`PAPER_CLAIMS` lists those claims in the paper's order, each with
+The claims ledger holds every *number* the book states (a claim per number, well over a hundred); a reader
+wants the verdict on each *claim of the paper*. :data:`PAPER_CLAIMS` lists those claims in the paper's order, each with
 its statement, the paper's own value, the section of the book that tests it, and the ledger claims
 that decide it (``evidence``) or only describe it (``context``). :func:`assess` turns the statuses of
 the deciding claims into a verdict by one rule (:func:`verdict_from_statuses`), so the verdict page

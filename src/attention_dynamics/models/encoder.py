@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..shapes import shape_checked
 
 
 class TorchCausalEncoder(nn.Module):
@@ -25,7 +29,8 @@ class TorchCausalEncoder(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
         self.readout = nn.Linear(d_model, n_out)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    @shape_checked
+    def forward(self, tokens: Int[Tensor, "B T"]) -> Float[Tensor, "B T n_out"]:
         """Return the logits ``(B, T, n_out)`` for token ids ``(B, T)``."""
         T = tokens.shape[1]
         h = self.embed(tokens) + self.pos[:T]  # (B, T, d_model)

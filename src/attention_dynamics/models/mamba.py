@@ -24,9 +24,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from jaxtyping import Float, Int
 from mambapy.mamba import Mamba, MambaBlock, MambaConfig, RMSNorm
+from torch import Tensor
 
 from ..settings import check_positive_ints
+from ..shapes import shape_checked
 from ._inputs import input_embedding
 
 __all__ = [
@@ -72,7 +75,8 @@ class MambaSequenceModel(nn.Module):
         """Return the final-layer states the read-out sees, ``(B, T, d_model)`` (after the final RMSNorm)."""
         return self.norm_final(self.backbone(self.embed(x)))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    @shape_checked
+    def forward(self, x: Int[Tensor, "B T"] | Float[Tensor, "B T F"]) -> Float[Tensor, "B T n_out"]:
         """Return logits ``(B, T, n_out)``."""
         return self.head(self.final_states(x))
 

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+from jaxtyping import Float, Int
+from torch import Tensor
 
 from ..settings import check_positive_ints
+from ..shapes import shape_checked
 from ._inputs import input_embedding
 
 __all__ = ["ContextBlindMLP", "WindowMLP", "mlp_stack"]
@@ -50,7 +53,8 @@ class ContextBlindMLP(nn.Module):
         self.embed = input_embedding(vocab_size, input_dim, d_embed)
         self.mlp = mlp_stack(d_embed, hidden, n_hidden_layers, n_out)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    @shape_checked
+    def forward(self, x: Int[Tensor, "B T"] | Float[Tensor, "B T F"]) -> Float[Tensor, "B T n_out"]:
         """Return logits ``(B, T, n_out)``."""
         return self.mlp(self.embed(x))
 
@@ -89,6 +93,7 @@ class WindowMLP(nn.Module):
         win = padded.unfold(1, self.window, 1)  # (B, T, d, window): positions t .. t + window − 1 of padded
         return win.transpose(-1, -2).reshape(B, T, self.window * d)  # (B, T, window · d)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    @shape_checked
+    def forward(self, x: Int[Tensor, "B T"] | Float[Tensor, "B T F"]) -> Float[Tensor, "B T n_out"]:
         """Return logits ``(B, T, n_out)``."""
         return self.mlp(self.windows(x))

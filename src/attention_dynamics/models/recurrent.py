@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+from jaxtyping import Float, Int
+from torch import Tensor
 
 from ..settings import check_positive_ints
+from ..shapes import shape_checked
 from ._inputs import input_embedding
 
 __all__ = ["LSTMSequenceModel"]
@@ -46,6 +49,7 @@ class LSTMSequenceModel(nn.Module):
         states, _ = self.lstm(self.embed(x))  # (B, T, hidden)
         return states
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    @shape_checked
+    def forward(self, x: Int[Tensor, "B T"] | Float[Tensor, "B T F"]) -> Float[Tensor, "B T n_out"]:
         """Return logits ``(B, T, n_out)``."""
         return self.head(self.final_states(x))

@@ -7,9 +7,12 @@ from typing import Any, Sequence
 
 import torch
 import torch.nn as nn
+from jaxtyping import Float
+from torch import Tensor
 
 from ..attention import PARAM_NAMES, SingleHeadParams, init_single_head, single_head_forward
 from ..seeding import stream, torch_generator
+from ..shapes import shape_checked
 
 __all__ = [
     "SingleHeadModule",
@@ -38,7 +41,8 @@ class SingleHeadModule(nn.Module):
         storage, no gradient) or, with ``live=True``, the parameters themselves (gradients flow into the module)."""
         return SingleHeadParams(**{n: getattr(self, n) if live else getattr(self, n).detach() for n in PARAM_NAMES})
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    @shape_checked
+    def forward(self, x: Float[Tensor, "*batch T d_in"]) -> Float[Tensor, "*batch T C"]:
         """Return the logits ``(..., T, C)`` for inputs ``x`` ``(..., T, d_in)``."""
         return single_head_forward(x, self.head_params(live=True)).logits
 

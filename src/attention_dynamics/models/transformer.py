@@ -13,6 +13,10 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..shapes import shape_checked
 
 __all__ = [
     "Probe",
@@ -62,7 +66,8 @@ class CausalSelfAttention(nn.Module):
         distance = (pos[:, None] - pos[None, :]).clamp_min(0)  # (T, T), i − j for keys j ≤ i
         return -self.alibi_slopes.to(device)[:, None, None] * distance  # (H, T, T)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    @shape_checked
+    def forward(self, x: Float[Tensor, "B T D"]) -> Float[Tensor, "B T D"]:
         """Return the attention output ``(B, T, d_model)`` for inputs ``x`` ``(B, T, d_model)``."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=-1)  # each (B, T, D)
@@ -94,7 +99,8 @@ class TransformerBlock(nn.Module):
         self.ln_mlp = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    @shape_checked
+    def forward(self, x: Float[Tensor, "B T D"]) -> Float[Tensor, "B T D"]:
         """Return the block's output ``(B, T, d_model)``."""
         x = x + self.attn(self.ln_attn(x))
         return x + self.mlp(self.ln_mlp(x))
@@ -148,7 +154,8 @@ class CausalTransformer(nn.Module):
         if positional == "learned":
             nn.init.normal_(self.pos, std=0.02)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    @shape_checked
+    def forward(self, x: Int[Tensor, "B T"] | Float[Tensor, "B T F"]) -> Float[Tensor, "B T n_out"]:
         """Return logits ``(B, T, n_out)``."""
         h = self.embed(x)  # (B, T, d_model)
         T = h.shape[1]

@@ -34,7 +34,7 @@ from ...tasks.wind_tunnels import STICKY_HMM, STICKY_SELF_TRANSITION, TASKS, Win
 from ...training.families import evaluation_batch, train_and_evaluate
 from .runs import reference_levels
 
-__all__ = ["StickyHMMSpec", "SPECS", "RESULTS_FILE", "CURVE_POINTS", "LONGER_FACTOR", "LONGER_FAMILIES", "sticky_task",
+__all__ = ["StickyHMMSpec", "SPECS", "spec", "RESULTS_FILE", "CURVE_POINTS", "LONGER_FACTOR", "LONGER_FAMILIES", "sticky_task",
            "eval_seed", "evaluation_set", "kl_curve_bits", "run_family", "reference", "STICKY_HMM_RUNS", "load"]
 
 
@@ -81,6 +81,13 @@ SPECS: dict[str, StickyHMMSpec] = {
 RESULTS_FILE = "sticky_hmm.json"
 #: The families also trained :data:`LONGER_FACTOR` times as long (the evidence of their verdicts).
 LONGER_FAMILIES = ("mamba", "lstm")
+
+
+def spec(scale: str) -> StickyHMMSpec:
+    """Return the :class:`StickyHMMSpec` of ``scale``, or raise ``ValueError`` naming the scales there are."""
+    if scale not in SPECS:
+        raise ValueError(f"the sticky tunnel has scales {', '.join(SPECS)}, got {scale!r}")
+    return SPECS[scale]
 
 
 def eval_seed(seed: int) -> int:
@@ -135,7 +142,7 @@ def run_family(scale: str, family: str, seed: int = 0, *, steps: int | None = No
     blocks of steps; ``loss_curve_nats``: the training loss over the same blocks; ``cpu_seconds``: of the run.
     """
 
-    cfg = SPECS[scale]
+    cfg = spec(scale)
     task = sticky_task(cfg)
     run = train_and_evaluate(family=family, task=task, target_params=cfg.target_params,
                              steps=steps or cfg.family_steps(family),
@@ -154,7 +161,7 @@ def reference(scale: str, seed: int = 0) -> dict[str, Any]:
     """Return the exact levels of the sticky tunnel's evaluation set: the context-blind KL and entropy error
     (bits, overall and at each step) and the Bayes floor of the loss (nats)."""
 
-    cfg = SPECS[scale]
+    cfg = spec(scale)
     batch = evaluation_set(cfg, seed)
     levels = reference_levels([sticky_task(cfg)], {STICKY_HMM: batch})
     return {"context_blind": levels.context_blind[STICKY_HMM],
@@ -168,7 +175,7 @@ def sticky_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     if seeds is not None and len(seeds) != 1:
         raise ValueError("the sticky tunnel's runs use one seed")
     seed = int(seeds[0]) if seeds else 0
-    cfg = SPECS[scale]
+    cfg = spec(scale)
     cost = {"mamba": 15.0}
     jobs = [Job(f"run-{f}", run_family, {"scale": scale, "family": f, "seed": seed},
                 cost=cfg.family_steps(f) * cost.get(f, 1.0)) for f in FAMILIES]
@@ -184,7 +191,7 @@ def assemble_sticky(scale: str, outputs: Mapping[str, Any], folder: Path) -> Non
     save_results({
         "about": "Chapter 7's sticky-HMM tunnel: five parameter-matched families trained with chapter 7's "
                  "train_and_evaluate; written by `python -m attention_dynamics compute sticky_hmm`.",
-        "scale": scale, "seed": seed, "settings": SPECS[scale].to_json(), "reference": reference(scale, seed),
+        "scale": scale, "seed": seed, "settings": spec(scale).to_json(), "reference": reference(scale, seed),
         "runs": {f: outputs[f"run-{f}"] for f in FAMILIES},
         "longer": {f: outputs[f"longer-{f}"] for f in LONGER_FAMILIES},
     }, folder / RESULTS_FILE)

@@ -53,7 +53,6 @@ __all__ = [
     "LongGeometry",
     "record_long_geometry",
     "curve",
-    "plot_long_curves",
 ]
 
 #: The long tier's HMM bound: KL at the training length at most this multiple of the context-blind level.

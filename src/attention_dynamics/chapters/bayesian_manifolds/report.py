@@ -312,6 +312,21 @@ class BijectionGeometry:
     claims: dict[str, claims.Claim] = field(default_factory=dict)
 
 
+#: The geometry's nulls as ledger claims, by (measure, null) (written out so that a search for an id finds them).
+NULL_CLAIMS = {
+    (KEYS_ALL, "untrained"): "geometry.key_abs_cos_layer0_untrained",
+    (KEYS_KEY, "untrained"): "geometry.key_abs_cos_layer0_key_tokens_untrained",
+    ("value PC1 share", "untrained"): "geometry.value_pc1_ratio_this_seed_untrained",
+    ("ρ(value PC1, entropy)", "untrained"): "geometry.value_pc1_entropy_spearman_this_seed_untrained",
+    (REDUCTION, "untrained"): "geometry.attention_entropy_reduction_untrained",
+    (KEYS_ALL, "scrambled"): "geometry.key_abs_cos_layer0_scrambled",
+    (KEYS_KEY, "scrambled"): "geometry.key_abs_cos_layer0_key_tokens_scrambled",
+    ("value PC1 share", "scrambled"): "geometry.value_pc1_ratio_this_seed_scrambled",
+    ("ρ(value PC1, entropy)", "scrambled"): "geometry.value_pc1_entropy_spearman_this_seed_scrambled",
+    (REDUCTION, "scrambled"): "geometry.attention_entropy_reduction_scrambled",
+}
+
+
 def plateau_note(name: str, moved: float) -> str:
     """Return the sentence saying whether geometry measure ``name`` has plateaued, having moved by ``moved``
     over the last 20 % of training (against :data:`GEOMETRY_PLATEAU`)."""
@@ -355,15 +370,11 @@ def record_bijection_geometry(settings: ManifoldsSettings, run: TrainedRun, prob
         explanation="the key tokens' layer-0 keys nearly coincide: the model routes by token type; "
         + plateau_note(KEYS_KEY, late[KEYS_KEY]))
     for condition, suffix in (("untrained", "untrained"), ("scrambled values", "scrambled")):
-        for claim, name, unit in (
-            ("key_abs_cos_layer0", KEYS_ALL, "mean |cos|"),
-            ("key_abs_cos_layer0_key_tokens", KEYS_KEY, "mean |cos|"),
-            ("value_pc1_ratio_this_seed", "value PC1 share", "fraction of variance"),
-            ("value_pc1_entropy_spearman_this_seed", "ρ(value PC1, entropy)", "Spearman rho"),
-            ("attention_entropy_reduction", REDUCTION, "fraction"),
-        ):
-            out[f"geometry.{claim}_{suffix}"] = claims.record(
-                f"geometry.{claim}_{suffix}", nulls[condition][name], unit=unit,
+        for name, unit in ((KEYS_ALL, "mean |cos|"), (KEYS_KEY, "mean |cos|"), ("value PC1 share", "fraction of variance"),
+                           ("ρ(value PC1, entropy)", "Spearman rho"), (REDUCTION, "fraction")):
+            claim_id = NULL_CLAIMS[(name, suffix)]
+            out[claim_id] = claims.record(
+                claim_id, nulls[condition][name], unit=unit,
                 description=f"{name}: the null for this seed's number — the same model "
                 + ("untrained (its initialisation, step 0)" if suffix == "untrained"
                    else "trained, on probe sequences whose revealed values are scrambled"),

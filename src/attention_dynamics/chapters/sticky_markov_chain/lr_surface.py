@@ -125,7 +125,7 @@ def surface_jobs(config: Mapping[str, Any] = SURFACE_CONFIG, stages: Sequence[st
 
 
 #: The scales: the configuration and the stages each runs. ``book``: the committed file (every stage but the
-#: grid); ``full``: the grid too (about 480 runs of 1,000 steps more: a cluster's job); ``fast``: the tests'.
+#: grid); ``full``: the grid too (95 runs of 1,000 steps more: a cluster's job); ``fast``: the tests'.
 SCALES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "book": (SURFACE_CONFIG, ("paper", "values_axis", "twenty_claims", "twenty_rest")),
     "full": (SURFACE_CONFIG, ("paper", "values_axis", "twenty_claims", "twenty_rest", "grid")),
@@ -321,6 +321,6 @@ LR_SURFACE = StoredResult(
     about="the paper's speed-up for x10 on each parameter group, their pairs and all three, on 5 and 20 seeds, "
           "and the grid of learning-rate ratios",
     files=(SURFACE_FILE,), scales=("fast", "book", "full"), committed_scale="book", takes_seeds=False,
-    expected={"fast": "about 20 jobs, a minute", "book": "185 runs of 1,000 steps, ~3 CPU-hours",
-              "full": "the grid too: ~660 runs, ~11 CPU-hours (a cluster's job)"},
+    expected={"fast": "26 jobs, a minute", "book": "165 jobs (runs of 1,000 steps), ~3 CPU-hours",
+              "full": "260 jobs: the grid too (95 runs more), ~4.5 CPU-hours (a cluster's job)"},
     jobs=lr_surface_jobs, assemble=assemble_lr_surface)

@@ -349,7 +349,7 @@ PAPER_SCALE = StoredResult(
     about="the sticky chain beyond the chapter's budget: 20-seed intervals, controls on both chains, the M-step "
           "rho sweep, 20,000-step runs and the deep variant",
     files=(PAPER_SCALE_FILE,), scales=("fast", "paper"), committed_scale="paper", takes_seeds=False,
-    expected={"fast": "31 jobs, about a minute", "paper": "98 jobs: 87 runs of 1,000 steps (~1 CPU-min each), "
+    expected={"fast": "19 jobs, about a minute", "paper": "85 jobs: 80 runs of 1,000 steps (~1 CPU-min each), "
                                                           "4 of 20,000 steps and the deep variant; ~3 CPU-hours"},
     jobs=paper_scale_jobs, assemble=assemble_paper_scale)
 

@@ -200,7 +200,7 @@ FRAME_FREEZE = StoredResult(
     name="frame_freeze", chapter="two_timescale_em",
     about="freezing W_Q, W_K at step t: chapter 4's recall head and chapter 6's bijection tunnel",
     files=(FILE,), scales=("fast", "book"), committed_scale="book",
-    expected={"fast": "14 jobs, under a minute", "book": "41 jobs: 33 recall heads (~1 CPU-min each) and 8 tunnels "
+    expected={"fast": "9 jobs, under a minute", "book": "41 jobs: 33 recall heads (~1 CPU-min each) and 8 tunnels "
                                                           "(~4 CPU-min each), ~70 CPU-min"},
     jobs=freeze_jobs, assemble=assemble_freeze)
 

@@ -1,0 +1,32 @@
+"""Shapes on the public API: jaxtyping annotations (``Float[Tensor, "*batch Tq Tk"]``), checked at run time in the
+tests.
+
+The head (:mod:`attention_dynamics.attention`), the laws (:mod:`attention_dynamics.gradients`,
+:mod:`attention_dynamics.weight_space`) and the models' ``forward`` carry their tensors' shapes in their signatures,
+as TransformerLens does. :func:`shape_checked` marks those functions: when the environment variable
+``ATTENTION_DYNAMICS_CHECK_SHAPES`` is ``1`` at import (the test suite sets it), every call checks its arguments and
+result against the annotations with ``beartype``, dimension names consistent across them within the call; otherwise
+the function is returned unchanged, so the chapters' training loops pay nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, TypeVar
+
+__all__ = ["CHECK_SHAPES", "shape_checked"]
+
+#: Whether :func:`shape_checked` functions check their shapes (set ``ATTENTION_DYNAMICS_CHECK_SHAPES=1``).
+CHECK_SHAPES = os.environ.get("ATTENTION_DYNAMICS_CHECK_SHAPES") == "1"
+
+F = TypeVar("F", bound=Callable)
+
+
+def shape_checked(fn: F) -> F:
+    """Return ``fn`` checked against its jaxtyping annotations at every call when :data:`CHECK_SHAPES`, else ``fn``."""
+    if not CHECK_SHAPES:
+        return fn
+    from beartype import BeartypeConf, beartype
+    from jaxtyping import jaxtyped
+
+    return jaxtyped(typechecker=beartype(conf=BeartypeConf(is_pep484_tower=True)))(fn)
