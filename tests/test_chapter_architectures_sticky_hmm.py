@@ -1,17 +1,21 @@
-"""Chapter 7's sticky-HMM tunnel: the task, its training-curve KL against an independent computation, the
+"""Chapter 7's sticky-HMM tunnel (chapters.architectures.sticky_hmm, sticky_report): the task, its training-curve KL against an independent computation, the
 verdict thresholds, and the committed results against a recomputation of what can be recomputed cheaply."""
 
 from __future__ import annotations
 
 import json
 
+import matplotlib
+
+matplotlib.use("Agg")
+
 import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import calibration
-from attention_dynamics.experiments import architectures as arch
-from attention_dynamics.experiments import sticky_hmm
+from attention_dynamics import calibration, compute
+from attention_dynamics.chapters.architectures import figures, runs, sticky_hmm
+from attention_dynamics.chapters.architectures import sticky_report as report
 from attention_dynamics.models.factory import FAMILIES, build_model
 from attention_dynamics.paths import data_path
 from attention_dynamics.seeding import stream, torch_generator
@@ -35,12 +39,12 @@ def test_sticky_task_samples_sticky_hmms_with_their_exact_filter():
 
 
 def test_sticky_threshold_is_a_fifth_of_the_context_blind_level_and_carries_paper_is_transport_verdict():
-    levels = arch.ReferenceLevels(bayes={"hmm_sticky": {"kl_bits": 0.0}},
+    levels = runs.ReferenceLevels(bayes={"hmm_sticky": {"kl_bits": 0.0}},
                                   context_blind={"hmm_sticky": {"kl_bits": 0.19, "entropy_mae_bits": 0.26}})
-    assert arch.realised_threshold("hmm_sticky", "kl_bits", levels) == pytest.approx(0.2 * 0.19)
-    assert arch.paper_verdict_bounds("transformer", "hmm_sticky", levels) == {"lower": None, "upper": pytest.approx(0.038)}
-    assert arch.paper_verdict_bounds("lstm", "hmm_sticky", levels) == {"lower": pytest.approx(0.038), "upper": None}
-    assert arch.paper_verdict_bounds("mlp_window", "hmm_sticky", levels) == {"lower": None, "upper": None}
+    assert runs.realised_threshold("hmm_sticky", "kl_bits", levels) == pytest.approx(0.2 * 0.19)
+    assert runs.paper_verdict_bounds("transformer", "hmm_sticky", levels) == {"lower": None, "upper": pytest.approx(0.038)}
+    assert runs.paper_verdict_bounds("lstm", "hmm_sticky", levels) == {"lower": pytest.approx(0.038), "upper": None}
+    assert runs.paper_verdict_bounds("mlp_window", "hmm_sticky", levels) == {"lower": None, "upper": None}
 
 
 def test_kl_curve_is_the_kl_on_each_training_batch():
@@ -59,37 +63,63 @@ def test_kl_curve_is_the_kl_on_each_training_batch():
     np.testing.assert_allclose(sticky_hmm.kl_curve_bits(losses, task, batch_size=7, seed=5), direct, rtol=1e-5, atol=1e-7)
 
 
+def _check_file(stored, scale: str) -> None:
+    """The file's settings are the spec of ``scale``; every run is as long as the spec says, and consistent."""
+    spec = sticky_hmm.SPECS[scale]
+    assert stored["scale"] == scale and stored["settings"] == {**json.loads(json.dumps(spec.to_json()))}
+    assert stored["settings"]["self_transition"] == tunnels.STICKY_SELF_TRANSITION
+    assert list(stored["runs"]) == list(FAMILIES) and sorted(stored["longer"]) == sorted(sticky_hmm.LONGER_FAMILIES)
+    for family, run in stored["runs"].items():
+        assert run["steps"] == spec.family_steps(family)
+        assert len(run["kl_curve_bits"]) == min(sticky_hmm.CURVE_POINTS, run["steps"])
+        assert len(run["kl_by_position"]) == spec.hmm_length
+        assert np.mean(run["kl_by_position"]) == pytest.approx(run["metrics"]["kl_bits"], rel=1e-9)
+    for family, run in stored["longer"].items():
+        assert run["steps"] == sticky_hmm.LONGER_FACTOR * spec.family_steps(family) and run["family"] == family
+
+
 def test_committed_results_match_the_settings_and_a_recomputed_reference():
     stored = json.loads(data_path(sticky_hmm.RESULTS_FILE).read_text(encoding="utf-8"))
-    assert stored["scale"] == "book" and stored["settings"] == {**sticky_hmm.SETTINGS["book"],
-                                                                "self_transition": tunnels.STICKY_SELF_TRANSITION}
-    assert list(stored["runs"]) == list(FAMILIES)
+    assert sticky_hmm.STICKY_HMM_RUNS.committed_scale == "book"
+    _check_file(stored, "book")
     ref = sticky_hmm.reference("book", stored["seed"])
     assert stored["reference"]["context_blind"]["kl_bits"] == pytest.approx(ref["context_blind"]["kl_bits"], rel=1e-9)
     assert stored["reference"]["floor_nats"] == pytest.approx(ref["floor_nats"], rel=1e-9)
-    for family, run in stored["runs"].items():
-        assert run["steps"] == sticky_hmm.family_steps(stored["settings"], family) and len(run["kl_curve_bits"]) == sticky_hmm.CURVE_POINTS
-        assert len(run["kl_by_position"]) == stored["settings"]["hmm_length"]
-        assert np.mean(run["kl_by_position"]) == pytest.approx(run["metrics"]["kl_bits"], rel=1e-9)
-        # the context-blind MLP cannot beat the exact context-blind predictor (up to estimation noise)
-        if family == "mlp_blind":
-            assert run["metrics"]["kl_bits"] > 0.95 * stored["reference"]["context_blind"]["kl_bits"]
+    # the context-blind MLP cannot beat the exact context-blind predictor (up to estimation noise)
+    assert stored["runs"]["mlp_blind"]["metrics"]["kl_bits"] > 0.95 * stored["reference"]["context_blind"]["kl_bits"]
+
+
+def test_jobs_and_scales():
+    jobs = sticky_hmm.sticky_jobs("book")
+    assert [j.key for j in jobs] == [f"run-{f}" for f in FAMILIES] + [f"longer-{f}" for f in sticky_hmm.LONGER_FAMILIES]
+    assert jobs[-1].kwargs == {"scale": "book", "family": "lstm", "seed": 0,
+                               "steps": sticky_hmm.LONGER_FACTOR * sticky_hmm.SPECS["book"].steps}
+    with pytest.raises(ValueError, match="one seed"):
+        sticky_hmm.sticky_jobs("fast", [0, 1])
+    with pytest.raises(ValueError, match="scales fast, book"):
+        sticky_hmm.run_family("paper", "transformer")
+    with pytest.raises(ValueError, match="sticky_hmm has scales fast, book"):
+        compute.compute("sticky_hmm", "paper")
+    with pytest.raises(ValueError, match="steps_mamba must be a positive integer"):
+        sticky_hmm.StickyHMMSpec(5, 5, 8, 6000, 40, 16, 2e-3, 64, steps_mamba=0)
 
 
 @pytest.mark.slow
-def test_the_fast_scale_regenerates_through_the_same_code_and_resumes(tmp_path):
-    out = tmp_path / "sticky.json"
+def test_the_fast_scale_regenerates_through_compute_with_the_committed_shape_and_resumes(tmp_path):
     messages = []
-    first = sticky_hmm.compute("fast", ["transformer", "mlp_blind"], out=out, log=messages.append)
-    assert list(first["runs"]) == ["transformer", "mlp_blind"]
-    again = sticky_hmm.compute("fast", ["transformer", "mlp_blind", "lstm"], out=out, log=messages.append)
-    assert any("resuming" in m for m in messages) and sum("training transformer" in m for m in messages) == 1
-    assert again["runs"]["transformer"] == first["runs"]["transformer"]
-    run = again["runs"]["lstm"]
-    assert run["steps"] == sticky_hmm.SETTINGS["fast"]["steps"]
-    assert np.isfinite(run["kl_curve_bits"]).all() and "provenance" in json.loads(out.read_text())
-    with pytest.raises(ValueError, match="scales"):
-        sticky_hmm.run_family("paper", "transformer")
+    folder = compute.compute("sticky_hmm", "fast", root=tmp_path, processes=1, log=messages.append)
+    out = folder / sticky_hmm.RESULTS_FILE
+    stored = json.loads(out.read_text())
+    committed = sticky_hmm.load()
+    assert set(stored) == set(committed) and set(stored["runs"]["lstm"]) == set(committed["runs"]["lstm"])
+    _check_file(stored, "fast")
+    assert np.isfinite(stored["runs"]["lstm"]["kl_curve_bits"]).all() and "provenance" in stored
+    # the transformer's job is the chapter's run_family, in this process too
+    direct = sticky_hmm.run_family("fast", "transformer")
+    timeless = lambda run: {k: v for k, v in run.items() if k != "cpu_seconds"}  # noqa: E731
+    assert timeless(stored["runs"]["transformer"]) == timeless(direct)
+    compute.compute("sticky_hmm", "fast", root=tmp_path, processes=1, log=messages.append)
+    assert any("7 already done, 0 to run" in m for m in messages)
 
 
 def _stored(kl: dict[str, float], *, late: float = 0.5) -> dict:
@@ -97,7 +127,7 @@ def _stored(kl: dict[str, float], *, late: float = 0.5) -> dict:
     curve = lambda v: [v * (1 + late)] * 80 + [v * (1 + late)] * 10 + [v] * 10  # noqa: E731
     runs = {f: {"metrics": {"kl_bits": v}, "steps": 1000, "n_params": 100, "width": 8, "kl_curve_bits": curve(v),
                 "loss_curve_nats": [1.0 + x for x in curve(v)]} for f, v in kl.items()}
-    return {"seed": 0, "scale": "book", "settings": {**sticky_hmm.SETTINGS["book"], "steps": 1000},
+    return {"seed": 0, "scale": "book", "settings": {**sticky_hmm.SPECS["book"].to_json(), "steps": 1000},
             "reference": {"context_blind": {"kl_bits": 0.2, "entropy_mae_bits": 0.3},
                           "context_blind_kl_by_position": [0.0, 0.2], "floor_nats": 1.0}, "runs": runs}
 
@@ -108,8 +138,6 @@ def _stored(kl: dict[str, float], *, late: float = 0.5) -> dict:
             "mlp_blind": "undecided"}),
 ])
 def test_sticky_claims_follow_the_verdict_rules(transformer_kl, expected):
-    from attention_dynamics.experiments import architectures_report as report
-
     stored = _stored({"transformer": transformer_kl, "mamba": 0.08, "lstm": 0.15, "mlp_window": 0.1, "mlp_blind": 0.21})
     table = report.record_sticky_claims(stored)
     assert dict(table["status"].drop("context-blind (exact best)")) == {
@@ -118,25 +146,19 @@ def test_sticky_claims_follow_the_verdict_rules(transformer_kl, expected):
 
 
 def test_an_lstm_below_the_threshold_fails_paper_is_verdict_for_good():
-    from attention_dynamics.experiments import architectures_report as report
-
     table = report.record_sticky_claims(_stored({"transformer": 0.03, "lstm": 0.02}))
     assert table.loc["LSTM", "status"] == "fail"
 
 
 def test_sticky_curve_figure_draws_every_family_and_both_levels():
-    from attention_dynamics.experiments import architectures_report as report
-
     stored = _stored({f: 0.1 for f in FAMILIES})
     stored["longer"] = {"lstm": stored["runs"]["lstm"]}
-    fig, ax = report.plot_sticky_kl_curves(stored)
+    fig, ax = figures.plot_sticky_kl_curves(stored)
     assert len(ax.get_lines()) == 2 * len(FAMILIES) + 3 and ax.get_yscale() == "log"
 
 
 @pytest.mark.parametrize("long_kl, expected", [(None, "undecided"), (0.05, "pass"), (0.02, "fail")])
 def test_an_lstm_pass_below_the_blind_level_is_decided_only_by_a_longer_run(long_kl, expected):
-    from attention_dynamics.experiments import architectures_report as report
-
     stored = _stored({"transformer": 0.03, "lstm": 0.045})
     if long_kl is not None:
         stored["longer"] = {"lstm": {**stored["runs"]["lstm"], "steps": 4000, "metrics": {"kl_bits": long_kl}}}
@@ -145,8 +167,6 @@ def test_an_lstm_pass_below_the_blind_level_is_decided_only_by_a_longer_run(long
 
 @pytest.mark.parametrize("long_kl, expected", [(0.09, "fail"), (0.03, "pass")])
 def test_a_longer_run_states_the_claim_so_a_missed_realises_bound_fails_only_if_it_misses_too(long_kl, expected):
-    from attention_dynamics.experiments import architectures_report as report
-
     stored = _stored({"transformer": 0.03, "mamba": 0.1})
     stored["longer"] = {"mamba": {**stored["runs"]["mamba"], "steps": 4000, "metrics": {"kl_bits": long_kl}}}
     assert report.record_sticky_claims(stored).loc["Mamba", "status"] == expected

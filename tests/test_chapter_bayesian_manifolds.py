@@ -1,4 +1,5 @@
-"""Chapter 6's report and figures: the recorded claims against independent computations, the figures' contents."""
+"""Chapter 6 (chapters.bayesian_manifolds): settings, runs, the recorded claims against independent computations,
+the figures' contents."""
 
 from __future__ import annotations
 
@@ -13,25 +14,24 @@ import pytest
 import torch
 
 from attention_dynamics import claims
-from attention_dynamics.experiments import wind_tunnel
-from attention_dynamics.experiments import wind_tunnel_figures as figures
-from attention_dynamics.experiments import wind_tunnel_report as report
-from attention_dynamics.settings import chapter_settings
+from attention_dynamics.chapters.bayesian_manifolds import figures, report, runs as chapter_runs, settings
+from attention_dynamics.diagnostics import wind_tunnel_geometry as wg
 from attention_dynamics.tasks import hmm
+from attention_dynamics.training import wind_tunnels as wt
 
-TINY = {**wind_tunnel.SETTINGS["fast"], "bij_steps": 40, "hmm_steps": 30, "n_checkpoints": 6, "n_eval": 64,
-        "n_probe": 32}
+TINY = dict(bij_steps=40, hmm_steps=30, n_checkpoints=6, n_eval=64, n_probe=32)
 LN2 = math.log(2.0)
 
 
 @pytest.fixture(scope="module")
 def cfg():
-    return chapter_settings({"fast": TINY}, "fast", device="cpu")
+    return settings.resolve("fast", device="cpu", **TINY)
 
 
 @pytest.fixture(scope="module")
 def runs(cfg):
-    return wind_tunnel.train_bijection(cfg, seed=3), wind_tunnel.train_hmm(cfg, seed=3)
+    return (wt.train_bijection(cfg.bijection, seed=3, checkpoints=cfg.n_checkpoints),
+            wt.train_hmm(cfg.hmm, seed=3, checkpoints=cfg.n_checkpoints))
 
 
 @pytest.fixture
@@ -64,20 +64,34 @@ def _entropy_bits(p: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+def test_settings_take_the_library_tunnels_and_the_notebooks_step_overrides(cfg):
+    fast = settings.SETTINGS["fast"]
+    assert fast.bijection == wt.BIJECTION_TUNNELS["fast"] and fast.hmm == wt.HMM_TUNNELS["fast"]
+    assert settings.SETTINGS["book"].bijection == wt.BIJECTION_TUNNELS["book"]
+    assert cfg.bijection == wt.BIJECTION_TUNNELS["fast"].replace(steps=40)
+    assert cfg.hmm == wt.HMM_TUNNELS["fast"].replace(steps=30)
+    assert (cfg.n_checkpoints, cfg.n_eval, cfg.n_probe, cfg.scale) == (6, 64, 32, "fast")
+    table = settings.scales_table()
+    assert list(table.columns) == ["fast", "book", "paper"]
+    assert table.loc["bijection.steps", "book"] == str(wt.BIJECTION_TUNNELS["book"].steps)
+    assert table.loc["hmm.test_lengths", "paper"] == "20, 30, 50"
+
+
 def test_params_are_read_from_the_settings(cfg):
     p = report.bijection_params(cfg, seed=5)
-    assert (p["V"], p["L"], p["n_sequences"], p["seed"]) == (TINY["V"], TINY["L"], TINY["n_eval"], 5)
-    assert (p["d_model"], p["steps"], p["lr"], p["scale"]) == (TINY["bij_d_model"], 40, TINY["bij_lr"], "fast")
+    b = cfg.bijection
+    assert (p["V"], p["L"], p["n_sequences"], p["seed"]) == (b.V, b.L, TINY["n_eval"], 5)
+    assert (p["d_model"], p["steps"], p["lr"], p["scale"]) == (b.d_model, 40, b.lr, "fast")
     h = report.hmm_params(cfg, seed=5)
-    assert h["train_length"] == TINY["hmm_test_lengths"][0] and h["test_lengths"] == list(TINY["hmm_test_lengths"])
+    assert h["train_length"] == cfg.hmm.length and h["test_lengths"] == list(cfg.hmm.test_lengths)
     assert h["steps"] == 30 and h["n_sequences"] == TINY["n_eval"]
     g = report.geometry_params(cfg, seed=5)
-    assert g["d_head"] * TINY["bij_n_heads"] == TINY["bij_d_model"] and g["n_probe"] == TINY["n_probe"]
+    assert g["d_head"] * b.n_heads == b.d_model and g["n_probe"] == TINY["n_probe"]
 
 
 def test_reference_levels_match_their_closed_forms(cfg, recorded):
-    V, L = cfg.V, cfg.L
-    out = report.record_reference_levels(cfg, wind_tunnel.bijection_batch_for_eval(cfg, seed=1), seed=1)
+    V, L = cfg.bijection.V, cfg.bijection.L
+    out = report.record_reference_levels(cfg, wt.bijection_batch_for_eval(cfg.bijection, seed=1, n=cfg.n_eval), seed=1)
     remaining = V - np.arange(L)  # values still possible after t pairs
     assert out["bijection.bayes_ce_floor_nats"].value == pytest.approx(np.mean(np.log(remaining)), abs=1e-12)
     assert out["bijection.bayes_top1_accuracy"].value == pytest.approx(np.mean(1 / remaining), abs=1e-12)
@@ -92,13 +106,16 @@ def test_reference_levels_match_their_closed_forms(cfg, recorded):
 
 
 def test_bijection_example_and_hmm_example(cfg):
-    text = report.bijection_example_text(cfg, torch.Generator().manual_seed(0))
+    text = chapter_runs.bijection_example_text(cfg, torch.Generator().manual_seed(0))
     pairs, entropy = text.splitlines()
-    assert pairs.count("→") == cfg.L and pairs.endswith("→?") and pairs.count("→v") == cfg.L - 1
-    assert entropy.startswith("posterior entropy") and str(round(math.log2(cfg.V), 3)) in entropy
-    batch = report.hmm_example_batch(cfg, torch.Generator().manual_seed(0))
-    assert batch.posterior.shape == (1, cfg.hmm_length, cfg.hmm_states)
-    assert set(report.hmm_eval_batches(cfg, seed=0)) == set(cfg.hmm_test_lengths)
+    L, V = cfg.bijection.L, cfg.bijection.V
+    assert pairs.count("→") == L and pairs.endswith("→?") and pairs.count("→v") == L - 1
+    assert entropy.startswith("posterior entropy") and str(round(math.log2(V), 3)) in entropy
+    batch = chapter_runs.hmm_example_batch(cfg, torch.Generator().manual_seed(0))
+    assert batch.posterior.shape == (1, cfg.hmm.length, cfg.hmm.n_states)
+    batches = chapter_runs.hmm_eval_batches(cfg, seed=0)
+    assert set(batches) == set(cfg.hmm.test_lengths)
+    assert all(b.observations.shape == (cfg.n_eval, K) for K, b in batches.items())
 
 
 def test_glue_training_counts_the_parameters(cfg, runs, recorded):
@@ -114,12 +131,12 @@ def test_glue_training_counts_the_parameters(cfg, runs, recorded):
 
 
 def test_bijection_calibration_against_a_direct_computation(cfg, runs, recorded):
-    batch = wind_tunnel.bijection_batch_for_eval(cfg, seed=2)
+    batch = wt.bijection_batch_for_eval(cfg.bijection, seed=2, n=cfg.n_eval)
     out = report.record_bijection_calibration(cfg, runs[0].model(), batch, seed=2)
     log_q = out.log_probs.numpy()
     post = batch.posterior.numpy()
     h_model = _entropy_bits(np.exp(log_q))
-    h_bayes = np.log2(cfg.V - np.arange(cfg.L))
+    h_bayes = np.log2(cfg.bijection.V - np.arange(cfg.bijection.L))
     assert out.claims["bijection.entropy_mae_bits"].value == pytest.approx(np.abs(h_model - h_bayes).mean(), rel=1e-9)
     assert out.claims["bijection.kl_bits"].value == pytest.approx(_kl_bits(post, log_q), rel=1e-9)
     g = recorded["glue"]
@@ -134,19 +151,19 @@ def test_bijection_calibration_against_a_direct_computation(cfg, runs, recorded)
 
 
 def test_hmm_calibration_against_a_direct_computation(cfg, runs, recorded):
-    batches = report.hmm_eval_batches(cfg, seed=4)
+    batches = chapter_runs.hmm_eval_batches(cfg, seed=4)
     out = report.record_hmm_calibration(cfg, runs[1], batches, seed=4)
-    K_train, _, K_long = cfg.hmm_test_lengths
+    K_train, _, K_long = cfg.hmm.test_lengths
     model = runs[1].model()
     for K in (K_train, K_long):
         b = batches[K]
         blind = hmm.context_blind_posterior(b.transition, b.emission, b.observations).numpy()
         assert out.blind_reports[K].kl_bits == pytest.approx(_kl_bits(b.posterior.numpy(), np.log(blind)), rel=1e-9)
-        model_kl = _kl_bits(b.posterior.numpy(), wind_tunnel.hmm_log_probs(model, b).numpy())
+        model_kl = _kl_bits(b.posterior.numpy(), wt.hmm_log_probs(model, b).numpy())
         assert out.reports[K].kl_bits == pytest.approx(model_kl, rel=1e-9)
     c = out.claims
     assert c["hmm.context_blind_kl_bits"].value == pytest.approx(out.blind_reports[K_train].kl_bits)
-    assert c["hmm.kl_bits"].upper == pytest.approx(report.TRANSPORT_FRACTION * c["hmm.context_blind_kl_bits"].value)
+    assert c["hmm.kl_bits"].upper == pytest.approx(settings.TRANSPORT_FRACTION * c["hmm.context_blind_kl_bits"].value)
     assert c["hmm.length_gen_kl_bits"].upper == pytest.approx(c["hmm.context_blind_kl_bits_long"].value)
     assert c["hmm.length_gen_kl_bits"].params["length"] == K_long
     # The late change: max − min of the KL ratio over the checkpoints in the last 20 % of training.
@@ -159,7 +176,7 @@ def test_hmm_calibration_against_a_direct_computation(cfg, runs, recorded):
     # The per-sample entropy error above its bound is not decided (no plateau evidence), never a bare fail.
     mae = c["hmm.entropy_mae_bits"]
     assert mae.value == pytest.approx(out.reports[K_train].entropy_mae_bits)
-    assert mae.status == ("pass" if mae.value <= 0.05 else "undecided")
+    assert mae.status == ("pass" if mae.value <= settings.HMM_ENTROPY_BOUND_BITS else "undecided")
     g = recorded["glue"]
     assert g["manifolds.hmm_kl_ratio_long"] == pytest.approx(out.reports[K_long].kl_bits / out.blind_reports[K_long].kl_bits)
     assert g["manifolds.hmm_kl_first_step"] == pytest.approx(out.reports[K_train].kl_by_position[0])
@@ -178,23 +195,23 @@ def _spread(pc1: tuple[float, float, float], rho: tuple[float, float, float]) ->
 
 
 def test_plateau_note_says_which_side_of_the_amount():
-    amount = report.GEOMETRY_PLATEAU[report.KEYS_ALL]
-    assert "has plateaued" in report.plateau_note(report.KEYS_ALL, amount / 2)
-    assert "not decided" in report.plateau_note(report.KEYS_ALL, amount * 2)
+    amount = settings.GEOMETRY_PLATEAU[settings.KEYS_ALL]
+    assert "has plateaued" in report.plateau_note(settings.KEYS_ALL, amount / 2)
+    assert "not decided" in report.plateau_note(settings.KEYS_ALL, amount * 2)
 
 
 def test_bijection_geometry_claims(cfg, runs, recorded):
-    probe = wind_tunnel.bijection_probe_batch(cfg, seed=3)
+    probe = wt.bijection_probe_batch(cfg.bijection, seed=3, n=cfg.n_probe)
     out = report.record_bijection_geometry(cfg, runs[0], probe, seed=3, generator=torch.Generator().manual_seed(0),
                                            spread=_spread((0.82, 0.75, 0.89), (0.95, 0.92, 0.97)))
     c = out.claims
     # The untrained null is the run's step-0 model measured on the same probe.
-    untrained = wind_tunnel.bijection_geometry(runs[0].model(0), probe, table=False)
+    untrained = wg.bijection_geometry(runs[0].model(0), probe, table=False)
     assert c["geometry.key_abs_cos_layer0_untrained"].value == pytest.approx(untrained.key_abs_cos[0])
     assert c["geometry.attention_entropy_reduction_untrained"].value == pytest.approx(
         1 - untrained.attention_entropy_bits[-1] / untrained.attention_entropy_bits[0])
     # The Monte Carlo baseline against E|cos| of two isotropic vectors in d dimensions.
-    d = cfg.bij_d_model // cfg.bij_n_heads
+    d = cfg.bijection.d_model // cfg.bijection.n_heads
     closed = math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
     assert c["geometry.key_abs_cos_random_baseline"].value == pytest.approx(closed, abs=0.002)
     # Over seeds: the mean with its interval, decided by the interval against the bound.
@@ -202,7 +219,7 @@ def test_bijection_geometry_claims(cfg, runs, recorded):
     assert pc1.value == 0.82 and pc1.interval == [0.75, 0.89] and pc1.status != "pass"
     assert "0.70 to 0.90" in pc1.explanation  # the smallest and largest seed
     assert c["geometry.value_pc1_entropy_spearman"].status == "pass"
-    for name in report.GEOMETRY_PLATEAU:
+    for name in settings.GEOMETRY_PLATEAU:
         late = out.curve[name][out.curve["step"] >= 0.8 * out.curve["step"][-1]]
         assert out.late_change[name] == pytest.approx(late.max() - late.min())
     g = recorded["glue"]
@@ -214,13 +231,14 @@ def test_bijection_geometry_claims(cfg, runs, recorded):
 
 def test_hmm_manifold_glue(cfg, runs, recorded):
     geo = report.glue_hmm_manifold(cfg, runs[1].model(), seed=3)
-    assert geo.scores.shape == (cfg.n_probe * cfg.hmm_test_lengths[0], 2)
+    assert geo.scores.shape == (cfg.n_probe * cfg.hmm.length, 2)
     assert recorded["glue"]["manifolds.hmm_max_abs_spearman"] == pytest.approx(
         max(abs(r["spearman"]) for r in geo.manifold_table))
 
 
-def test_frame_precision_claims(cfg, runs, recorded):
-    fp = report.record_frame_precision(cfg, runs[0], wind_tunnel.bijection_probe_batch(cfg, seed=3), seed=3)
+def test_frame_and_calibration_claims(cfg, runs, recorded):
+    fp = report.record_frame_and_calibration(cfg, runs[0], wt.bijection_probe_batch(cfg.bijection, seed=3, n=cfg.n_probe),
+                                             seed=3)
     c, g = recorded["claims"], recorded["glue"]
     assert c["frame_precision.frame_settle_step"].value == fp.frame_settle_step
     assert c["frame_precision.calibration_settle_step"].lower == fp.frame_settle_step + 1
@@ -236,7 +254,7 @@ def test_frame_precision_claims(cfg, runs, recorded):
 
 
 def test_hmm_floor_is_the_mean_filter_entropy_in_nats():
-    batch = wind_tunnel.hmm_batch_for_eval(TINY, 8, seed=0, n=8)
+    batch = wt.hmm_batch_for_eval(settings.SETTINGS["fast"].hmm, 8, seed=0, n=8)
     p = batch.posterior.numpy()
     assert figures.hmm_floor_nats(batch) == pytest.approx(float(-(p * np.log(p)).sum(-1).mean()))
 
@@ -249,23 +267,25 @@ def _close(fig):
 
 def test_figures_draw_their_panels(cfg, runs):
     bij_run, hmm_run = runs
-    fig, ax = figures.plot_hmm_posterior(report.hmm_example_batch(cfg, torch.Generator().manual_seed(0)))
-    assert len(ax.collections) == cfg.hmm_states + 1 and len(ax.get_legend().get_texts()) == cfg.hmm_states
+    n_states = cfg.hmm.n_states
+    fig, ax = figures.plot_hmm_posterior(chapter_runs.hmm_example_batch(cfg, torch.Generator().manual_seed(0)))
+    assert len(ax.collections) == n_states + 1 and len(ax.get_legend().get_texts()) == n_states
     _close(fig)
-    batches = report.hmm_eval_batches(cfg, seed=0)
-    fig, axes = figures.plot_training_losses(cfg, bij_run, hmm_run, batches[cfg.hmm_length], window=5)
+    batches = chapter_runs.hmm_eval_batches(cfg, seed=0)
+    fig, axes = figures.plot_training_losses(cfg, bij_run, hmm_run, batches[cfg.hmm.length], window=5)
     line = axes[0].get_lines()[0]
-    assert len(line.get_xdata()) == cfg.bij_steps - 4 and len(axes[1].get_lines()) == 2
-    assert axes[0].get_lines()[1].get_ydata()[0] == pytest.approx(np.mean(np.log(cfg.V - np.arange(cfg.L))))
+    assert len(line.get_xdata()) == cfg.bijection.steps - 4 and len(axes[1].get_lines()) == 2
+    V, L = cfg.bijection.V, cfg.bijection.L
+    assert axes[0].get_lines()[1].get_ydata()[0] == pytest.approx(np.mean(np.log(V - np.arange(L))))
     _close(fig)
-    bij_batch = wind_tunnel.bijection_batch_for_eval(cfg, seed=0)
+    bij_batch = wt.bijection_batch_for_eval(cfg.bijection, seed=0, n=cfg.n_eval)
     cal = report.record_bijection_calibration(cfg, bij_run.model(), bij_batch, seed=0)
     fig, axes = figures.plot_bijection_calibration(cfg, cal.report, cal.log_probs)
     assert len(axes[0].get_lines()) == 2 and len(axes[0].collections) == 1 and len(axes[1].get_lines()) == 3
     _close(fig)
     hmm_cal = report.record_hmm_calibration(cfg, hmm_run, batches, seed=0)
     fig, axes = figures.plot_hmm_calibration(hmm_cal.reports, hmm_cal.blind_reports)
-    n = len(cfg.hmm_test_lengths)
+    n = len(cfg.hmm.test_lengths)
     assert len(axes[0].get_lines()) == 2 * n + 1 and len(axes[1].get_lines()) == n + 2
     _close(fig)
     fig, ax = figures.figure_hmm_kl_through_training(hmm_cal.curve)
@@ -275,10 +295,10 @@ def test_figures_draw_their_panels(cfg, runs):
 
 def test_geometry_figures_draw_their_panels(cfg, runs):
     bij_run, hmm_run = runs
-    probe = wind_tunnel.bijection_probe_batch(cfg, seed=0)
+    probe = wt.bijection_probe_batch(cfg.bijection, seed=0, n=cfg.n_probe)
     out = report.record_bijection_geometry(cfg, bij_run, probe, seed=0, generator=torch.Generator().manual_seed(0),
                                            spread=_spread((0.85, 0.81, 0.89), (0.95, 0.92, 0.97)), baseline_draws=50)
-    n_layers = cfg.bij_n_layers
+    n_layers = cfg.bijection.n_layers
     fig, axes = figures.plot_geometry(out.report)
     assert len(axes[0, 1].patches) == 3 * n_layers and len(axes[1, 0].patches) == n_layers
     assert len(axes[1, 1].get_lines()) == 2 and len(axes[0, 0].images) == 1
@@ -290,8 +310,8 @@ def test_geometry_figures_draw_their_panels(cfg, runs):
     fig, axes = figures.plot_value_manifolds(out.report, hmm_geo)
     assert [len(ax.collections[0].get_offsets()) for ax in axes] == [len(out.report.value_scores), len(hmm_geo.scores)]
     _close(fig)
-    fp = wind_tunnel.frame_precision(bij_run, probe)
-    fig, ax = figures.plot_frame_precision(fp)
+    fp = wg.frame_and_calibration(bij_run, probe)
+    fig, ax = figures.plot_frame_and_calibration(fp)
     assert len(fig.axes) == 2 and len(ax.get_legend().get_texts()) == n_layers + 1
     _close(fig)
     picks = figures.manifold_checkpoints(fp)

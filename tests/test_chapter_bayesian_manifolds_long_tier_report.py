@@ -1,25 +1,33 @@
-"""Chapter 6's long-tier section: its claims against independent computations on runs regenerated at the fast
+"""Chapter 6's long-tier section (chapters.bayesian_manifolds.long_tier_report): its claims against independent computations on runs regenerated at the fast
 scale, the verdict rules (a bound missed while the curve still moves is not decided), and its figure."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
 
 import numpy as np
 import pytest
 import torch
 
-from attention_dynamics.experiments import long_tier, wind_tunnel
-from attention_dynamics.experiments import long_tier_report as report
+from attention_dynamics import compute
+from attention_dynamics.chapters.bayesian_manifolds import figures, long_tier, settings
+from attention_dynamics.chapters.bayesian_manifolds import long_tier_report as report
 from attention_dynamics.tasks import bijection, hmm
+from attention_dynamics.training import wind_tunnels as wt
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("long_tier_report")
-    for tunnel in long_tier.TUNNELS:
-        long_tier.train("fast", tunnel, out=folder, cache=folder / "cache", log=lambda m: None)
-    return report.load_runs(folder)
+    root = tmp_path_factory.mktemp("compute")
+    with contextlib.redirect_stdout(io.StringIO()):
+        folder = compute.compute("long_tier", "fast", root=root, processes=1, log=lambda m: None)
+    return report.load_runs(folder / long_tier.DATA_FOLDER)
 
 
 def _kl_bits(p: torch.Tensor, log_q: torch.Tensor) -> float:
@@ -32,29 +40,29 @@ def _kl_bits(p: torch.Tensor, log_q: torch.Tensor) -> float:
 def test_bijection_claims_against_the_closed_form_and_a_direct_kl(runs):
     lr = runs["bijection_v20"]
     out = report.record_bijection_v20(lr)
-    V, L = lr.settings["V"], lr.settings["L"]
+    V, L = lr.settings.tunnel.V, lr.settings.tunnel.L
     blind = out.claims["bijection_v20.context_blind_entropy_mae_bits"]
     assert blind.status == "pass" and blind.value == pytest.approx(bijection.context_blind_entropy_error_bits(V, L), abs=1e-9)
-    batch = wind_tunnel.bijection_batch_for_eval(lr.settings, seed=0)
-    direct = _kl_bits(batch.posterior, wind_tunnel.bijection_log_probs(lr.run.model(), batch))
+    batch = wt.bijection_batch_for_eval(lr.settings.tunnel, seed=0, n=lr.settings.n_eval)
+    direct = _kl_bits(batch.posterior, wt.bijection_log_probs(lr.run.model(), batch))
     assert out.claims["bijection_v20.kl_bits"].value == pytest.approx(direct, rel=1e-9)
-    assert out.claims["bijection_v20.entropy_mae_bits"].upper == report.BIJECTION_TARGET_BITS
+    assert out.claims["bijection_v20.entropy_mae_bits"].upper == settings.BIJECTION_TARGET_BITS
 
 
 def test_hmm_bounds_are_multiples_of_the_context_blind_level_computed_directly(runs):
     lr = runs["hmm_long"]
     out = report.record_hmm_long(lr)
-    K_train, K_mid, K_long = lr.settings["hmm_test_lengths"]
+    K_train, K_mid, K_long = lr.settings.tunnel.test_lengths
     for K, claim_id, fraction in ((K_train, "hmm_long.kl_bits", report.LONG_TRANSPORT_FRACTION),
-                                  (K_mid, f"hmm_long.length_gen_kl_bits_{K_mid}", report.LENGTH_GEN_FRACTION),
-                                  (K_long, f"hmm_long.length_gen_kl_bits_{K_long}", report.LENGTH_GEN_FRACTION)):
-        b = wind_tunnel.hmm_batch_for_eval(lr.settings, K, seed=0)
+                                  (K_mid, f"hmm_long.length_gen_kl_bits_{K_mid}", settings.TRANSPORT_FRACTION),
+                                  (K_long, f"hmm_long.length_gen_kl_bits_{K_long}", settings.TRANSPORT_FRACTION)):
+        b = wt.hmm_batch_for_eval(lr.settings.tunnel, K, seed=0, n=lr.settings.n_eval)
         blind = _kl_bits(b.posterior, hmm.context_blind_posterior(b.transition, b.emission, b.observations).log())
-        model = _kl_bits(b.posterior, wind_tunnel.hmm_log_probs(lr.run.model(), b))
+        model = _kl_bits(b.posterior, wt.hmm_log_probs(lr.run.model(), b))
         c = out.claims[claim_id]
         assert c.upper == pytest.approx(fraction * blind, rel=1e-9) and c.value == pytest.approx(model, rel=1e-9)
         assert out.ratio(K) == pytest.approx(model / blind, rel=1e-9)
-    assert out.claims["hmm_long.entropy_mae_bits"].upper == report.HMM_ENTROPY_BOUND_BITS
+    assert out.claims["hmm_long.entropy_mae_bits"].upper == settings.HMM_ENTROPY_BOUND_BITS
 
 
 def _with_curve(lr: long_tier.LongRun, name: str, values) -> long_tier.LongRun:
@@ -70,7 +78,7 @@ def _with_curve(lr: long_tier.LongRun, name: str, values) -> long_tier.LongRun:
 def test_a_missed_hmm_bound_is_a_fail_only_on_a_plateau(runs, late, expected):
     # the fast run is far above 0.3x the context-blind level: its verdict rests on the curve's last 20 %
     lr = runs["hmm_long"]
-    K = lr.settings["hmm_length"]
+    K = lr.settings.tunnel.length
     curve = [10.0] * 8 + [10.0 + late, 10.0]
     out = report.record_hmm_long(_with_curve(lr, f"kl_ratio_K{K}", curve))
     assert out.claims["hmm_long.kl_bits"].status == expected
@@ -100,7 +108,7 @@ def test_geometry_claims_put_the_nulls_beside_the_trained_value(runs):
 def test_runs_table_and_figure(runs):
     table = report.runs_table(runs)
     assert list(table.columns) == list(long_tier.TUNNELS) and table.loc["steps", "hmm_long"] == 60
-    fig, axes = report.plot_long_curves(runs["bijection_v20"], runs["hmm_long"])
+    fig, axes = figures.plot_long_curves(runs["bijection_v20"], runs["hmm_long"])
     assert len(axes[0].lines) == 3 and len(axes[1].lines) == 3 + 3  # the model + 2 levels; 3 lengths + 3 levels
     assert axes[1].get_yscale() == "log"
     import matplotlib.pyplot as plt

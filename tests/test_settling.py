@@ -44,3 +44,18 @@ def test_late_drop_of_a_falling_a_flat_and_a_rising_curve():
     assert late_drop(1 + t / 1000, floor=0.0) < 0  # rising
     with pytest.raises(ValueError):
         late_drop([1.0])
+
+
+def test_path_settling_step_on_a_known_path():
+    from attention_dynamics.settling import path_settling_step
+
+    steps = np.arange(0, 11)
+    inc = np.array([4, 3, 1, 1, 0.5, 0.25, 0.125, 0.125, 0, 0], dtype=float)  # total 10
+    # remaining at steps 0..: 1, .6, .3, .2, .1, .05, .025, .0125, 0, 0, 0
+    assert path_settling_step(steps, inc, 0.5) == 2
+    assert path_settling_step(steps, inc, 0.1) == 4
+    assert path_settling_step(steps, inc, 0.01) == 8
+    # unit-free: scaling the increments changes nothing
+    assert path_settling_step(steps, 1e3 * inc, 0.1) == 4
+    with pytest.raises(ValueError):
+        path_settling_step(steps[:-1], inc, 0.1)

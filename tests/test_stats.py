@@ -1,4 +1,5 @@
-"""The one entropy function, against SciPy's (an independent implementation) and closed forms; the moving average, against a loop."""
+"""The one entropy function, against SciPy's (an independent implementation) and closed forms; the moving average, against a
+loop; the seed intervals against SciPy's."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 from scipy.stats import entropy as scipy_entropy
 
-from attention_dynamics.stats import entropy, moving_average
+from attention_dynamics.stats import entropy, moving_average, t_interval
 
 
 @pytest.mark.parametrize("unit, base", [("nats", None), ("bits", 2)])
@@ -51,3 +53,18 @@ def test_moving_average_is_the_mean_of_each_window_at_its_last_step():
 def test_moving_average_rejects_a_window_outside_the_values(window):
     with pytest.raises(ValueError, match="window"):
         moving_average([1.0, 2.0], window)
+
+
+def test_t_interval_matches_scipy():
+    values = [0.77, 0.885, 0.873, 0.81, 0.9]
+    ci = t_interval(values)
+    low, high = stats.t.interval(0.95, df=4, loc=np.mean(values), scale=stats.sem(values))
+    assert ci["low"] == pytest.approx(low, rel=1e-12) and ci["high"] == pytest.approx(high, rel=1e-12)
+    assert ci["mean"] == pytest.approx(np.mean(values)) and ci["n"] == 5 and ci["sd"] == pytest.approx(np.std(values, ddof=1))
+    assert t_interval([1.0, 1.0])["low"] == t_interval([1.0, 1.0])["high"] == 1.0
+
+
+@pytest.mark.parametrize("values, confidence, message", [([1.0], 0.95, "at least two"), ([1.0, 2.0], 1.0, "confidence")])
+def test_t_interval_rejects_bad_input(values, confidence, message):
+    with pytest.raises(ValueError, match=message):
+        t_interval(values, confidence)

@@ -1,4 +1,4 @@
-"""Chapter 2's report: its draws, its claims and its figures, against independent computations."""
+"""Chapter 2 (chapters.gradient_laws): its draws, its claims and its figures, against independent computations."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from attention_dynamics import attention, claims, gradients
-from attention_dynamics.experiments import gradient_laws_report as report
+from attention_dynamics.chapters.gradient_laws import figures, report, runs, settings
 
-SMALL = {"n_draws": 2, "batch": 2, "T": 6, "fd_T": 3, "sweep_T": 6, "n_temperatures": 7, "log10_beta_max": 3,
-         "ws_steps": 4, "ws_every": 2}
+SMALL = settings.resolve("fast", device="cpu", n_draws=2, batch=2, T=6, fd_T=3, sweep_T=6, n_temperatures=7,
+                         log10_beta_max=3, ws_steps=4, ws_every=2)
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def glued(monkeypatch):
 
 
 def test_random_problem_draws_head_inputs_targets_in_that_order():
-    x, params, y = report.random_problem(torch.Generator().manual_seed(3), 0.5, (2, 5))
+    x, params, y = runs.random_problem(torch.Generator().manual_seed(3), 0.5, (2, 5))
     g = torch.Generator().manual_seed(3)
     ref = attention.init_single_head(20, 10, 15, 8, std=0.5, generator=g, dtype=torch.float64)
     assert torch.equal(params.W_Q, ref.W_Q) and torch.equal(params.W_O, ref.W_O)
@@ -35,7 +35,7 @@ def test_random_problem_draws_head_inputs_targets_in_that_order():
 
 
 def test_worked_example_is_the_advantage_gated_by_attention():
-    ex = report.worked_example(torch.Generator().manual_seed(0))
+    ex = runs.worked_example(torch.Generator().manual_seed(0))
     alpha, b = ex.forward.alpha, ex.forward.b
     T = alpha.shape[-1]
     for i in range(T):  # the advantage by its definition, entry by entry
@@ -51,7 +51,7 @@ def test_worked_example_is_the_advantage_gated_by_attention():
 def test_plot_worked_example_draws_four_matrices():
     import matplotlib.pyplot as plt
 
-    fig, axes = report.plot_worked_example(report.worked_example(torch.Generator().manual_seed(0)))
+    fig, axes = figures.plot_worked_example(runs.worked_example(torch.Generator().manual_seed(0)))
     assert axes.shape == (2, 2)
     assert all(len(ax.images) == 1 for ax in axes.flat)
     assert "T = 8" in fig._suptitle.get_text()
@@ -60,13 +60,13 @@ def test_plot_worked_example_draws_four_matrices():
 
 def test_worst_is_the_largest_error_and_scale_over_checks_and_heads():
     draws = [{"a": (1.0, 5.0), "b": (3.0, 2.0)}, {"a": (2.0, 1.0), "b": (0.5, 7.0)}]
-    assert report.worst(draws, "a") == (2.0, 5.0)
-    assert report.worst(draws, "a", "b") == (3.0, 7.0)
+    assert runs.worst(draws, "a") == (2.0, 5.0)
+    assert runs.worst(draws, "a", "b") == (3.0, 7.0)
 
 
 def test_law_claims_pass_on_real_heads_and_fail_on_a_wrong_law(glued):
-    draws = report.law_check_draws(SMALL, torch.Generator().manual_seed(0))
-    assert len(draws) == SMALL["n_draws"]
+    draws = runs.law_check_draws(SMALL, torch.Generator().manual_seed(0))
+    assert len(draws) == SMALL.n_draws
     recorded = report.record_law_claims(draws, report.verification_params(SMALL, 0))
     assert [c.status for c in recorded.values()] == ["pass"] * len(report.LAW_CLAIMS)
     for claim_id, value in recorded.items():
@@ -76,20 +76,26 @@ def test_law_claims_pass_on_real_heads_and_fail_on_a_wrong_law(glued):
 
 
 def test_structure_claims_are_zero_on_real_heads(glued):
-    draws = report.law_check_draws(SMALL, torch.Generator().manual_seed(1))
+    draws = runs.law_check_draws(SMALL, torch.Generator().manual_seed(1))
     row_error, row_scale, masked = report.record_structure_claims(draws, {})
     assert masked == 0.0 and row_error <= 1e-12 * row_scale
     assert glued["gradients.row_sum_term_scale"] == row_scale
 
 
-def test_finite_difference_check_covers_the_eight_gradients(glued):
-    relative = report.finite_difference_check(SMALL, torch.Generator().manual_seed(0), seed=0)
+def test_finite_difference_check_covers_the_eight_gradients(monkeypatch):
+    recorded = {}
+    real_record = claims.record
+    monkeypatch.setattr(claims, "record", lambda cid, v, **kw: recorded.setdefault(cid, real_record(cid, v, **kw)))
+    relative = runs.finite_difference_errors(SMALL, torch.Generator().manual_seed(0))
     assert set(relative) == set(gradients.GRADIENT_NAMES) and len(relative) == 8
     assert max(relative.values()) < 1e-7
+    report.record_finite_difference(relative, SMALL, seed=0)
+    claim = recorded["gradients.finite_difference_max_rel_err"]
+    assert claim.value == max(relative.values()) and claim.status == "pass" and claim.params["T"] == SMALL.fd_T
 
 
 def test_sweep_temperatures_always_include_one():
-    betas = report.sweep_temperatures({"n_temperatures": 4, "log10_beta_max": 2})  # 1e-2, 1e-1/3, ..., 1e2
+    betas = runs.sweep_temperatures(SMALL.replace(n_temperatures=4, log10_beta_max=2))  # 1e-2, 1e-1/3, ..., 1e2
     assert betas[0] == pytest.approx(1e-2) and betas[-1] == pytest.approx(1e2)
     assert 1.0 in betas and np.all(np.diff(betas) > 0) and len(betas) == 5
 
@@ -98,9 +104,9 @@ def test_sweep_claims_read_the_sweep_at_the_right_temperatures(glued, monkeypatc
     recorded = {}
     real_record = claims.record
     monkeypatch.setattr(claims, "record", lambda cid, v, **kw: recorded.setdefault(cid, real_record(cid, v, **kw)))
-    cfg = dict(SMALL, log10_beta_max=2)  # on 6 positions β = 1e3 rounds the entropy (and its bound) to 0
-    x, params, y = report.random_problem(torch.Generator().manual_seed(2), 0.5, (cfg["sweep_T"],))
-    sweep = gradients.inverse_temperature_sweep(x, params, y, report.sweep_temperatures(cfg))
+    cfg = SMALL.replace(log10_beta_max=2)  # on 6 positions β = 1e3 rounds the entropy (and its bound) to 0
+    x, params, y = runs.random_problem(torch.Generator().manual_seed(2), 0.5, (cfg.sweep_T,))
+    sweep = gradients.inverse_temperature_sweep(x, params, y, runs.sweep_temperatures(cfg))
     report.record_sweep_claims(sweep, cfg, seed=0)
     # independently: the value gradient at β = 1 and at β_max, from two separate one-point sweeps
     at_one = gradients.inverse_temperature_sweep(x, params, y, [1.0]).value_grad_norm[0]
@@ -108,14 +114,17 @@ def test_sweep_claims_read_the_sweep_at_the_right_temperatures(glued, monkeypatc
     assert recorded["gradients.one_hot_value_grad_ratio"].value == pytest.approx(at_max / at_one, rel=1e-12)
     assert recorded["gradients.entropy_bound_max_ratio"].value <= 1.0  # the lemma
     assert glued["gradients.sweep_beta_max"] == pytest.approx(1e2)
-    assert glued["gradients.sweep_entropy_max"] <= np.log(cfg["sweep_T"]) + 1e-12
+    assert glued["gradients.sweep_entropy_max"] <= np.log(cfg.sweep_T) + 1e-12
+    # the chapter's own sweep draws the same head from the same generator state
+    again = runs.temperature_sweep(cfg, torch.Generator().manual_seed(2))
+    np.testing.assert_array_equal(again.value_grad_norm, sweep.value_grad_norm)
 
 
 def test_plot_temperature_sweep_draws_entropy_and_three_gradient_curves():
     import matplotlib.pyplot as plt
 
-    x, params, y = report.random_problem(torch.Generator().manual_seed(2), 0.5, (6,))
-    fig, axes = report.plot_temperature_sweep(gradients.inverse_temperature_sweep(x, params, y, [0.1, 1.0, 10.0]))
+    x, params, y = runs.random_problem(torch.Generator().manual_seed(2), 0.5, (6,))
+    fig, axes = figures.plot_temperature_sweep(gradients.inverse_temperature_sweep(x, params, y, [0.1, 1.0, 10.0]))
     assert len(axes[0].get_lines()) == 2 and len(axes[1].get_lines()) == 3
     assert axes[1].get_xscale() == "log" and axes[1].get_yscale() == "log" and axes[1].xaxis_inverted()
     plt.close(fig)
@@ -157,7 +166,7 @@ def test_glue_weight_step_traces_ranges(glued):
 
 
 def test_entropy_bound_ratio_at_one_hot_attention_is_defined():
-    from attention_dynamics.experiments.gradient_laws_report import entropy_bound_max_ratio
+    from attention_dynamics.chapters.gradient_laws.runs import entropy_bound_max_ratio
 
     assert entropy_bound_max_ratio([0.5, 0.0], [1.0, 0.0]) == 0.5  # 0/0 at the one-hot end: no violation
     assert entropy_bound_max_ratio([0.5, 1e-3], [1.0, 0.0]) == float("inf")  # a gradient with zero bound violates

@@ -1,4 +1,5 @@
-"""Chapter 4's report: the mixture bridge against independent computations, the run bookkeeping, the figures."""
+"""Chapter 4 (chapters.two_timescale_em): the mixture bridge against independent computations, the run bookkeeping,
+the settling comparisons, the claims and the figures."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 
 from attention_dynamics import claims
-from attention_dynamics.experiments import two_timescale_report as report
-from attention_dynamics.settings import chapter_settings
+from attention_dynamics.chapters.two_timescale_em import figures, report, runs, settings
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +29,7 @@ def _close_figures():
 
 @pytest.fixture(scope="module")
 def bridge():
-    return report.gmm_bridge(80, 6, torch.Generator().manual_seed(3))
+    return runs.gmm_bridge(80, 6, torch.Generator().manual_seed(3))
 
 
 def _numpy_em_step(x: np.ndarray, means: np.ndarray, sigma: float) -> np.ndarray:
@@ -42,11 +42,11 @@ def _numpy_em_step(x: np.ndarray, means: np.ndarray, sigma: float) -> np.ndarray
 def test_bridge_path_is_em_from_data_points(bridge):
     x = bridge.points.numpy()
     path = bridge.em_path.numpy()
-    assert path.shape == (7, report.GMM_K, report.GMM_D)
+    assert path.shape == (7, settings.GMM_K, settings.GMM_D)
     for mean in path[0]:  # EM starts at K of the data points
         assert np.min(np.abs(x - mean).sum(1)) == 0.0
     for t in range(6):
-        np.testing.assert_allclose(path[t + 1], _numpy_em_step(x, path[t], report.GMM_SIGMA), atol=1e-12)
+        np.testing.assert_allclose(path[t + 1], _numpy_em_step(x, path[t], settings.GMM_SIGMA), atol=1e-12)
     assert max(bridge.bridge_errors) < 1e-10 and max(bridge.attention_errors) < 1e-10
     assert len(bridge.bridge_errors) == len(bridge.attention_errors) == 6
 
@@ -54,25 +54,25 @@ def test_bridge_path_is_em_from_data_points(bridge):
 def test_likelihood_curves_start_at_the_independent_likelihood_and_em_never_decreases(bridge):
     curves = report.likelihood_curves(bridge)
     x, start = bridge.points.numpy(), bridge.start.means.numpy()
-    dens = np.mean([multivariate_normal(m, report.GMM_SIGMA**2 * np.eye(report.GMM_D)).pdf(x) for m in start], axis=0)
+    dens = np.mean([multivariate_normal(m, settings.GMM_SIGMA**2 * np.eye(settings.GMM_D)).pdf(x) for m in start], axis=0)
     assert curves["em"][0] == pytest.approx(np.mean(np.log(dens)), abs=1e-10)
     assert np.all(np.diff(curves["em"]) >= -1e-12)  # EM's monotone improvement
     np.testing.assert_allclose(curves["em"], curves["precond"], atol=1e-10)  # the Xu–Jordan identity
-    assert set(curves["plain"]) == set(report.PLAIN_FACTORS)
+    assert set(curves["plain"]) == set(settings.PLAIN_FACTORS)
 
 
 def test_plot_gmm_em_draws_every_path_and_curve(bridge):
-    fig, axes = report.plot_gmm_em(bridge, report.likelihood_curves(bridge))
+    fig, axes = figures.plot_gmm_em(bridge, report.likelihood_curves(bridge))
     assert len(axes) == 2
-    assert len(axes[0].lines) == report.GMM_K  # one EM path per mean
-    assert len(axes[1].lines) == 2 + len(report.PLAIN_FACTORS)
-    assert len(axes[1].get_legend().get_texts()) == 2 + len(report.PLAIN_FACTORS)
+    assert len(axes[0].lines) == settings.GMM_K  # one EM path per mean
+    assert len(axes[1].lines) == 2 + len(settings.PLAIN_FACTORS)
+    assert len(axes[1].get_legend().get_texts()) == 2 + len(settings.PLAIN_FACTORS)
 
 
 def test_train_heads_splits_the_jobs_by_ratio(monkeypatch):
-    monkeypatch.setattr(report, "map_parallel", lambda fn, jobs: list(jobs))
-    cfg = chapter_settings(report.SETTINGS, "fast")
-    equal, sweep = report.train_heads(cfg)
+    monkeypatch.setattr(runs, "map_parallel", lambda fn, jobs: list(jobs))
+    cfg = settings.resolve("fast", device="cpu")
+    equal, sweep = runs.train_heads(cfg)
     assert [j["seed"] for j in equal] == list(cfg.seeds) and {j["value_lr_ratio"] for j in equal} == {1.0}
     assert list(sweep) == list(cfg.ratios)
     for r, jobs in sweep.items():
@@ -101,8 +101,8 @@ FAKE = [_FakeRun(100, 200, (40, 20)), _FakeRun(200, 100, (60, 120)), _FakeRun(30
 
 
 def test_sensitivity_rows_from_given_settling_steps():
-    rows = report.sensitivity_rows(FAKE, 100)
-    assert len(rows) == len(report.SENSITIVITY_THRESHOLDS) + 1
+    rows = runs.sensitivity_rows(FAKE, 100)
+    assert len(rows) == len(settings.SENSITIVITY_THRESHOLDS) + 1
     for _, fraction, ratio, unsettled in rows[:-1]:  # frame first in 2 of 3; t_P/t_F = 2, 0.5, 2
         assert fraction == pytest.approx(2 / 3) and ratio == pytest.approx(2.0) and unsettled == 0
     name, fraction, ratio, _ = rows[-1]  # by distance: 40<20 no, 60<120 yes, 10<50 yes; ratios 0.5, 2, 5
@@ -119,7 +119,7 @@ def test_ratio_sweep_orders_ratios_and_keeps_the_equal_rate_summary():
     assert sweep[4.0]["frame_first_fraction"] == pytest.approx(2 / 3)
     assert sweep[0.5]["median_time_ratio"] == pytest.approx(np.median([2.0, 0.5]))
     assert len(table.splitlines()) == 4
-    fig, axes = report.plot_ratio_sweep(sweep)
+    fig, axes = figures.plot_ratio_sweep(sweep)
     assert len(axes[0].lines) == 2 and len(axes[0].collections) == 2 * 3  # medians; seeds per ratio
     assert len(axes[1].lines) == 3  # t_P/t_F, frame-first share, the line at 1
     assert [t.get_text() for t in axes[1].get_xticklabels()] == ["0.5", "1", "4"]
@@ -127,7 +127,7 @@ def test_ratio_sweep_orders_ratios_and_keeps_the_equal_rate_summary():
 
 def test_plot_settling_rates_draws_every_seed():
     summary = {"frame_steps": np.array([100.0, 200.0, 300.0]), "value_steps": np.array([200.0, 100.0, 600.0])}
-    fig, axes = report.plot_settling_rates(FAKE, summary, settle_window=100)
+    fig, axes = figures.plot_settling_rates(FAKE, summary, settle_window=100)
     assert len(axes[0].lines) == 2 * len(FAKE) + 2 + 1  # two curves per seed, legend stubs, threshold
     assert len(axes[1].collections) == 1 and len(axes[1].collections[0].get_offsets()) == len(FAKE)
     lo, hi = axes[1].get_xlim()
@@ -135,9 +135,9 @@ def test_plot_settling_rates_draws_every_seed():
 
 
 def _freeze_result(kind, finals, unfrozen, initial, steps):
-    runs = [{"seed": s, "freeze_at": t, "final": finals[i][k]} for i, s in enumerate((0, 1)) for k, t in enumerate(steps)]
-    runs += [{"seed": s, "freeze_at": None, "final": unfrozen[i], "initial": initial[i]} for i, s in enumerate((0, 1))]
-    return {"kind": kind, "settings": {"steps": 300}, "seeds": [0, 1], "freeze_steps": list(steps), "runs": runs}
+    rows = [{"seed": s, "freeze_at": t, "final": finals[i][k]} for i, s in enumerate((0, 1)) for k, t in enumerate(steps)]
+    rows += [{"seed": s, "freeze_at": None, "final": unfrozen[i], "initial": initial[i]} for i, s in enumerate((0, 1))]
+    return {"kind": kind, "settings": {"steps": 300}, "seeds": [0, 1], "freeze_steps": list(steps), "runs": rows}
 
 
 def test_record_freeze_claims_against_hand_computed_costs(monkeypatch):
@@ -176,12 +176,12 @@ def test_path_comparison_and_order_claims_on_runs_with_a_known_order(monkeypatch
     glued, recorded = {}, {}
     monkeypatch.setattr(claims, "glue", lambda name, value: glued.__setitem__(name, value))
     monkeypatch.setattr(claims, "record", lambda cid, value, **kw: recorded.setdefault(cid, (value, kw)))
-    runs = [_path_run(k) for k in range(4)]
-    cfg = dict(chapter_settings(report.SETTINGS, "fast"))
-    comparison, order, table = report.path_comparison(runs, cfg, seed=0)
-    assert len(table.splitlines()) == len(report.PATH_FRACTIONS) + 1
-    frame = [_remaining_step(list(r.frame_path), report.CLAIM_FRACTION) for r in runs]
-    values = [_remaining_step(list(r.value_path), report.CLAIM_FRACTION) for r in runs]
+    path_runs = [_path_run(k) for k in range(4)]
+    cfg = settings.resolve("fast", device="cpu")
+    comparison, order, table = report.path_comparison(path_runs, cfg, seed=0)
+    assert len(table.splitlines()) == len(settings.PATH_FRACTIONS) + 1
+    frame = [_remaining_step(list(r.frame_path), settings.CLAIM_FRACTION) for r in path_runs]
+    values = [_remaining_step(list(r.value_path), settings.CLAIM_FRACTION) for r in path_runs]
     assert glued["ch4.path_median_frame_step"] == np.median(frame)
     assert glued["ch4.path_median_value_step"] == np.median(values)
     assert glued["ch4.final_loss_fraction"] == pytest.approx(np.median([0.05, 0.1, 0.15, 0.2]))
@@ -189,5 +189,37 @@ def test_path_comparison_and_order_claims_on_runs_with_a_known_order(monkeypatch
     assert order["frame_first_fraction"] == 1.0
     report.record_order_claims(order, cfg)
     share, kw = recorded["dynamics.frame_settles_first_fraction"]
-    assert share == 1.0 and kw["lower"] == 0.5 and kw["params"]["steps"] == cfg["steps"]
+    assert share == 1.0 and kw["lower"] == 0.5 and kw["params"]["steps"] == cfg.steps
     assert recorded["dynamics.precision_to_frame_time_ratio"][1]["lower"] == 1.0
+
+
+def _fake_path_run(frame_rate, value_rate, n=50):
+    steps = np.arange(n + 1) * 2
+    t = np.arange(n)
+    return SimpleNamespace(path_steps=steps, frame_path=np.exp(-frame_rate * t), value_path=np.exp(-value_rate * t))
+
+
+def test_settling_comparison_decides_only_with_a_clear_paired_difference():
+    fast_frame = [_fake_path_run(0.5 + 0.01 * k, 0.1 + 0.005 * k) for k in range(5)]
+    out = runs.settling_comparison(fast_frame, [0.1, 0.01])
+    assert all(r["verdict"] == "frame first" for r in out["rows"])
+    assert out["resolution"] == 2
+    flipped = runs.settling_comparison([_fake_path_run(0.1, 0.5), _fake_path_run(0.12, 0.45), _fake_path_run(0.11, 0.6)],
+                                       [0.1])
+    assert flipped["rows"][0]["verdict"] == "values first"
+    mixed = runs.settling_comparison([_fake_path_run(0.5, 0.1), _fake_path_run(0.1, 0.5), _fake_path_run(0.3, 0.31)],
+                                     [0.1])
+    assert mixed["rows"][0]["verdict"] == "undecided"
+    with pytest.raises(ValueError, match="at least two runs"):
+        runs.settling_comparison(fast_frame[:1], [0.1])
+
+
+def test_order_statistics_intervals():
+    row = {"frame": [10, 20, 30, 40, 50, 60], "values": [20, 30, 40, 50, 60, 70]}
+    out = runs.order_statistics(row)
+    assert out["frame_first_fraction"] == 1.0
+    lo, hi = out["fraction_interval"]
+    assert hi == 1.0 and lo == pytest.approx(0.025 ** (1 / 6), rel=1e-9)  # Clopper–Pearson, k = n
+    assert out["ratio_interval"][0] > 1.0
+    half = runs.order_statistics({"frame": [10, 20, 30, 40], "values": [20, 10, 40, 30]})
+    assert half["fraction_interval"][0] < 0.5 < half["fraction_interval"][1]

@@ -1,4 +1,5 @@
-"""Chapter 3's report: its summaries, claims and figures, against independent computations."""
+"""Chapter 3 (chapters.routing_content_feedback): its runs' summaries, claims and figures, against independent
+computations."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import pytest
 import torch
 
 from attention_dynamics import claims, dynamics
-from attention_dynamics.experiments import routing_report as report
-from attention_dynamics.experiments.head_training import train_specialization_head
+from attention_dynamics.chapters.routing_content_feedback import figures, report, runs, settings
+from attention_dynamics.training.recall_head import train_specialization_head
 from attention_dynamics.tasks import specialization as recall
 
 
@@ -59,7 +60,7 @@ def test_glue_task_reports_sizes_and_reference_levels(glued):
 
 def test_correct_responsibilities_put_one_on_the_requested_tag():
     example = recall.sample_specialization_batch(1, generator=torch.Generator().manual_seed(3))
-    truth = report.correct_responsibilities(example)
+    truth = runs.correct_responsibilities(example)
     K = example.source_tags.shape[1]
     assert truth[:K].sum() == 0
     for q, request in enumerate(example.requests[0].tolist()):
@@ -70,7 +71,7 @@ def test_correct_responsibilities_put_one_on_the_requested_tag():
 
 def test_plot_recall_example_draws_inputs_and_truth():
     example = recall.sample_specialization_batch(1, generator=torch.Generator().manual_seed(0))
-    fig, axes = report.plot_recall_example(example)
+    fig, axes = figures.plot_recall_example(example)
     assert len(axes) == 2 and all(len(ax.images) == 1 for ax in axes)
     assert [t.get_text() for t in axes[0].get_yticklabels()] == ["tag", "request", "label"]
     assert "sources 0–3" in fig._suptitle.get_text()
@@ -81,8 +82,8 @@ def test_first_step_reaching_is_the_first_crossing():
     run = fake_run()
     curve = np.array([0.1, 0.5, 0.3, 0.9, 0.95, 0.2, 0.9, 0.9, 0.9, 0.9, 0.9])
     brute = next(int(s) for s, c in zip(run.steps, curve) if c >= 0.9)
-    assert report.first_step_reaching(run, curve, 0.9) == brute == 60
-    assert report.first_step_reaching(run, curve, 0.99) is None
+    assert runs.first_step_reaching(run, curve, 0.9) == brute == 60
+    assert runs.first_step_reaching(run, curve, 0.99) is None
 
 
 def test_run_summary_and_moments(glued):
@@ -92,7 +93,7 @@ def test_run_summary_and_moments(glued):
     progress = (run.correct_mass - run.correct_mass[0]) / (run.correct_mass[-1] - run.correct_mass[0])
     middle = next(i for i, p in enumerate(progress) if p >= 0.5)
     assert summary["ch3.transition_step"] == run.steps[middle]
-    assert report.moments(run) == {"initialisation": 0, "routing transition": middle, "end of training": 10}
+    assert runs.moments(run) == {"initialisation": 0, "routing transition": middle, "end of training": 10}
     assert summary["ch3.peak_advantage_step"] == 100
     assert summary["ch3.routed_step"] == next(s for s, m in zip(run.steps, run.correct_mass) if m >= 0.5)
     assert summary["ch3.aligned_step"] == next(s for s, a in zip(run.steps, run.alignment) if a >= 0.9)
@@ -104,7 +105,7 @@ def test_run_summary_and_moments(glued):
 
 def test_plot_learning_curves_marks_the_milestones():
     run = fake_run()
-    fig, axes = report.plot_learning_curves(run, np.zeros(11), n_sources=4, n_labels=8)
+    fig, axes = figures.plot_learning_curves(run, np.zeros(11), n_sources=4, n_labels=8)
     assert axes.shape == (2, 2)
     assert len(axes[0, 1].get_lines()) == 3 + 3  # three curves, three milestones
     assert len(axes[0, 0].get_lines()) == 3 + 3  # the loss, ln C, ln K and the milestones
@@ -112,7 +113,7 @@ def test_plot_learning_curves_marks_the_milestones():
 
 
 def test_plot_attention_snapshots_has_a_column_per_moment():
-    fig, axes = report.plot_attention_snapshots(fake_run())
+    fig, axes = figures.plot_attention_snapshots(fake_run())
     assert axes.shape == (2, 5)
     assert all(len(ax.images) == 1 for ax in axes.flat)
     assert len(axes[0, 0].collections) == 1  # the white squares on the correct sources
@@ -121,20 +122,20 @@ def test_plot_attention_snapshots_has_a_column_per_moment():
 
 def test_plot_prototype_trajectories_one_path_per_label():
     coords = np.cumsum(np.ones((11, 8, 2)), axis=0)
-    fig, ax = report.plot_prototype_trajectories(fake_run(), coords, np.array([0.6, 0.3]))
+    fig, ax = figures.plot_prototype_trajectories(fake_run(), coords, np.array([0.6, 0.3]))
     assert len(ax.get_lines()) == 8 and len(ax.texts) == 8
     assert "60%" in ax.get_xlabel()
     plt.close(fig)
 
 
 def test_plot_frozen_runs_and_value_step_ratios():
-    runs = {"full": fake_run(), "values frozen": fake_run(), "routing frozen": fake_run()}
-    fig, axes = report.plot_frozen_runs(runs, n_sources=4)
+    variants = {name: fake_run() for name in settings.VARIANTS}
+    fig, axes = figures.plot_frozen_runs(variants, n_sources=4)
     assert len(axes[0].get_lines()) == 4 and len(axes[1].get_lines()) == 3
     plt.close(fig)
     etas = np.logspace(-2, 0, 5)
     curves = {name: 1 - etas * 0.1 for name in ("a", "b", "c")}
-    fig, axes = report.plot_value_step_ratios(etas, curves, {"a": 1.0, "b": 1.0, "c": 1.0})
+    fig, axes = figures.plot_value_step_ratios(etas, curves, {"a": 1.0, "b": 1.0, "c": 1.0})
     assert len(axes[0].get_lines()) == 3 + 1 and len(axes[1].get_lines()) == 6
     plt.close(fig)
 
@@ -142,7 +143,7 @@ def test_plot_frozen_runs_and_value_step_ratios():
 def test_value_step_ratios_stay_inside_the_taylor_bound(tiny_run):
     run, check = tiny_run
     etas = np.array([1e-2, 1.0])
-    curves, bounds = report.value_step_ratios(run, check, etas)
+    curves, bounds = runs.value_step_ratios(run, check, etas)
     assert list(curves) == ["initialisation", "routing transition", "end of training"]
     for name, ratio in curves.items():
         # 0 ≤ 1 − ratio ≤ ηλ/2 (convexity and the curvature bound); 1e-9 for the rounding of ΔL
@@ -151,7 +152,7 @@ def test_value_step_ratios_stay_inside_the_taylor_bound(tiny_run):
 
 def test_compatibility_change_claim_and_glue(tiny_run, glued):
     run, check = tiny_run
-    changes, curve = report.compatibility_changes(run, check, 1e-2)
+    changes, curve = runs.compatibility_changes(run, check, 1e-2)
     assert len(curve) == len(run.steps)
     claim = report.record_compatibility_change(run, changes, curve, eta=1e-2, common={"seed": 0}, scale="fast",
                                                n_check=8)
@@ -159,14 +160,14 @@ def test_compatibility_change_claim_and_glue(tiny_run, glued):
     assert claim.value == pytest.approx(direct, rel=1e-12)
     above = [s for s, e in zip(run.steps, curve) if e > 0.1]
     assert glued["ch3.db_err_below_10pct_until"] == (above[0] if above else run.steps[-1])
-    fig, axes = report.plot_compatibility_changes(run, changes, curve, eta=1e-2, n_positions=check.targets.numel())
+    fig, axes = figures.plot_compatibility_changes(run, changes, curve, eta=1e-2, n_positions=check.targets.numel())
     assert len(axes) == 3 and len(axes[0].collections) == 1 and len(axes[2].get_lines()) == 1 + 3
     plt.close(fig)
 
 
 def test_advantage_change_errors_are_round_off_and_the_claim_can_fail(tiny_run):
     run, check = tiny_run
-    errors, scales = report.advantage_change_errors(run, check)
+    errors, scales = runs.advantage_change_errors(run, check)
     assert len(errors) == len(run.steps)
     assert report.record_advantage_change(errors, scales, common={}, n_check=8).status == "pass"
     assert report.record_advantage_change([1e-3], [1.0], common={}, n_check=8).status == "fail"
@@ -180,3 +181,17 @@ def test_glue_advantage_trace_reads_the_peak(glued):
     assert glued["ch3.adv_gain_correct_at_peak"] == 0.5 and glued["ch3.adv_rule_at_peak"] == 0.2
     assert glued["ch3.adv_rule_agreement_max"] == 0.9 and glued["ch3.adv_rule_agreement_min"] == 0.1
     assert glued["ch3.adv_self_share_end"] == 1.0
+
+
+def test_run_settings_are_the_chapters_and_the_settling_window_is_five_records():
+    cfg = settings.resolve("fast", device="cpu", steps=60)
+    common = runs.run_settings(cfg, seed=7)
+    assert common == {"seed": 7, "steps": 60, "lr": cfg.lr, "n_train": cfg.n_train, "n_probe": cfg.n_probe,
+                      "record_every": cfg.record_every, "settle_window": 5 * cfg.record_every}
+    assert list(settings.VARIANTS) == ["full", "values frozen", "routing frozen"]
+
+
+def test_train_variants_freezes_each_variants_matrices(monkeypatch):
+    monkeypatch.setattr(runs, "map_parallel", lambda fn, jobs: [job["frozen"] for job in jobs])
+    out = runs.train_variants({"seed": 0})
+    assert out == {"full": (), "values frozen": ("W_V",), "routing frozen": ("W_Q", "W_K")}
