@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 from scipy.stats import entropy as scipy_entropy
 
-from attention_dynamics.stats import entropy, moving_average, t_interval
+from attention_dynamics.stats import entropy, moving_average, paired_tests, t_interval
 
 
 @pytest.mark.parametrize("unit, base", [("nats", None), ("bits", 2)])
@@ -68,3 +68,15 @@ def test_t_interval_matches_scipy():
 def test_t_interval_rejects_bad_input(values, confidence, message):
     with pytest.raises(ValueError, match=message):
         t_interval(values, confidence)
+
+
+def test_paired_t_statistic_by_hand():
+    a = np.array([1.0, 2.0, 3.5, 4.0, 6.0])
+    b = np.array([1.5, 2.0, 3.0, 5.0, 7.5])
+    d = a - b
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
+    out = paired_tests(a, b)
+    assert out["t"] == pytest.approx(t)
+    assert out["t_pvalue"] == pytest.approx(2 * stats.t.sf(abs(t), df=4))
+    assert out["mean_difference"] == pytest.approx(d.mean())
+    assert out["wilcoxon_pvalue"] == pytest.approx(stats.wilcoxon(a, b).pvalue) and out["n"] == 5

@@ -1,4 +1,5 @@
-"""Chapter 5's report: claims and glue against independent computations, and the figures it draws."""
+"""Chapter 5 (chapters.sticky_markov_chain): the report's claims and glue against independent computations, and the
+figures."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from scipy.stats import entropy
 
 from attention_dynamics import claims
-from attention_dynamics.experiments import em_vs_sgd_report as report
+from attention_dynamics.chapters.sticky_markov_chain import figures, lr_surface, paper_scale, report, runs, settings
+from attention_dynamics.models.single_head import initial_head
 from attention_dynamics.tasks import sticky_chain
 
 
@@ -36,10 +38,7 @@ def captured(monkeypatch):
 
 @pytest.fixture(scope="module")
 def heavy():
-    from attention_dynamics.results import load_results
-    from attention_dynamics.paths import data_path
-
-    return load_results(data_path(report.em_vs_sgd.PAPER_SCALE_FILE))
+    return paper_scale.load()
 
 
 def _script_matrix(n: int = 8, self_prob: float = 0.3) -> np.ndarray:
@@ -69,7 +68,7 @@ def test_record_floors_are_mean_row_entropies(captured):
 
 
 def test_plot_transition_rows_draws_both_chains():
-    fig, ax = report.plot_transition_rows({k: sticky_chain.transition_matrix(k) for k in sticky_chain.CHAIN_KINDS})
+    fig, ax = figures.plot_transition_rows({k: sticky_chain.transition_matrix(k) for k in sticky_chain.CHAIN_KINDS})
     assert len(ax.containers) == 2 and all(len(c) == sticky_chain.N_SYMBOLS for c in ax.containers)
     assert len(ax.get_legend().get_texts()) == 2
 
@@ -93,7 +92,7 @@ def test_record_protocol_against_hand_computed_summaries(captured):
     runs = _fake_runs({"sgd": [2.0, 1.9, 2.1], "em_like": [1.5, 1.4, 1.6]})
     protocol = {"speedup": {"speedup": 2.0, "threshold": 2.0, "mean_first_step": 10.0, "first_steps": [8, 10, 12]},
                 "paired_test": {"mean_difference": -0.5, "t": -9.0, "t_pvalue": 0.01, "wilcoxon_pvalue": 0.25}}
-    cfg = {"seeds": (1, 2, 3), "steps": 20, "length": 100}
+    cfg = settings.resolve("fast", device="cpu", seeds=(1, 2, 3), steps=20, length=100)
     hmin = 1.0
     report.record_protocol(runs, protocol, cfg, hmin)
     assert captured["sticky.final_loss_sgd"].value == pytest.approx(2.0)
@@ -102,7 +101,7 @@ def test_record_protocol_against_hand_computed_summaries(captured):
     assert captured["sticky.final_loss_em"].lower == pytest.approx((math.log(8) + 1.0) / 2)
     assert captured["sticky.gap_covered_em_like"] == pytest.approx((math.log(8) - 1.5) / (math.log(8) - 1.0))
     assert captured["sticky.first_step_min"] == 8 and captured["sticky.first_step_max"] == 12
-    fig, ax = report.plot_protocol(runs, cfg["seeds"], protocol["speedup"])
+    fig, ax = figures.plot_protocol(runs, cfg.seeds, protocol["speedup"])
     assert len(ax.lines) == 2 + 3  # two mean curves; threshold, ln 8, mean first step
     assert len(ax.collections) == 2  # the seeds' ranges
 
@@ -150,17 +149,116 @@ def test_record_deep_and_long_runs_against_the_stored_runs(captured, heavy):
 
 
 def test_long_run_and_deep_figures(heavy):
-    fig, axes = report.plot_long_runs(heavy, 1.9, 1000)
+    fig, axes = figures.plot_long_runs(heavy, 1.9, 1000)
     n = len(heavy["long_run"]["runs"])
     assert len(axes[0].lines) == n + 3 and len(axes[1].lines) == n + 4  # + H_min, ln 8, protocol end (+ filter)
-    fig, ax = report.plot_deep(heavy)
+    fig, ax = figures.plot_deep(heavy)
     assert len(ax.lines) == 3 and ax.get_yscale() == "log"
 
 
 def test_plot_value_trajectories_draws_every_prototype():
     rng = np.random.default_rng(0)
     runs = {(name, 7): SimpleNamespace(value_prototypes=rng.normal(size=(5, sticky_chain.N_SYMBOLS, 15)))
-            for name in report.SCHEDULE_PAIR}
-    fig, axes = report.plot_value_trajectories(runs, 7, 40)
+            for name in settings.SCHEDULE_PAIR}
+    fig, axes = figures.plot_value_trajectories(runs, 7, 40)
     for ax in axes:
         assert len(ax.lines) == 2 * sticky_chain.N_SYMBOLS + 1  # path and end per prototype; the origin
+
+
+def test_trajectory_length_and_coherence():
+    steps = np.linspace(0, 1, 11)[:, None, None]
+    line = np.concatenate([steps * np.array([3.0, 4.0]), steps * np.array([0.0, 1.0])], axis=1)  # (11, 2, 2)
+    assert runs.trajectory_length(line) == pytest.approx((5.0 + 1.0) / 2)
+    assert runs.trajectory_coherence(line) == pytest.approx(1.0)
+    angles = np.linspace(0, 2 * np.pi, 201)
+    loop = np.stack([np.cos(angles), np.sin(angles)], axis=1)[:, None, :]  # a closed unit circle
+    assert runs.trajectory_length(loop) == pytest.approx(2 * np.pi, rel=1e-3)
+    assert runs.trajectory_coherence(loop) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_between_symbol_share():
+    labels = np.repeat(np.arange(4), 50)
+    separated = np.eye(4)[labels] * 10.0
+    assert runs.between_symbol_share(separated, labels) == pytest.approx(1.0)
+    noise = np.random.default_rng(0).standard_normal((200, 3))
+    assert runs.between_symbol_share(noise, labels) < 0.05  # expected (4 − 1)/(200 − 1) ≈ 0.015
+
+
+def test_trajectory_pca_shares_axes():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((5, 8, 15)), rng.standard_normal((7, 8, 15))
+    projected, ratios = runs.trajectory_pca({"a": a, "b": b})
+    assert projected["a"].shape == (5, 8, 2) and projected["b"].shape == (7, 8, 2)
+    assert ratios[0] >= ratios[1] > 0
+
+
+@pytest.mark.slow
+def test_runs_share_data_and_initialisation_across_schedules_and_are_reproducible():
+    sgd = runs.train_sticky_head(3, "sgd", steps=5, length=80, snapshot_every=2)
+    em = runs.train_sticky_head(3, "em_like", steps=5, length=80)
+    again = runs.train_sticky_head(3, "sgd", steps=5, length=80, snapshot_every=2)
+    assert sgd.losses[0] == em.losses[0]  # same data, same initial weights
+    assert sgd.initial == em.initial
+    np.testing.assert_array_equal(sgd.losses, again.losses)
+    assert sgd.value_prototypes.shape == (4, 8, 15)  # steps 0, 2, 4 and the end
+    assert list(sgd.snapshot_steps) == [0, 2, 4, 5]
+    data = sticky_chain.make_sticky_chain_data(3, length=80)
+    init = initial_head(3)
+    np.testing.assert_allclose(sgd.value_prototypes[0], (data.mu @ init.W_V).numpy(), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_run_grid_in_parallel_equals_in_process():
+    parallel = runs.run_grid([1, 2], ["sgd"], steps=3, length=60, processes=2)
+    serial = runs.run_grid([1, 2], ["sgd"], steps=3, length=60, processes=1)
+    for key in serial:
+        np.testing.assert_array_equal(parallel[key].losses, serial[key].losses)
+
+
+@pytest.mark.slow
+def test_paper_protocol_summary_tables():
+    grid = runs.run_grid([1, 2, 3], ["sgd", "em_like"], steps=4, length=60, processes=1)
+    out = runs.paper_protocol_summary(grid)
+    assert out["seeds"] == [1, 2, 3]
+    assert list(out["per_seed"].index) == [1, 2, 3]
+    assert out["summary"].loc[("sgd", "loss"), "mean"] == pytest.approx(
+        np.mean([grid[("sgd", s)].final["loss"] for s in (1, 2, 3)]), abs=1e-4)
+
+
+def test_describe_machine_names_what_the_benchmark_recorded():
+    machine = {"cpu_count": 2, "platform": "Linux-6-x86_64", "processor": "", "cpu_model": "AMD EPYC"}
+    assert report.describe_machine(machine) == "2 cores, AMD EPYC, Linux-6-x86_64"
+    assert report.describe_machine({"cpu_count": 4, "platform": "macOS-14-arm64", "processor": "arm"}) == (
+        "4 cores, arm, macOS-14-arm64")
+    assert report.describe_machine({}) == "an unrecorded machine"
+
+
+def test_the_engine_timing_is_not_a_ledger_claim():
+    """Timings depend on the machine; the ledger holds only what any machine reproduces."""
+    from attention_dynamics.claims import load_ledger
+    from attention_dynamics.paths import CLAIMS_PATH
+
+    ids = {claim.id for claim in load_ledger(CLAIMS_PATH)}
+    assert "runs.engine_speedup_vs_autograd" not in ids
+    assert not any("ms_per_step" in claim_id or "speedup_vs_autograd" in claim_id for claim_id in ids)
+
+
+def test_values_only_run_is_the_em_like_run():
+    a = runs.train_sticky_head(3, "em_like", steps=6, length=60)
+    b = runs.train_sticky_head(3, lr_surface.condition_schedule(lr_surface.CONDITIONS["values_only"]),
+                                 steps=6, length=60)
+    np.testing.assert_array_equal(a.losses, b.losses)
+    c = runs.train_sticky_head(3, lr_surface.condition_schedule((1, 1, 10)), steps=6, length=60)
+    assert not np.array_equal(a.losses, c.losses)
+
+
+def test_settings_are_the_papers_protocol_and_reject_bad_values():
+    book = settings.SETTINGS["book"]
+    assert book.seeds == tuple(sticky_chain.PAPER_SEEDS) and book.steps == 1000
+    assert book.length == sticky_chain.SEQUENCE_LENGTH == 2000
+    assert settings.SETTINGS["paper"].seeds == book.seeds  # the paper's scale is the book's protocol
+    with pytest.raises(ValueError, match="length must be at least 2"):
+        settings.resolve("fast", length=1)
+    with pytest.raises(ValueError, match="seeds must not be empty"):
+        settings.resolve("fast", seeds=())
+    assert report.protocol_params(settings.resolve("fast", device="cpu"))["seeds"] == (42, 2024)

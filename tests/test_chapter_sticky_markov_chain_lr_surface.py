@@ -1,21 +1,28 @@
-"""The learning-rate surface of chapter 5: ratio schedules, the paired bootstrap, the reduced regeneration, the file."""
+"""Chapter 5's stored result ``sticky_chain_lr_surface`` (chapters.sticky_markov_chain.lr_surface): ratio schedules,
+the stages, a fast regeneration through ``compute`` against direct runs, a partial set of jobs, the committed file."""
 
 from __future__ import annotations
 
 import json
 import math
 
+import matplotlib
+
+matplotlib.use("Agg")
+
 import numpy as np
 import pytest
 import torch
 
-from attention_dynamics.results import load_results, save_results
-from attention_dynamics.experiments import lr_surface
-from attention_dynamics.experiments import em_vs_sgd as sticky
-from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss
+from attention_dynamics import compute
+from attention_dynamics.chapters.sticky_markov_chain import figures, lr_surface, paper_scale, runs
+from attention_dynamics.models.single_head import initial_head
 from attention_dynamics.paths import data_path
-from attention_dynamics.training.schedules import SCHEDULES, get_schedule, lr_ratio_schedule
+from attention_dynamics.results import load_results
+from attention_dynamics.speedup import paper_speedup
 from attention_dynamics.tasks import sticky_chain
+from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss
+from attention_dynamics.training.schedules import SCHEDULES, get_schedule, lr_ratio_schedule
 
 
 def _rates(s):
@@ -35,15 +42,6 @@ def test_ratio_schedules_are_the_papers_schedules_at_their_corners():
         get_schedule("lr_qk1_v1")
 
 
-def test_values_only_run_is_the_em_like_run():
-    a = sticky.train_sticky_head(3, "em_like", steps=6, length=60)
-    b = sticky.train_sticky_head(3, lr_surface.condition_schedule(lr_surface.CONDITIONS["values_only"]),
-                                 steps=6, length=60)
-    np.testing.assert_array_equal(a.losses, b.losses)
-    c = sticky.train_sticky_head(3, lr_surface.condition_schedule((1, 1, 10)), steps=6, length=60)
-    assert not np.array_equal(a.losses, c.losses)
-
-
 def test_stages_cover_the_conditions_and_the_grid_once():
     stages = lr_surface.surface_stages()
     assert [name for name, _, _ in stages] == ["paper", "values_axis", "twenty_claims", "twenty_rest", "grid"]
@@ -59,36 +57,12 @@ def test_stages_cover_the_conditions_and_the_grid_once():
     assert len({json.dumps(j, sort_keys=True) for j in jobs}) == len(jobs)
 
 
-def test_paired_ratio_interval_against_a_direct_resampling_loop():
-    rng = np.random.default_rng(0)
-    finals = 2.06 + 0.004 * rng.standard_normal(10)
-    a = [2.08 - np.linspace(0, 0.2 + 0.05 * rng.random(), 200) for _ in range(10)]
-    b = [2.08 - np.linspace(0, 0.1 + 0.05 * rng.random(), 200) for _ in range(10)]
-    ci = lr_surface.bootstrap_speedup_ratio_ci(finals, a, b, n_resamples=2000, seed=1)
-    point = sticky.paper_speedup(finals, a)["speedup"] / sticky.paper_speedup(finals, b)["speedup"]
-    assert ci["point"] == pytest.approx(point)
-    draws = np.random.default_rng(5).integers(0, 10, size=(2000, 10))
-    stats = [sticky.paper_speedup(finals[d], [a[i] for i in d])["speedup"]
-             / sticky.paper_speedup(finals[d], [b[i] for i in d])["speedup"] for d in draws]
-    low, high = np.percentile(stats, [2.5, 97.5])
-    assert ci["low"] <= ci["point"] <= ci["high"]
-    assert ci["low"] == pytest.approx(low, rel=0.03)
-    assert ci["high"] == pytest.approx(high, rel=0.03)
-    same = lr_surface.bootstrap_speedup_ratio_ci(finals, a, a, n_resamples=200)
-    assert same["low"] == same["high"] == same["point"] == pytest.approx(1.0)
-
-
-def test_intervals_separate():
-    assert lr_surface.intervals_separate({"low": 1, "high": 2}, {"low": 2.5, "high": 3})
-    assert not lr_surface.intervals_separate({"low": 1, "high": 2.6}, {"low": 2.5, "high": 3})
-
-
 def test_m_step_value_step_ratio_against_a_dense_computation():
     seed, rho, T = 4, 0.7, 40
     ratio = lr_surface.m_step_value_step_ratio(seed, rho, length=T)
     data = sticky_chain.make_sticky_chain_data(seed, length=T)
     x = data.x.double()
-    model = SingleHeadModule(sticky.initial_head(seed, dtype=torch.float64))
+    model = SingleHeadModule(initial_head(seed, dtype=torch.float64))
     autograd_head_loss(model, (x, data.y)).backward()
     g = model.W_V.grad.numpy()
     with torch.no_grad():
@@ -101,59 +75,80 @@ def test_m_step_value_step_ratio_against_a_dense_computation():
     assert ratio == pytest.approx(expected, rel=1e-10)
 
 
-REDUCED = {**lr_surface.SURFACE_CONFIG, "steps": 12, "length": 80, "paper_seeds": [1, 2], "extra_seeds": [3],
-           "values_axis_levels": [3], "grid_levels": [1, 10], "bootstrap_resamples": 200}
+def test_jobs_per_scale_are_the_stages_the_scale_runs():
+    for scale, (config, stages) in lr_surface.SCALES.items():
+        jobs = lr_surface.lr_surface_jobs(scale)
+        assert [j.kwargs for j in jobs] == lr_surface.surface_jobs(config, stages)
+        assert [j.key for j in jobs] == [paper_scale.job_key(j) for j in lr_surface.surface_jobs(config, stages)]
+    assert "grid" not in lr_surface.SCALES["book"][1] and "grid" in lr_surface.SCALES["full"][1]
+    with pytest.raises(ValueError, match="fixed by its configuration"):
+        lr_surface.lr_surface_jobs("fast", [1])
 
 
-def test_surface_regenerates_at_reduced_size(tmp_path):
-    """The committed file's path (run the jobs, collect, save, load) at a reduced size, checked against direct runs."""
-    results = lr_surface.compute_lr_surface(REDUCED, cache_dir=tmp_path / "cache", processes=1)
-    loaded = load_results(save_results(results, tmp_path / lr_surface.SURFACE_FILE))
-    assert loaded["missing"] == {}
-    for key, seeds in (("paper_seeds", [1, 2]), ("twenty_seeds", [1, 2, 3])):
+FAST = lr_surface.SCALES["fast"][0]
+
+
+def test_surface_regenerates_at_the_fast_scale_through_compute(tmp_path):
+    """The committed file's path (the jobs, assembled and saved) at a reduced size, checked against direct runs."""
+    folder = compute.compute("sticky_chain_lr_surface", "fast", root=tmp_path, processes=1, log=lambda m: None)
+    loaded = load_results(folder / lr_surface.SURFACE_FILE)
+    assert loaded["missing"] == {} and loaded["config"] == json.loads(json.dumps(FAST))
+    committed = json.loads(data_path(lr_surface.SURFACE_FILE).read_text())
+    # the committed file also carries its code commit under an older key, the same as its provenance's
+    assert committed["code_version"] == committed["provenance"]["code_commit"]
+    assert set(loaded) == set(committed) - {"code_version"}
+    steps, length = FAST["steps"], FAST["length"]
+    paper, extra = FAST["paper_seeds"], FAST["extra_seeds"]
+    for key, seeds in (("paper_seeds", paper), ("twenty_seeds", paper + extra)):
         block = loaded[key]
         assert block["seeds"] == seeds
         assert set(block["conditions"]) == set(lr_surface.CONDITIONS)
-        direct = {name: [sticky.train_sticky_head(s, name, steps=12, length=80) for s in seeds]
+        direct = {name: [runs.train_sticky_head(s, name, steps=steps, length=length) for s in seeds]
                   for name in ("sgd", "em_like", "sgd_matched")}
         baseline = [r.final["loss"] for r in direct["sgd"]]
         assert block["sgd_final_loss"] == pytest.approx(baseline, abs=1e-12)
         for name, condition in (("em_like", "values_only"), ("sgd_matched", "all_three")):
-            expected = sticky.paper_speedup(baseline, [r.losses for r in direct[name]])
+            expected = paper_speedup(baseline, [r.losses for r in direct[name]])
             got = block["conditions"][condition]
             assert got["first_steps"] == expected["first_steps"]
             assert got["speedup"] == pytest.approx(expected["speedup"])
         for cond in block["conditions"].values():
-            assert cond["speedup"] == pytest.approx(12 / np.mean(cond["first_steps"]))
+            assert cond["speedup"] == pytest.approx(steps / np.mean(cond["first_steps"]))
             assert cond["ci"]["low"] <= cond["speedup"] * (1 + 1e-12) and cond["speedup"] <= cond["ci"]["high"] * (1 + 1e-12)
         assert set(block["comparisons"]) == {f"values_only_over_{n}" for n in lr_surface.CONDITIONS
                                              if n not in ("sgd", "values_only")}
-    assert {tuple(p["ratios"]) for p in loaded["grid"]} == set(lr_surface.CONDITIONS.values()) | {(1, 3, 1)}
+    levels = {(1, v, 1) for v in FAST["values_axis_levels"]}
+    assert {tuple(p["ratios"]) for p in loaded["grid"]} == set(lr_surface.CONDITIONS.values()) | levels
     table = lr_surface.surface_table(loaded)
     assert len(table) == len(lr_surface.CONDITIONS)
-    fig = lr_surface.plot_lr_surface(loaded)
+    fig = figures.plot_lr_surface(loaded)
     assert len(fig.axes) == 2
-    fig = lr_surface.plot_condition_speedups(loaded, m_step={"M-step": 2.0})
+    fig = figures.plot_condition_speedups(loaded, m_step={"M-step": 2.0})
     assert len(fig.axes) == 1
 
 
-def test_partial_cache_gives_a_partial_file(tmp_path):
-    lr_surface.compute_lr_surface(REDUCED, cache_dir=tmp_path, stages=["paper"], processes=1)
-    out = lr_surface.collect_surface_results(REDUCED, cache_dir=tmp_path)
+def test_a_partial_set_of_jobs_gives_a_partial_file():
+    """Only the first stage's jobs done (run as a worker runs them): the rest is listed as missing."""
+    config = {**FAST, "steps": 12, "length": 80}
+    outputs = {paper_scale.job_key(j): paper_scale.heavy_job(**j) for j in lr_surface.surface_jobs(config, ["paper"])}
+    assert len(outputs) == 8 * len(FAST["paper_seeds"])
+    out = lr_surface.collect_surface_results(config, outputs)
     assert out["twenty_seeds"] is None
     assert set(out["missing"]) == {"values_axis", "twenty_claims", "twenty_rest"}
     assert len(out["grid"]) == 8
     finals = dict(zip(out["paper_seeds"]["seeds"], out["paper_seeds"]["sgd_final_loss"]))
-    with_file = lr_surface.collect_surface_results(REDUCED, cache_dir=tmp_path, baseline_finals={**finals, 3: 2.0})
-    assert with_file["baseline_source"] == {"from_paper_scale_file": [3], "max_abs_difference_where_both": 0.0}
+    extra = FAST["extra_seeds"][0]
+    with_file = lr_surface.collect_surface_results(config, outputs, baseline_finals={**finals, extra: 2.0})
+    assert with_file["baseline_source"] == {"from_paper_scale_file": [extra], "max_abs_difference_where_both": 0.0}
 
 
 def test_committed_surface_file_is_consistent():
     path = data_path(lr_surface.SURFACE_FILE)
     results = json.loads(path.read_text(encoding="utf-8"))
     assert results["config"] == json.loads(json.dumps(lr_surface.SURFACE_CONFIG))  # today's settings
+    assert lr_surface.LR_SURFACE.committed_scale == "book"
     assert set(results["provenance"]) >= {"package_version", "torch", "numpy"}
-    heavy = load_results(data_path(sticky.PAPER_SCALE_FILE))["ci"]["reference"]
+    heavy = paper_scale.load()["ci"]["reference"]
     stored_sgd = dict(zip(heavy["seeds"]["sgd"], (f["loss"] for f in heavy["final"]["sgd"])))
     steps = results["config"]["steps"]
     paper = results["paper_seeds"]
@@ -186,5 +181,5 @@ def test_values_axis_interpolates_in_log_log():
     assert lr_surface.values_axis(results) == {"ratio": [1.0, 10.0], "speedup": [1.0, 4.0]}
     assert lr_surface.values_axis_speedup_at(results, math.sqrt(10)) == pytest.approx(2.0)
     assert math.isnan(lr_surface.values_axis_speedup_at(results, 30.0))
-    fig = lr_surface.plot_values_axis(results, {0.3: (3.0, 1.5)})
+    fig = figures.plot_values_axis(results, {0.3: (3.0, 1.5)})
     assert len(fig.axes) == 1
