@@ -23,7 +23,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attention_dynamics import diagnostics as D
-from attention_dynamics.experiments import traced_runs
 from attention_dynamics.models.encoder import TorchCausalEncoder
 from attention_dynamics.attention import SingleHeadParams, causal_mask, init_single_head, single_head_forward
 from attention_dynamics.gradients import key_gradient, query_gradient
@@ -268,7 +267,6 @@ class ModuleWithHeadParams(nn.Module):
 
     def head_params(self):
         return SingleHeadParams(**{n: p.detach() for n, p in self.W.items()})
-
 
 
 def _autograd_head_score_gradient(x, params, y):
@@ -628,17 +626,6 @@ def test_traced_fit_records_and_keeps_diagnostics():
         trace.at(0)
 
 
-def test_bijection_training_targets():
-    tokens = torch.tensor([[1, 5, 0, 6, 2]])  # V = 4: keys 1, 0, 2; revealed values 1, 2
-    full = traced_runs.bijection_training_targets(tokens, torch.tensor([[1, 2, 3]]))
-    assert full.tolist() == [[1, -100, 2, -100, 3]]
-
-
-def test_run_experiment_rejects_unknown_names():
-    with pytest.raises(ValueError, match="unknown experiment"):
-        traced_runs.run_experiment("nope")
-
-
 def test_large_negative_float_mask_hides_keys():
     torch.manual_seed(0)
     mha = nn.MultiheadAttention(8, 2, batch_first=True)
@@ -657,17 +644,3 @@ def test_large_negative_float_mask_hides_keys():
     assert not head.capture.visible[:, :, 4].any() and head.capture.visible[:, :, :4].all()
     assert not head.starved.any()
 
-
-def test_read_alarm_gives_the_alarm_and_the_step_the_loss_falls_behind_for_good():
-    def trace(losses, entropies):
-        metrics = [[{"normalized_attention_entropy": e, "starved_fraction": 0.0}] for e in entropies]
-        return D.DiagnosticsTrace(label="", losses=np.array(losses, dtype=float), steps=np.arange(len(entropies)),
-                                  metrics=metrics, kept={})
-
-    healthy = trace([3, 2, 1, 0.5], [0.9, 0.8, 0.7, 0.6])
-    broken = trace([3, 1.5, 1.2, 0.9], [0.9, 0.05, 0.04, 0.03])  # ahead at step 1, behind from step 2 on
-    reading = traced_runs.read_alarm(healthy, broken, steps=4)
-    assert (reading.alarm, reading.behind_or_end) == (1, 2)
-    never_behind = trace([3, 1, 0.5, 0.1], [0.9, 0.9, 0.9, 0.9])
-    reading = traced_runs.read_alarm(healthy, never_behind, steps=4)
-    assert (reading.alarm, reading.behind_or_end) == (None, 4)
