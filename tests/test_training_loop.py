@@ -183,3 +183,63 @@ def test_a_resume_file_from_a_run_of_another_length_is_refused(tmp_path):
     _resumable_run(tmp_path / "a.pt", steps=20)
     with pytest.raises(ValueError, match="holds a run of 20 steps"):
         _resumable_run(tmp_path / "a.pt", steps=30)
+
+
+# --------------------------------------------------------------------------------------------
+# How many CPUs the process may use: its affinity, capped by a cgroup quota
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cgroup(tmp_path, monkeypatch):
+    """Point the cgroup files at empty tmp files and give the process 8 CPUs of affinity; return a writer."""
+    from attention_dynamics.training import loop
+
+    files = {"v2": tmp_path / "cpu.max", "v1_quota": tmp_path / "cpu.cfs_quota_us",
+             "v1_period": tmp_path / "cpu.cfs_period_us"}
+    monkeypatch.setattr(loop, "CGROUP_FILES", files)
+    monkeypatch.setattr(loop.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+
+    def write(**contents: str) -> None:
+        for name, text in contents.items():
+            files[name].write_text(text)
+
+    return write
+
+
+def test_usable_cpus_without_a_quota_are_the_affinity(cgroup):
+    from attention_dynamics.training import usable_cpu_count
+
+    assert usable_cpu_count() == 8  # no cgroup file at all
+    cgroup(v2="max 100000\n")
+    assert usable_cpu_count() == 8  # v2: no limit
+
+
+@pytest.mark.parametrize("contents, expected", [
+    ({"v2": "200000 100000\n"}, 2),  # v2: quota / period CPUs
+    ({"v2": "50000 100000\n"}, 1),  # half a CPU: at least one
+    ({"v2": "250000 100000\n"}, 2),  # 2.5 CPUs: whole CPUs only, so the processes do not compete
+    ({"v2": "1600000 100000\n"}, 8),  # a quota above the affinity: the affinity
+    ({"v1_quota": "300000\n", "v1_period": "100000\n"}, 3),  # v1
+    ({"v1_quota": "-1\n", "v1_period": "100000\n"}, 8),  # v1: no limit
+    ({"v2": "garbage\n"}, 8),  # unreadable: no cap
+])
+def test_usable_cpus_are_capped_by_the_cgroup_quota(cgroup, contents, expected):
+    from attention_dynamics.training import usable_cpu_count
+
+    cgroup(**contents)
+    assert usable_cpu_count() == expected
+
+
+def test_usable_cpus_without_an_affinity_mask_fall_back_to_the_cpu_count(cgroup, monkeypatch):
+    from attention_dynamics.training import loop
+
+    def no_affinity(pid):
+        raise AttributeError("not on this platform")
+
+    monkeypatch.setattr(loop.os, "sched_getaffinity", no_affinity)
+    monkeypatch.setattr(loop.os, "cpu_count", lambda: 6)
+    cgroup(v2="400000 100000\n")
+    assert loop.usable_cpu_count() == 4
+    monkeypatch.setattr(loop.os, "cpu_count", lambda: None)
+    assert loop.usable_cpu_count() == 1

@@ -224,14 +224,17 @@ def compute(result: StoredResult | str, scale: str | None = None, *, seeds: Sequ
     return folder
 
 
-def promote(result: StoredResult | str, *, root: Path | None = None, data_dir: Path | None = None,
-            log: Callable[[str], None] = print) -> list[Path]:
+def promote(result: StoredResult | str, scale: str | None = None, *, root: Path | None = None,
+            data_dir: Path | None = None, log: Callable[[str], None] = print) -> list[Path]:
     """Copy the assembled files of ``result`` at its committed scale into the package's ``data/`` folder.
 
     The explicit step between a computation (in ``build/``) and what the chapters load: only the committed scale
-    can be promoted, and only once every file has been assembled.
+    can be promoted (``scale``, if given, must be it), and only once every file has been assembled.
     """
     result = _get(result) if isinstance(result, str) else result
+    if scale is not None and result.check_scale(scale) != result.committed_scale:
+        raise ValueError(f"{result.name}: only its committed scale {result.committed_scale!r} is promoted into data/; "
+                         f"a computation at scale {scale!r} stays in {result_folder(result, scale, None, root)}")
     folder = result_folder(result, result.committed_scale, None, root)
     missing = [f for f in result.files if not (folder / f).exists()]
     if missing:
@@ -290,7 +293,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.promote:
-            promote(args.result)
+            promote(args.result, args.scale)
             return 0
         compute(args.result, args.scale, seeds=args.seeds, launcher=args.launcher, processes=args.processes,
                 options={"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from ...models.single_head import HEAD_SHAPE
-from ...settings import ChapterSettings
+from ...settings import ChapterSettings, check_positive_ints
 from ...settings import resolve as _resolve
 
 __all__ = ["HEAD", "INIT_STDS", "DTYPE", "RELATIVE_TOL", "ETA", "STICKY_SEED", "GradientLawsSettings", "SETTINGS",
@@ -38,6 +38,10 @@ class GradientLawsSettings(ChapterSettings):
     log10_beta_max: float = 3
     ws_steps: int = 1000
     ws_every: int = 200
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_ints(batch=self.batch, T=self.T, fd_T=self.fd_T, sweep_T=self.sweep_T, ws_every=self.ws_every)
 
 
 #: Exact checks: the scale changes how many heads and how long their sequences are.

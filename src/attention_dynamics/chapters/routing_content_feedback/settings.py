@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...settings import ChapterSettings
+from ...settings import ChapterSettings, check_positive_int
 from ...settings import resolve as _resolve
 
 __all__ = ["VARIANTS", "MILESTONES", "ETAS", "RoutingSettings", "SETTINGS", "resolve"]
@@ -29,6 +29,12 @@ class RoutingSettings(ChapterSettings):
     n_probe: int = 256
     record_every: int = 20
     n_check: int = 64
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int("record_every", self.record_every)
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
 
 
 SETTINGS = {"fast": RoutingSettings(steps=300, n_train=64, n_probe=64, n_check=16), "book": RoutingSettings(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...settings import ChapterSettings
+from ...settings import ChapterSettings, check_positive_ints
 from ...settings import resolve as _resolve
 
 __all__ = ["SetupSettings", "SETTINGS", "resolve"]
@@ -20,6 +20,10 @@ class SetupSettings(ChapterSettings):
     d_k: int = 3
     d_v: int = 3
     n_classes: int = 3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_ints(T=self.T, d_in=self.d_in, d_k=self.d_k, d_v=self.d_v, n_classes=self.n_classes)
 
 
 SETTINGS = {"fast": SetupSettings(T=4), "book": SetupSettings(), "paper": SetupSettings()}

@@ -1,0 +1,210 @@
+"""The one command for stored results (compute): the list, a computation through each launcher, a failing job that
+leaves the others' outputs and a second run that resumes without running them again, promotion to data/."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from attention_dynamics import compute, reproduce
+from attention_dynamics.results import Job, StoredResult
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+# --------------------------------------------------------------------------------------------
+# A small stored result whose jobs count their calls in files and can be made to fail
+# --------------------------------------------------------------------------------------------
+
+
+def counted_job(name: str, counter_dir: str, fail_if: str = "") -> dict:
+    """Write one line to ``<counter_dir>/<name>.calls`` (a call, whatever the process), then fail if the file
+    ``fail_if`` exists, else return the job's output."""
+    with open(Path(counter_dir) / f"{name}.calls", "a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()}\n")
+    if fail_if and Path(fail_if).exists():
+        raise RuntimeError(f"job {name} failed on purpose")
+    return {"name": name, "square": len(name) ** 2}
+
+
+def _calls(counter_dir: Path) -> dict[str, int]:
+    return {p.stem: len(p.read_text().splitlines()) for p in sorted(counter_dir.glob("*.calls"))}
+
+
+def fake_result(counter_dir: Path, fail_flag: Path) -> StoredResult:
+    """Three jobs (``a``, ``bb``, ``ccc``); ``ccc`` fails while ``fail_flag`` exists. Assembles ``fake.json``."""
+
+    def jobs(scale, seeds=None):
+        kw = {"counter_dir": str(counter_dir)}
+        return [Job("a", counted_job, {"name": "a", **kw}), Job("bb", counted_job, {"name": "bb", **kw}, cost=2.0),
+                Job("ccc", counted_job, {"name": "ccc", **kw, "fail_if": str(fail_flag)}, cost=3.0)]
+
+    def assemble(scale, outputs, folder):
+        (folder / "fake.json").write_text(json.dumps({"scale": scale, "outputs": dict(outputs)}, sort_keys=True))
+        (folder / "sub").mkdir(exist_ok=True)
+        (folder / "sub" / "note.txt").write_text(f"scale {scale}\n")
+
+    return StoredResult(name="fake", chapter="none", about="a test result", files=("fake.json", "sub/note.txt"),
+                        scales=("fast", "book"), committed_scale="book", expected={"fast": "3 jobs", "book": "3 jobs"},
+                        jobs=jobs, assemble=assemble, takes_seeds=False)
+
+
+@pytest.fixture
+def fake(tmp_path):
+    counter_dir, flag = tmp_path / "calls", tmp_path / "fail"
+    counter_dir.mkdir()
+    return fake_result(counter_dir, flag), counter_dir, flag
+
+
+@pytest.fixture
+def importable_tests(monkeypatch):
+    """Let worker processes started from scratch (submitit) import this module's job function."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
+
+
+# --------------------------------------------------------------------------------------------
+# The list
+# --------------------------------------------------------------------------------------------
+
+
+def test_list_names_every_result_with_its_scales_and_size(capsys):
+    assert reproduce.main(["compute", "--list"]) == 0
+    listed = capsys.readouterr().out
+    registry = compute.registry()
+    assert len(registry) == 7
+    for name, result in registry.items():
+        assert result.name == name
+        assert re.search(rf"^{name}  \(chapter {result.chapter}; committed scale {result.committed_scale}; ", listed, re.M)
+        for scale in result.scales:
+            assert f"--scale {scale}: {result.expected[scale]}" in listed
+        for f in result.files:
+            assert f in listed
+
+
+@pytest.mark.parametrize("name", list(compute._REGISTRY))
+def test_the_sizes_the_list_states_are_the_jobs_there_are(name):
+    """Where ``expected`` starts with a number of jobs, it is the number of jobs of that scale."""
+    result = compute.registry()[name]
+    assert set(result.expected) == set(result.scales) and result.chapter in {
+        p.name for p in (Path(compute.__file__).parent / "chapters").iterdir() if p.is_dir()}
+    for scale in result.scales:
+        stated = re.match(r"(\d+) jobs?\b", result.expected[scale])
+        assert stated, f"{name} --scale {scale}: state the number of jobs first ({result.expected[scale]!r})"
+        assert int(stated.group(1)) == len(result.jobs(scale, None)), (name, scale)
+
+
+def test_bad_requests_are_clear_errors(tmp_path, fake, capsys):
+    result, _, _ = fake
+    with pytest.raises(ValueError, match="unknown result 'nothing'"):
+        compute.compute("nothing", root=tmp_path)
+    with pytest.raises(ValueError, match="fake has scales fast, book, got 'huge'"):
+        compute.compute(result, "huge", root=tmp_path)
+    with pytest.raises(ValueError, match="unknown launcher 'cloud'"):
+        compute.compute(result, "fast", launcher="cloud", root=tmp_path)
+    with pytest.raises(ValueError, match="has no seeds to choose"):
+        compute.compute(result, "fast", seeds=[1], root=tmp_path)
+    assert reproduce.main(["compute"]) == 2
+    assert reproduce.main(["compute", "nothing"]) == 1
+    assert "unknown result 'nothing'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# A real result through the local launcher
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_small_result_through_local_processes(tmp_path):
+    """The frame_freeze result at the fast scale on two local processes: every job's output, then the file, whose
+    runs are those of the same jobs run in this process."""
+    from attention_dynamics.chapters.two_timescale_em import freeze
+
+    messages: list[str] = []
+    folder = compute.compute("frame_freeze", "fast", root=tmp_path, processes=2, log=messages.append)
+    assert folder == tmp_path / "frame_freeze" / "fast"
+    jobs = freeze.freeze_jobs("fast")
+    assert sorted(p.stem for p in (folder / "jobs").glob("*.json")) == sorted(j.key for j in jobs)
+    stored = json.loads((folder / freeze.FILE).read_text())
+    assert stored["scale"] == "fast" and "provenance" in stored
+    job = next(j for j in jobs if j.kwargs["kind"] == "head" and j.kwargs["freeze_at"] == 30)
+    record = json.loads((folder / "jobs" / f"{job.key}.json").read_text())
+    assert record["function"] == "attention_dynamics.chapters.two_timescale_em.freeze:freeze_run"
+    assert record["kwargs"] == json.loads(json.dumps(dict(job.kwargs)))
+    assert record["output"] == job.fn(**job.kwargs) and record["output"] in stored["head"]["runs"]
+    assert any(f"{len(jobs)} job(s), 0 already done, {len(jobs)} to run with launcher local" in m for m in messages)
+
+
+# --------------------------------------------------------------------------------------------
+# Failing, resuming, promoting
+# --------------------------------------------------------------------------------------------
+
+
+def _fail_then_resume(result, counter_dir: Path, flag: Path, root: Path, **kwargs) -> None:
+    flag.touch()
+    with pytest.raises(RuntimeError, match=r"fake: 1 job\(s\) failed \(ccc\).*next run resumes"):
+        compute.compute(result, "fast", root=root, log=lambda m: None, **kwargs)
+    folder = compute.result_folder(result, "fast", None, root)
+    assert sorted(p.stem for p in (folder / "jobs").glob("*.json")) == ["a", "bb"]  # the others' outputs are kept
+    assert not (folder / "fake.json").exists()  # nothing assembled from a partial set
+    assert _calls(counter_dir) == {"a": 1, "bb": 1, "ccc": 1}
+    flag.unlink()
+    messages: list[str] = []
+    assert compute.compute(result, "fast", root=root, log=messages.append, **kwargs) == folder
+    assert _calls(counter_dir) == {"a": 1, "bb": 1, "ccc": 2}  # only the failed job ran again
+    assert any("3 job(s), 2 already done, 1 to run" in m for m in messages)
+    stored = json.loads((folder / "fake.json").read_text())
+    assert stored == {"scale": "fast", "outputs": {n: {"name": n, "square": len(n) ** 2} for n in ("a", "bb", "ccc")}}
+    compute.compute(result, "fast", root=root, log=lambda m: None, **kwargs)  # everything done: nothing runs
+    assert _calls(counter_dir) == {"a": 1, "bb": 1, "ccc": 2}
+
+
+def test_a_failing_job_keeps_the_others_and_the_next_run_resumes_locally(tmp_path, fake):
+    result, counter_dir, flag = fake
+    _fail_then_resume(result, counter_dir, flag, tmp_path / "build", processes=1)
+
+
+def test_a_failing_job_keeps_the_others_and_the_next_run_resumes_on_local_processes(tmp_path, fake):
+    result, counter_dir, flag = fake
+    _fail_then_resume(result, counter_dir, flag, tmp_path / "build", processes=2)
+    assert len({line for p in counter_dir.glob("*.calls") for line in p.read_text().splitlines()} - {str(os.getpid())}) >= 1
+
+
+def test_a_failing_job_keeps_the_others_and_the_next_run_resumes_through_submitit(tmp_path, fake, importable_tests):
+    result, counter_dir, flag = fake
+    root = tmp_path / "build"
+    _fail_then_resume(result, counter_dir, flag, root, launcher="submitit-local", options={"time_min": 5})
+    pids = {line for p in counter_dir.glob("*.calls") for line in p.read_text().splitlines()}
+    assert str(os.getpid()) not in pids  # every job ran in a process of its own
+    assert (compute.result_folder(result, "fast", None, root) / "submitit").is_dir()  # submitit's logs
+
+
+def test_a_job_whose_arguments_changed_runs_again(tmp_path, fake):
+    result, counter_dir, flag = fake
+    root = tmp_path / "build"
+    compute.compute(result, "fast", root=root, processes=1, log=lambda m: None)
+    changed = fake_result(counter_dir, tmp_path / "another_flag")  # ccc's arguments differ now
+    compute.compute(changed, "fast", root=root, processes=1, log=lambda m: None)
+    assert _calls(counter_dir) == {"a": 1, "bb": 1, "ccc": 2}
+
+
+def test_promote_copies_the_committed_scale_only(tmp_path, fake, capsys):
+    result, _, _ = fake
+    root, data = tmp_path / "build", tmp_path / "data"
+    with pytest.raises(FileNotFoundError, match="not computed"):
+        compute.promote(result, root=root, data_dir=data)
+    compute.compute(result, "fast", root=root, processes=1, log=lambda m: None)
+    with pytest.raises(ValueError, match="only its committed scale 'book' is promoted"):
+        compute.promote(result, "fast", root=root, data_dir=data)
+    with pytest.raises(FileNotFoundError, match="not computed"):  # the fast files are not the committed scale's
+        compute.promote(result, root=root, data_dir=data)
+    assert not data.exists()
+    folder = compute.compute(result, "book", root=root, processes=1, log=lambda m: None)
+    copied = compute.promote(result, "book", root=root, data_dir=data, log=lambda m: None)
+    assert copied == [data / "fake.json", data / "sub" / "note.txt"]
+    for f in result.files:
+        assert (data / f).read_bytes() == (folder / f).read_bytes()
+    assert json.loads((data / "fake.json").read_text())["scale"] == "book"
+    assert not list(data.rglob("*.tmp"))
