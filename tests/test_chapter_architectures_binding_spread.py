@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from scipy import stats
 
 from attention_dynamics import compute
@@ -76,6 +77,7 @@ def test_the_fast_regeneration_has_the_committed_shape_and_its_runs_are_the_chap
     assert set(committed) - {"provenance_of_earlier_runs"} == set(result) and result["seeds"] == [0, 1]
     _check_file(result, "fast")
     cfg = settings.resolve("fast", device="cpu")
+    torch.set_num_threads(1)  # as the jobs run
     grid = compare_architectures(runs.book_tasks(cfg), families=("mamba",), target_params=cfg.target_params,
                                  steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=1,
                                  eval_sequences=cfg.eval_sequences, processes=1)

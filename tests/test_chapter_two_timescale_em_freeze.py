@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from attention_dynamics import compute
 from attention_dynamics.chapters.two_timescale_em import freeze
@@ -89,6 +90,7 @@ def test_the_fast_scale_regenerates_through_compute_with_the_committed_shape(tmp
         assert s["cost_mean_bits"][0] > 0
     # the jobs are the chapter's runs: one of them again, directly
     spec = freeze.SPECS["fast"]["head"]
+    torch.set_num_threads(1)  # as a job runs
     direct = freeze.freeze_run("head", 1, 30, spec["settings"])
     assert direct in out["head"]["runs"]
     again: list[str] = []

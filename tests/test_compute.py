@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from attention_dynamics import compute, reproduce
 from attention_dynamics.results import Job, StoredResult
@@ -133,6 +134,7 @@ def test_a_small_result_through_local_processes(tmp_path):
     record = json.loads((folder / "jobs" / f"{job.key}.json").read_text())
     assert record["function"] == "attention_dynamics.chapters.two_timescale_em.freeze:freeze_run"
     assert record["kwargs"] == json.loads(json.dumps(dict(job.kwargs)))
+    torch.set_num_threads(1)  # as a job runs
     assert record["output"] == job.fn(**job.kwargs) and record["output"] in stored["head"]["runs"]
     assert any(f"{len(jobs)} job(s), 0 already done, {len(jobs)} to run with launcher local" in m for m in messages)
 
@@ -179,6 +181,13 @@ def test_a_failing_job_keeps_the_others_and_the_next_run_resumes_through_submiti
     pids = {line for p in counter_dir.glob("*.calls") for line in p.read_text().splitlines()}
     assert str(os.getpid()) not in pids  # every job ran in a process of its own
     assert (compute.result_folder(result, "fast", None, root) / "submitit").is_dir()  # submitit's logs
+
+
+def test_jobs_run_in_this_process_leave_its_thread_count_as_it_was(tmp_path, fake):
+    result, counter_dir, _ = fake
+    torch.set_num_threads(2)
+    compute.compute(result, "fast", root=tmp_path / "build", processes=1, log=lambda m: None)
+    assert torch.get_num_threads() == 2 and _calls(counter_dir) == {"a": 1, "bb": 1, "ccc": 1}
 
 
 def test_a_job_whose_arguments_changed_runs_again(tmp_path, fake):

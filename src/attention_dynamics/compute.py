@@ -87,23 +87,27 @@ def _function_path(fn: Callable[..., Any]) -> str:
 
 
 def run_job(function: str, kwargs: Mapping[str, Any], out_file: str) -> str:
-    """Run one job in this process (one thread) and write ``{"function", "kwargs", "output", "seconds"}`` to ``out_file``.
+    """Run one job in this process (one thread) and write ``{"function", "kwargs", "output", "cpu_seconds"}`` to ``out_file``.
 
     What a worker calls, locally or on a cluster node; returns ``out_file``. The output is written atomically, so a
     file that exists is a finished job.
     """
     import torch
 
-    torch.set_num_threads(1)
-    module, name = function.split(":")
-    fn = getattr(importlib.import_module(module), name)
-    kwargs = dict(kwargs)
-    if "job_dir" in inspect.signature(fn).parameters:
-        job_dir = Path(out_file).with_suffix("")
-        job_dir.mkdir(parents=True, exist_ok=True)
-        kwargs["job_dir"] = str(job_dir)
-    started = time.process_time()
-    output = fn(**kwargs)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread per job; restored after, for a job run in the caller's own process
+    try:
+        module, name = function.split(":")
+        fn = getattr(importlib.import_module(module), name)
+        kwargs = dict(kwargs)
+        if "job_dir" in inspect.signature(fn).parameters:
+            job_dir = Path(out_file).with_suffix("")
+            job_dir.mkdir(parents=True, exist_ok=True)
+            kwargs["job_dir"] = str(job_dir)
+        started = time.process_time()
+        output = fn(**kwargs)
+    finally:
+        torch.set_num_threads(threads)
     record = {"function": function, "kwargs": {k: v for k, v in kwargs.items() if k != "job_dir"},
               "output": output, "cpu_seconds": time.process_time() - started}
     atomic_write_text(Path(out_file), json.dumps(record, allow_nan=True) + "\n")
