@@ -112,3 +112,21 @@ def test_responsibility_weighted_moment_against_a_loop():
     counts = fwd.alpha.sum(0)
     S = sum(counts[j] * torch.outer(x[j], x[j]) for j in range(x.shape[0])) / counts.sum()
     torch.testing.assert_close(responsibility_weighted_input_moment(x, counts), S, rtol=1e-13, atol=1e-14)
+
+
+def test_warmup_cosine_is_linear_then_a_half_cosine_to_zero():
+    import math
+
+    from attention_dynamics.training.schedules import warmup_cosine
+
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    sched = warmup_cosine(opt, 100, 10)
+    lrs = []
+    for _ in range(100):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(0.5 * (1 + math.cos(math.pi * 9 / 100)))
+    assert lrs[50] == pytest.approx(0.5) and lrs[-1] == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.99)))
+    with pytest.raises(ValueError, match="warmup_steps must be a positive integer"):
+        warmup_cosine(opt, 100, 0)
