@@ -134,7 +134,7 @@ CHAPTER_SHAPE = ("__init__", "settings", "runs", "report", "figures")
 
 
 def test_every_chapter_folder_has_the_same_shape():
-    folders = [p for p in (PACKAGE / "chapters").iterdir() if p.is_dir() and not p.name.startswith("_")]
+    folders = [p for p in (PACKAGE / "chapters").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
     assert len(folders) >= 8
     for folder in folders:
         missing = [m for m in CHAPTER_SHAPE if not (folder / f"{m}.py").exists()]

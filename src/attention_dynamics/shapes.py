@@ -11,6 +11,7 @@ the function is returned unchanged, so the chapters' training loops pay nothing.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Callable, TypeVar
 
@@ -26,7 +27,16 @@ def shape_checked(fn: F) -> F:
     """Return ``fn`` checked against its jaxtyping annotations at every call when :data:`CHECK_SHAPES`, else ``fn``."""
     if not CHECK_SHAPES:
         return fn
+    import torch
     from beartype import BeartypeConf, beartype
     from jaxtyping import jaxtyped
 
-    return jaxtyped(typechecker=beartype(conf=BeartypeConf(is_pep484_tower=True)))(fn)
+    checked = jaxtyped(typechecker=beartype(conf=BeartypeConf(is_pep484_tower=True)))(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if torch.compiler.is_compiling():  # torch.compile traces the function itself, not the checker
+            return fn(*args, **kwargs)
+        return checked(*args, **kwargs)
+
+    return call  # type: ignore[return-value]
