@@ -194,14 +194,38 @@ def test_mathjax_is_served_by_the_book(built_book):
 
 @pytest.mark.slow
 def test_launch_buttons_on_every_notebook_page(built_book):
+    """Binder and Colab open the chapter's launch notebook (numbers as text), never its MyST source."""
+    from attention_dynamics.launch_notebooks import LAUNCH_DIR
+
     repo, branch = _repository()
     for nb in _chapter_notebooks():
         rel = nb.relative_to(REPO_ROOT).as_posix()
         html = (built_book.html / Path(rel).with_suffix(".html")).read_text(encoding="utf-8")
-        binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=lab/tree/{rel}"
-        colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{rel}"
+        launch = f"{LAUNCH_DIR}/{nb.name}"
+        assert (REPO_ROOT / launch).exists(), f"no launch notebook {launch}"
+        binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=lab/tree/{launch}"
+        colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{launch}"
         assert binder in html, f"{rel}: no Binder button ({binder})"
         assert colab in html, f"{rel}: no Colab button ({colab})"
+        assert f"lab/tree/{rel}" not in html and f"blob/{branch}/{rel}" not in html, f"{rel}: a button opens the source"
+
+
+@pytest.mark.slow
+def test_launch_notebooks_number_equations_as_the_book_does(built_book):
+    """The equation numbers written into the launch notebooks are the ones Sphinx gave the book's equations."""
+    import nbformat
+
+    from attention_dynamics.launch_notebooks import equation_numbers
+    from attention_dynamics.notebooks import book_chapters
+
+    ours = equation_numbers([(c, nbformat.read(c.path, as_version=4)) for c in book_chapters(REPO_ROOT)])
+    assert len(ours) > 30
+    built = {}
+    for nb in _chapter_notebooks():
+        html = (built_book.html / "book" / f"{nb.stem}.html").read_text(encoding="utf-8")
+        for label, number in re.findall(r'id="equation-([\w-]+)">\s*<span class="eqno">\(([\d.]+)\)', html):
+            built[label] = (nb.stem, number)
+    assert built == ours
 
 
 @pytest.mark.slow

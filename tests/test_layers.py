@@ -11,7 +11,7 @@ reader can follow the code from the bottom up. The layers, lowest first:
 - ``training``: the one loop, the schedules, the closed-form engine;
 - ``diagnostics``: tools for any model, and the measures of the recall head's dynamics (``dynamics``);
 - ``experiments``: one module per chapter's runs;
-- ``runner``: the command line, the PDF, the nbval plugin.
+- ``runner``: the command line, the PDF, the launch notebooks, the nbval plugin.
 
 A module may import from its own layer or a lower one (``TYPE_CHECKING`` imports, for annotations,
 included); imports executed at import time form no cycle.
@@ -34,7 +34,7 @@ LAYERS = {
     "training": {"training"},
     "diagnostics": {"diagnostics", "dynamics"},
     "experiments": {"experiments"},
-    "runner": {"reproduce", "pdf", "nbval_plugin", "__main__", "__init__"},
+    "runner": {"reproduce", "pdf", "launch_notebooks", "nbval_plugin", "__main__", "__init__"},
 }
 ORDER = list(LAYERS)
 MAX_LINES = 800

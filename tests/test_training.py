@@ -183,3 +183,70 @@ def test_a_resume_file_from_a_run_of_another_length_is_refused(tmp_path):
     _resumable_run(tmp_path / "a.pt", steps=20)
     with pytest.raises(ValueError, match="holds a run of 20 steps"):
         _resumable_run(tmp_path / "a.pt", steps=30)
+
+
+def _fake_cgroup_v2(tmp_path, limits):
+    """A cgroup v2 tree: /sys/fs/cgroup/<a>/<b>, with cpu.max per level (None: no file)."""
+    root = tmp_path / "cgroup"
+    group = root
+    for name, limit in limits:
+        group = group / name if name else group
+        group.mkdir(parents=True, exist_ok=True)
+        if limit is not None:
+            (group / "cpu.max").write_text(limit + "\n")
+    proc = tmp_path / "proc-self-cgroup"
+    proc.write_text("0::/" + "/".join(n for n, _ in limits if n) + "\n")
+    return root, proc
+
+
+def test_cgroup_v2_quota_is_the_tightest_on_the_path(tmp_path):
+    from attention_dynamics.training import cgroup_cpu_limit
+
+    root, proc = _fake_cgroup_v2(tmp_path, [("", "max 100000"), ("kubepods", "400000 100000"), ("pod", "150000 100000")])
+    assert cgroup_cpu_limit(root, proc) == 1.5
+    root, proc = _fake_cgroup_v2(tmp_path / "none", [("", "max 100000"), ("user.slice", None)])
+    assert cgroup_cpu_limit(root, proc) is None
+
+
+def test_cgroup_v1_quota(tmp_path):
+    from attention_dynamics.training import cgroup_cpu_limit
+
+    group = tmp_path / "cgroup" / "cpu,cpuacct" / "docker" / "abc"
+    group.mkdir(parents=True)
+    (group / "cpu.cfs_quota_us").write_text("200000\n")
+    (group / "cpu.cfs_period_us").write_text("100000\n")
+    proc = tmp_path / "proc"
+    proc.write_text("12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n")
+    assert cgroup_cpu_limit(tmp_path / "cgroup", proc) == 2.0
+    (group / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cgroup_cpu_limit(tmp_path / "cgroup", proc) is None
+
+
+def test_worker_pools_are_sized_by_the_quota_not_the_host(tmp_path, monkeypatch):
+    """A Binder-like pod: the host has 16 cores, the process may use all 16, the pod's quota is 1 CPU."""
+    import attention_dynamics.training.loop as loop
+
+    root, proc = _fake_cgroup_v2(tmp_path, [("", "max 100000"), ("pod", "100000 100000")])
+    monkeypatch.setattr(loop.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(loop.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    real = loop.cgroup_cpu_limit
+    monkeypatch.setattr(loop, "cgroup_cpu_limit", lambda: real(root, proc))
+    assert loop.usable_cpus() == 1
+    monkeypatch.setattr(loop.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(loop, "cgroup_cpu_limit", lambda: None)
+    assert loop.usable_cpus() == 2, "without a quota the affinity mask decides"
+    monkeypatch.setattr(loop, "cgroup_cpu_limit", lambda: 0.5)
+    assert loop.usable_cpus() == 1, "never below one"
+    started = []
+
+    class NoPool:  # map_parallel with a quota of one CPU runs in-process: no pool is started
+        def __init__(self, *args, **kwargs):
+            started.append(kwargs)
+
+    monkeypatch.setattr(loop, "ProcessPoolExecutor", NoPool)
+    assert loop.map_parallel(_square, [dict(x=2), dict(x=3)]) == [4, 9]
+    assert not started
+
+
+def _square(x):
+    return x * x

@@ -282,9 +282,14 @@ def _kernel_manager_class() -> type:
 
 
 def write_text_forms(chapters: Sequence[Chapter]) -> None:
-    """Write (or refresh) every chapter's text form, ``book/text/<chapter>.py``, from its notebook."""
+    """Write (or refresh) every chapter's text form, ``book/text/<chapter>.py``, and its launch notebook.
+
+    The launch notebook (``notebooks/<chapter>.ipynb``, :mod:`attention_dynamics.launch_notebooks`) is
+    the chapter as the Binder and Colab buttons open it: numbers, citations and equation numbers as text.
+    """
     import nbformat
 
+    from .launch_notebooks import write_launch_notebooks
     from .notebooks import text_form, text_form_path
 
     for chapter in chapters:
@@ -293,6 +298,8 @@ def write_text_forms(chapters: Sequence[Chapter]) -> None:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, text)
+    if chapters:
+        write_launch_notebooks(chapters[0].path.parent.parent, list(chapters))
 
 
 def _keep_failed(raw: Path, target: Path) -> None:
