@@ -516,6 +516,16 @@ _CONTRAST_JS = """
 }
 """
 
+# The page's chrome: how many search boxes a reader sees, and whether an (empty) header bar is shown.
+_CHROME_JS = """
+() => {
+  const shown = (n) => n.offsetParent !== null && getComputedStyle(n).visibility !== 'hidden' && n.getClientRects().length;
+  const search = [...document.querySelectorAll('.search-button-field, .search-button, form.bd-search')].filter(shown);
+  const header = document.querySelector('#pst-header');
+  return {search: search.length, header: header && shown(header) ? Math.round(header.getBoundingClientRect().height) : 0};
+}
+"""
+
 _REDIRECT = re.compile(r'<meta[^>]*http-equiv="refresh"[^>]*url=([^"]+)"', re.IGNORECASE)
 
 
@@ -569,6 +579,7 @@ def _check_page(context, base_url: str, path: str, source: str, screenshot: Path
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         for viewport in (VIEWPORT, PHONE) if top_shots else ():  # the first screen, as a reader sees it
             page.set_viewport_size(viewport)
+            page.wait_for_timeout(500)  # the theme's sidebar slides away when the window narrows
             for theme in ("light", "dark"):
                 page.evaluate("(t) => { document.documentElement.dataset.theme = t; window.scrollTo(0, 0); }", theme)
                 page.wait_for_timeout(100)
@@ -583,6 +594,10 @@ def _check_page(context, base_url: str, path: str, source: str, screenshot: Path
             split = page.evaluate(_SPLIT_JS)
             if split:
                 report.problems.append(f"at {viewport['width']} px, split inside a table cell: {split}")
+            chrome = page.evaluate(_CHROME_JS)
+            if chrome["search"] > 1 or chrome["header"]:
+                report.problems.append(f"at {viewport['width']} px: {chrome['search']} search boxes, a header bar of "
+                                       f"{chrome['header']} px (one search box, no empty bar)")
         page.set_viewport_size(VIEWPORT)
         page.wait_for_timeout(200)  # let late console messages arrive
         # The whole page, down to SCREENSHOT_MAX_HEIGHT (the API page is over 100 000 px tall).
@@ -633,7 +648,8 @@ BROKEN_PAGE = r"""<!DOCTYPE html>
   options: {processHtmlClass: "math", ignoreHtmlClass: "document"}};</script>
 <script defer src="mathjax/tex-chtml.js"></script>
 <script src="https://cdn.example.org/library.js"></script>
-</head><body><div class="document">
+</head><body><header id="pst-header" style="height: 60px"><button class="search-button-field">Search</button></header>
+<div class="document"><button class="search-button">Search</button>
 <p>Rendered: <span class="math">\(x^2\)</span>. Undefined macro: <span class="math">\(\nosuchmacro\)</span>.</p>
 <p>Left raw: $$ y = x^2 $$</p>
 <img src="missing.png" alt="a figure that does not exist">
@@ -673,7 +689,8 @@ def test_page_checks_catch_a_broken_page(tmp_path):
                      "code scrolls", "table scrolls", "a hidden input does not expand",
                      "split inside a table cell: ['2.06473191']", "verdict or status colours below 4.5:1",
                      "px wide", "an equation runs under its number (1.1)",
-                     "a display equation is cut off or runs off the page"):
+                     "a display equation is cut off or runs off the page",
+                     "at 1280 px: 2 search boxes, a header bar of 60 px"):
         assert expected in found, f"not reported: {expected!r}; the report was:\n{found}"
     assert (tmp_path / "broken.png").exists()
 
