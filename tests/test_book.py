@@ -975,3 +975,34 @@ def test_every_chapter_has_its_text_form_in_sync():
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert [c.source for c in back.cells if c.cell_type == "code"] == [c.source for c in code], (
             f"{text.name} does not round-trip to the notebook's code")
+
+
+def test_verdict_rendering_takes_a_verdict_it_does_not_know():
+    """A verdict added later ("depends on the definition") is counted, marked and coloured like the others."""
+    from attention_dynamics import verdicts as v
+
+    tables = _ext_module("book_tables")
+    claim = v.PAPER_CLAIMS[0]
+    found = [v.Verdict(claim, "reproduces"), v.Verdict(claim, "depends on the definition"),
+             v.Verdict(claim, "depends on the definition")]
+    counts = tables.verdict_counts(found, v.VERDICTS)
+    assert list(counts)[:len(v.VERDICTS)] == list(v.VERDICTS), "the known verdicts first, in their order"
+    assert counts["reproduces"] == 1 and counts["does not reproduce"] == 0
+    assert counts["depends on the definition"] == 2
+    assert tables.verdict_class("depends on the definition") == "verdict-depends-on-the-definition"
+    assert tables.verdict_mark("depends on the definition") == tables.OTHER_MARK
+    assert tables.verdict_mark("does not reproduce") == "✗"
+    # Every verdict, known or not, gets a colour: the generic .verdict rule, in both themes.
+    assert re.search(r"\.verdict, \.claim-status \{[^}]*color: var\(--verdict-other\)", tables.BOOK_CSS)
+    assert tables.BOOK_CSS.count("--verdict-other:") == 2
+
+
+def test_every_paper_claim_has_a_short_name_or_a_readable_fallback():
+    from attention_dynamics import verdicts as v
+
+    tables = _ext_module("book_tables")
+    for claim in v.PAPER_CLAIMS:
+        name = tables.short_name(claim)
+        assert 3 < len(name) <= 80, (claim.id, name)
+    unnamed = v.PaperClaim("x", "A new claim: with details after the colon.", "1", ("book/01-x", "a", "A"), ("c",))
+    assert tables.short_name(unnamed) == "A new claim"

@@ -132,3 +132,19 @@ def test_committed_launch_notebooks_are_the_chapters_with_their_numbers():
         code = [c.source for c in nb.cells if c.cell_type == "code"]
         assert code == [c.source for c in source.cells if c.cell_type == "code"], f"{path.name}: the code differs"
         assert all(not c.outputs for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.slow
+def test_a_launch_notebook_runs_top_to_bottom(monkeypatch):
+    """Chapter 1's launch notebook runs as it is (from its own folder, as Binder opens it) without an error."""
+    from nbclient import NotebookClient
+
+    chapter = book_chapters(REPO_ROOT)[0]
+    nb = nbformat.read(launch_notebook_path(chapter.path), as_version=4)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT / "src"))  # the kernel imports this checkout's package
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(REPO_ROOT / LAUNCH_DIR)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    assert any(c.outputs for c in nb.cells if c.cell_type == "code"), "the cells produced their outputs"
