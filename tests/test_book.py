@@ -520,7 +520,9 @@ _CONTRAST_JS = """
 _CHROME_JS = """
 () => {
   const shown = (n) => n.offsetParent !== null && getComputedStyle(n).visibility !== 'hidden' && n.getClientRects().length;
-  const search = [...document.querySelectorAll('.search-button-field, .search-button, form.bd-search')].filter(shown);
+  // The search page's own form is its content, not a second box.
+  const search = [...document.querySelectorAll('.search-button-field, .search-button, form.bd-search')]
+    .filter(n => shown(n) && !n.closest('article, .bd-article, .bd-search-container'));
   const header = document.querySelector('#pst-header');
   return {search: search.length, header: header && shown(header) ? Math.round(header.getBoundingClientRect().height) : 0};
 }
