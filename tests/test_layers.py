@@ -14,7 +14,7 @@ docstring, ``attention_dynamics.__init__``, says the same):
 - ``training``: the one loop, the schedules, the closed-form engine, the trainers several chapters share;
 - ``diagnostics``: tools for any model;
 - ``chapters``: one folder per chapter (no chapter imports another);
-- ``runner``: the command line, the stored-result runner, the PDF, the nbval plugin.
+- ``runner``: the command line, the stored-result runner, the PDF, the launch notebooks, the nbval plugin.
 
 A module may import from its own layer or a lower one (``TYPE_CHECKING`` imports, for annotations,
 included); imports executed at import time form no cycle.
@@ -38,7 +38,7 @@ LAYERS = {
     "training": {"training"},
     "diagnostics": {"diagnostics"},
     "chapters": {"chapters"},
-    "runner": {"reproduce", "compute", "pdf", "nbval_plugin", "__main__", "__init__"},
+    "runner": {"reproduce", "compute", "pdf", "launch_notebooks", "nbval_plugin", "__main__", "__init__"},
 }
 ORDER = list(LAYERS)
 MAX_LINES = 600

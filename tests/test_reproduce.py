@@ -97,9 +97,16 @@ def test_executes_normalises_and_is_idempotent(book):
     assert nb["cells"][-1]["outputs"], "the chapter was executed"
     ledger = json.loads((book / "book" / "claims.json").read_text())["claims"]
     assert [(c["id"], c["chapter"], c["value"], c["status"]) for c in ledger] == [("toy.steps_used", "01-good-chapter", 3, "pass")]
+    # The first run knew no cell times: every code cell was announced, with the chapter's time so far.
+    assert "01-good-chapter: cell 1/4" in res.stdout and "01-good-chapter: cell 4/4" in res.stdout, res.stdout
+    status = json.loads((book / "book" / "status.json").read_text())["chapters"]["01-good-chapter"]
+    assert status["executed"].endswith("Z") and isinstance(status["cells"], dict)
     before = snapshot(book)
     res = run(book, "reproduce", "--chapter", "good-chapter", "--no-build")
     assert res.returncode == 0 and "up to date" in res.stdout
+    skipped = next(line for line in res.stdout.splitlines() if "01-good-chapter.ipynb" in line)
+    assert f"up to date since {status['executed'][:10]}" in skipped and "--force re-executes it (about" in skipped
+    assert "Nothing to execute: the chapter is up to date. Add --force" in res.stdout
     assert snapshot(book)["book/01-good-chapter.ipynb"] == before["book/01-good-chapter.ipynb"]
     res = run(book, "reproduce", "--chapter", "1", "--no-build", "--force")
     assert res.returncode == 0

@@ -185,61 +185,68 @@ def test_a_resume_file_from_a_run_of_another_length_is_refused(tmp_path):
         _resumable_run(tmp_path / "a.pt", steps=30)
 
 
-# --------------------------------------------------------------------------------------------
-# How many CPUs the process may use: its affinity, capped by a cgroup quota
-# --------------------------------------------------------------------------------------------
+def _fake_cgroup_v2(tmp_path, limits):
+    """A cgroup v2 tree: /sys/fs/cgroup/<a>/<b>, with cpu.max per level (None: no file)."""
+    root = tmp_path / "cgroup"
+    group = root
+    for name, limit in limits:
+        group = group / name if name else group
+        group.mkdir(parents=True, exist_ok=True)
+        if limit is not None:
+            (group / "cpu.max").write_text(limit + "\n")
+    proc = tmp_path / "proc-self-cgroup"
+    proc.write_text("0::/" + "/".join(n for n, _ in limits if n) + "\n")
+    return root, proc
 
 
-@pytest.fixture
-def cgroup(tmp_path, monkeypatch):
-    """Point the cgroup files at empty tmp files and give the process 8 CPUs of affinity; return a writer."""
-    from attention_dynamics.training import loop
+def test_cgroup_v2_quota_is_the_tightest_on_the_path(tmp_path):
+    from attention_dynamics.training import cgroup_cpu_limit
 
-    files = {"v2": tmp_path / "cpu.max", "v1_quota": tmp_path / "cpu.cfs_quota_us",
-             "v1_period": tmp_path / "cpu.cfs_period_us"}
-    monkeypatch.setattr(loop, "CGROUP_FILES", files)
-    monkeypatch.setattr(loop.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
-
-    def write(**contents: str) -> None:
-        for name, text in contents.items():
-            files[name].write_text(text)
-
-    return write
+    root, proc = _fake_cgroup_v2(tmp_path, [("", "max 100000"), ("kubepods", "400000 100000"), ("pod", "150000 100000")])
+    assert cgroup_cpu_limit(root, proc) == 1.5
+    root, proc = _fake_cgroup_v2(tmp_path / "none", [("", "max 100000"), ("user.slice", None)])
+    assert cgroup_cpu_limit(root, proc) is None
 
 
-def test_usable_cpus_without_a_quota_are_the_affinity(cgroup):
-    from attention_dynamics.training import usable_cpu_count
+def test_cgroup_v1_quota(tmp_path):
+    from attention_dynamics.training import cgroup_cpu_limit
 
-    assert usable_cpu_count() == 8  # no cgroup file at all
-    cgroup(v2="max 100000\n")
-    assert usable_cpu_count() == 8  # v2: no limit
-
-
-@pytest.mark.parametrize("contents, expected", [
-    ({"v2": "200000 100000\n"}, 2),  # v2: quota / period CPUs
-    ({"v2": "50000 100000\n"}, 1),  # half a CPU: at least one
-    ({"v2": "250000 100000\n"}, 2),  # 2.5 CPUs: whole CPUs only, so the processes do not compete
-    ({"v2": "1600000 100000\n"}, 8),  # a quota above the affinity: the affinity
-    ({"v1_quota": "300000\n", "v1_period": "100000\n"}, 3),  # v1
-    ({"v1_quota": "-1\n", "v1_period": "100000\n"}, 8),  # v1: no limit
-    ({"v2": "garbage\n"}, 8),  # unreadable: no cap
-])
-def test_usable_cpus_are_capped_by_the_cgroup_quota(cgroup, contents, expected):
-    from attention_dynamics.training import usable_cpu_count
-
-    cgroup(**contents)
-    assert usable_cpu_count() == expected
+    group = tmp_path / "cgroup" / "cpu,cpuacct" / "docker" / "abc"
+    group.mkdir(parents=True)
+    (group / "cpu.cfs_quota_us").write_text("200000\n")
+    (group / "cpu.cfs_period_us").write_text("100000\n")
+    proc = tmp_path / "proc"
+    proc.write_text("12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n")
+    assert cgroup_cpu_limit(tmp_path / "cgroup", proc) == 2.0
+    (group / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cgroup_cpu_limit(tmp_path / "cgroup", proc) is None
 
 
-def test_usable_cpus_without_an_affinity_mask_fall_back_to_the_cpu_count(cgroup, monkeypatch):
-    from attention_dynamics.training import loop
+def test_worker_pools_are_sized_by_the_quota_not_the_host(tmp_path, monkeypatch):
+    """A Binder-like pod: the host has 16 cores, the process may use all 16, the pod's quota is 1 CPU."""
+    import attention_dynamics.training.loop as loop
 
-    def no_affinity(pid):
-        raise AttributeError("not on this platform")
+    root, proc = _fake_cgroup_v2(tmp_path, [("", "max 100000"), ("pod", "100000 100000")])
+    monkeypatch.setattr(loop.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(loop.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    real = loop.cgroup_cpu_limit
+    monkeypatch.setattr(loop, "cgroup_cpu_limit", lambda: real(root, proc))
+    assert loop.usable_cpus() == 1
+    monkeypatch.setattr(loop.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(loop, "cgroup_cpu_limit", lambda: None)
+    assert loop.usable_cpus() == 2, "without a quota the affinity mask decides"
+    monkeypatch.setattr(loop, "cgroup_cpu_limit", lambda: 0.5)
+    assert loop.usable_cpus() == 1, "never below one"
+    started = []
 
-    monkeypatch.setattr(loop.os, "sched_getaffinity", no_affinity)
-    monkeypatch.setattr(loop.os, "cpu_count", lambda: 6)
-    cgroup(v2="400000 100000\n")
-    assert loop.usable_cpu_count() == 4
-    monkeypatch.setattr(loop.os, "cpu_count", lambda: None)
-    assert loop.usable_cpu_count() == 1
+    class NoPool:  # map_parallel with a quota of one CPU runs in-process: no pool is started
+        def __init__(self, *args, **kwargs):
+            started.append(kwargs)
+
+    monkeypatch.setattr(loop, "ProcessPoolExecutor", NoPool)
+    assert loop.map_parallel(_square, [dict(x=2), dict(x=3)]) == [4, 9]
+    assert not started
+
+
+def _square(x):
+    return x * x

@@ -3,11 +3,20 @@
 ``claims-table`` renders ``book/claims.json`` (the claims ledger) and ``status-table`` renders
 ``book/status.json`` (per-chapter execution time and environment). Both files are written by
 ``python -m attention_dynamics reproduce``; reading them at build time keeps the pages in step.
+
+The verdicts (:func:`attention_dynamics.verdicts.assess` over the ledger) are rendered three ways:
+``verdicts-table`` (one row per claim of the paper, with the book's deciding numbers beside the
+paper's value), ``verdicts-scoreboard`` (the counts per verdict and one line per verdict naming its
+claims, each a link to its row: the front page opens with it) and, injected at build time at the
+top of every chapter page (:func:`add_chapter_verdicts`), a box with that chapter's verdicts and
+its numbers in the ledger. A verdict the rendering does not know (a new one added to
+:mod:`attention_dynamics.verdicts`) is shown and counted like the others, in its own colour.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -74,7 +83,16 @@ STATUS_LABELS = {"fail": "fail", "undecided": "undecided", "pass": "pass", "new"
 
 
 def _status_node(status: str) -> nodes.inline:
-    return nodes.inline(text=STATUS_LABELS.get(status, status), classes=["claim-status", f"claim-status-{status}"])
+    return nodes.inline(text=f"{STATUS_MARKS.get(status, OTHER_MARK)} {STATUS_LABELS.get(status, status)}",
+                        classes=["claim-status", f"claim-status-{status}"])
+
+
+def _identifier(name: str, css_class: str) -> nodes.Node:
+    """A dotted identifier as a paragraph that may break after its dots and underscores only (``<wbr>``)."""
+    from html import escape
+
+    breakable = re.sub(r"([._])", r"\1<wbr>", escape(name))
+    return nodes.raw("", f'<p class="{css_class}">{breakable}</p>', format="html")
 
 
 def _details(summary: str, body_lines: list[str]) -> nodes.raw:
@@ -132,7 +150,7 @@ class ClaimsTable(SphinxDirective):
             chapters.setdefault(c.get("chapter") or "", []).append(c)
         for chapter, rows in chapters.items():
             rows = sorted(rows, key=lambda c: STATUS_ORDER.index(c["status"]) if c["status"] in STATUS_ORDER else 9)
-            section = nodes.container(classes=["claims-chapter"])
+            section = nodes.container(classes=["claims-chapter"], ids=[nodes.make_id(f"ledger-{chapter}")])
             heading = nodes.paragraph(classes=["claims-chapter-title"])
             heading += _doc_link(self.env, f"book/{chapter}", _chapter_title(self.env, chapter))
             n_bad = sum(c["status"] in ("fail", "undecided") for c in rows)
@@ -143,7 +161,7 @@ class ClaimsTable(SphinxDirective):
             for c in rows:
                 row = nodes.row()
                 first = nodes.entry()
-                first += nodes.paragraph(text=c["id"], classes=["claim-id"])
+                first += _identifier(c["id"], "claim-id")
                 lines = [c["description"], f"Reference: {_reference(c)}"]
                 if c.get("params"):
                     lines.append("Parameters: " + ", ".join(f"{k} = {v}" for k, v in c["params"].items()))
@@ -177,57 +195,255 @@ def _paper(c: dict) -> str:
     return "—"
 
 
+# --------------------------------------------------------------------------------------------
+# Verdicts: the table, the scoreboard and each chapter's box
+# --------------------------------------------------------------------------------------------
+
+#: A mark beside each verdict, so that the verdict does not rest on its colour alone.
+VERDICT_MARKS = {"reproduces": "✓", "partly": "◐", "not decided at this scale": "?", "does not reproduce": "✗"}
+#: The mark of a verdict this rendering does not know yet (e.g. "depends on the definition").
+OTHER_MARK = "◇"
+#: What each status of a ledger number looks like beside the number.
+STATUS_MARKS = {"pass": "✓", "fail": "✗", "undecided": "?", "new": "·"}
+
+#: A short name per claim of the paper, for the scoreboard and the chapter boxes (the full
+#: statement is on the verdict page). A claim without one is named by its statement.
+SHORT_NAMES = {
+    "routing_law": "the advantage routing law",
+    "routing_law_properties": "its properties: rows sum to zero, routing freezes first",
+    "value_law": "the responsibility-weighted value update",
+    "query_key_laws": "the query and key laws",
+    "feedback_first_order": "positive feedback, to first order",
+    "em_bridge": "EM as a preconditioned gradient step",
+    "frame_precision_toy": "routing settles before the values (toy task)",
+    "frame_precision_wind_tunnel": "frame before precision in the wind tunnels",
+    "sticky_speedup": "the EM-like schedule's 2.3× speed-up",
+    "sticky_plateau": "both schedules still near ln 8 after 1000 steps",
+    "bijection_calibration": "calibration on bijection elimination",
+    "hmm_filtering": "HMM filtering and length generalisation",
+    "geometry": "the geometry of keys, values and attention",
+    "transformer_primitives": "the transformer realises all three primitives",
+    "mamba_primitives": "Mamba: accumulation and transport, binding weak",
+    "lstm_primitives": "the LSTM: accumulation only",
+    "mlp_primitives": "the context-blind MLP: no primitive",
+    "content_routing": "the routing law beyond softmax attention",
+    "diagnostics": "the compatibility and advantage diagnostics",
+}
+
+
+def verdict_class(verdict: str) -> str:
+    """Return the CSS class of a verdict: ``verdict-`` and its words joined by hyphens."""
+    return "verdict-" + (re.sub(r"[^a-z0-9]+", "-", verdict.lower()).strip("-") or "unknown")
+
+
+def verdict_mark(verdict: str) -> str:
+    """Return the mark shown before a verdict (:data:`OTHER_MARK` for a verdict not in :data:`VERDICT_MARKS`)."""
+    return VERDICT_MARKS.get(verdict, OTHER_MARK)
+
+
+def row_id(paper_claim_id: str) -> str:
+    """Return the HTML id of a paper claim's row on the verdict page (the scoreboard links to it)."""
+    return nodes.make_id(f"verdict-{paper_claim_id}")
+
+
+def short_name(paper_claim) -> str:
+    """Return the claim's short name, or its statement up to the first colon when it has none."""
+    if paper_claim.id in SHORT_NAMES:
+        return SHORT_NAMES[paper_claim.id]
+    head = paper_claim.statement.split(":", 1)[0].strip().rstrip(".")
+    return head if len(head) <= 80 else head[:77].rstrip() + "…"
+
+
+def verdict_counts(found: list, known: tuple[str, ...]) -> dict[str, int]:
+    """Return ``{verdict: number of paper claims}``: every known verdict (zeros included), then any other in order of appearance."""
+    counts = {name: 0 for name in known}
+    for x in found:
+        counts[x.verdict] = counts.get(x.verdict, 0) + 1
+    return counts
+
+
+def _verdict_node(verdict: str, text: str | None = None) -> nodes.inline:
+    """A verdict as the reader sees it: its mark and its words, in the verdict's colour."""
+    return nodes.inline(text=f"{verdict_mark(verdict)}\u00a0{text or verdict}", classes=["verdict", verdict_class(verdict)])
+
+
+def _status_mark(status: str) -> nodes.inline:
+    return nodes.inline(text=f"{STATUS_MARKS.get(status, OTHER_MARK)} {status}",
+                        classes=["claim-status", f"claim-status-{status}"])
+
+
+def _verdict_doc_link(env, paper_claim_id: str, text: str) -> nodes.Node:
+    """A link to a paper claim's row on the verdict page."""
+    return _doc_link(env, "book/verdicts", text, row_id(paper_claim_id))
+
+
+def _read_ledger(env) -> list[dict] | None:
+    path = Path(env.srcdir) / "book" / "claims.json"
+    env.note_dependency(str(path))
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))["claims"]
+
+
+def _ours_lines(ledger_by_id: dict[str, dict], evidence: tuple[str, ...]) -> nodes.Node:
+    """The deciding numbers, one line each: value with unit (and interval), what it is, its status."""
+    box = nodes.container(classes=["verdict-ours"])
+    for cid in evidence:
+        c = ledger_by_id[cid]
+        para = nodes.paragraph(classes=["ours-line"])
+        para += nodes.inline(text=_ours(c), classes=["ours-value"])
+        para += nodes.Text(" ")
+        para += nodes.inline(text=cid.split(".", 1)[-1].replace("_", " "), classes=["ours-what"])
+        para += nodes.Text(" ")
+        para += _status_mark(c["status"])
+        box += para
+    return box
+
+
 class VerdictsTable(SphinxDirective):
-    """Render one row per claim of the paper: statement · paper · verdict · where the book shows it.
+    """Render one row per claim of the paper: statement · paper · ours · verdict.
 
     The verdicts come from the ledger (``book/claims.json``) through
-    :func:`attention_dynamics.verdicts.assess`; the deciding ledger claims and their statuses are
-    listed under each verdict.
+    :func:`attention_dynamics.verdicts.assess`. "ours" lists the deciding ledger numbers with their
+    units, each with its status; the statement's cell links to the section that shows the evidence.
+    Each row has the id :func:`row_id` of its claim, which the scoreboard and the chapter boxes link to.
     """
 
     def run(self):
         from attention_dynamics import verdicts as v
 
-        path = Path(self.env.srcdir) / "book" / "claims.json"
-        self.env.note_dependency(str(path))
-        if not path.exists():
+        ledger = _read_ledger(self.env)
+        if ledger is None:
             return [nodes.paragraph(text="The ledger has not been written yet: run `make book`.")]
-        ledger = json.loads(path.read_text(encoding="utf-8"))["claims"]
+        by_id = {c["id"]: c for c in ledger}
         found = v.assess(ledger)
-        counts = {name: sum(x.verdict == name for x in found) for name in v.VERDICTS}
-        summary = nodes.paragraph(
-            text=f"{len(found)} claims of the paper: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + ".",
-            classes=["claims-counts"])
-        table = _table(["the paper says", "paper", "verdict", "shown in"], [], [50, 14, 16, 20], ["verdicts-table"])
+        table = _table(["the paper says", "paper", "ours", "verdict"], [], [40, 13, 33, 14], ["verdicts-table"])
         tbody = table.next_node(nodes.tbody)
         for x in found:
             pc = x.claim
-            row = nodes.row()
+            row = nodes.row(ids=[row_id(pc.id)])
             first = nodes.entry()
             first += nodes.paragraph(text=pc.statement)
             if pc.caveat:
                 first += nodes.paragraph(text=pc.caveat, classes=["claim-explanation"])
+            where = nodes.paragraph(classes=["verdict-where"])
+            docname, anchor, title = pc.section
+            where += nodes.Text("Shown in ")
+            where += _doc_link(self.env, docname, f"{_chapter_title(self.env, docname.split('/')[-1])}: {title}", anchor)
+            first += where
             row += first
             entry = nodes.entry()
             entry += nodes.paragraph(text=pc.paper_value)
             row += entry
             entry = nodes.entry()
-            para = nodes.paragraph()
-            para += nodes.inline(text=x.verdict, classes=["verdict", "verdict-" + x.verdict.replace(" ", "-")])
-            entry += para
-            lines = [f"{cid}: {status}" for cid, status in x.statuses.items()]
-            if pc.budget_limited:
-                lines.append(f"Failures count as undecided: {pc.budget_limited}.")
-            entry += _details("decided by", lines)
+            entry += _ours_lines(by_id, pc.evidence)
             row += entry
             entry = nodes.entry()
             para = nodes.paragraph()
-            docname, anchor, title = pc.section
-            para += _doc_link(self.env, docname, f"{_chapter_title(self.env, docname.split('/')[-1])}: {title}", anchor)
+            para += _verdict_node(x.verdict)
             entry += para
+            if pc.budget_limited:
+                entry += nodes.paragraph(text=f"Failures count as undecided: {pc.budget_limited}.",
+                                         classes=["claim-explanation"])
             row += entry
             tbody += row
-        return [summary, table]
+        return [table]
+
+
+class VerdictsScoreboard(SphinxDirective):
+    """Render the verdicts at a glance: the counts per verdict, then one line per verdict naming its claims.
+
+    Each claim links to its row on the verdict page. Verdicts without a claim are counted (zero) but
+    get no line; a verdict :mod:`attention_dynamics.verdicts` adds later is counted and listed too.
+    """
+
+    def run(self):
+        from attention_dynamics import verdicts as v
+
+        ledger = _read_ledger(self.env)
+        if ledger is None:
+            return [nodes.paragraph(text="The ledger has not been written yet: run `make book`.")]
+        found = v.assess(ledger)
+        counts = verdict_counts(found, tuple(v.VERDICTS))
+        box = nodes.container(classes=["verdict-scoreboard"])
+        head = nodes.paragraph(classes=["scoreboard-counts"])
+        head += nodes.inline(text=f"{len(found)} claims of the paper", classes=["scoreboard-total"])
+        for name, n in counts.items():
+            head += nodes.Text(" ")
+            head += _verdict_node(name, f"{n} {name}")
+        box += head
+        listing = nodes.bullet_list(classes=["scoreboard-lines"])
+        for name, n in counts.items():
+            if not n:
+                continue
+            item = nodes.list_item()
+            para = nodes.paragraph()
+            para += _verdict_node(name, name.capitalize())
+            para += nodes.Text(f" ({n}): ")
+            claims = [x.claim for x in found if x.verdict == name]
+            for i, pc in enumerate(claims):
+                if i:
+                    para += nodes.Text("; ")
+                para += _verdict_doc_link(self.env, pc.id, short_name(pc))
+            para += nodes.Text(".")
+            item += para
+            listing += item
+        box += listing
+        return [box]
+
+
+_CHAPTER_DOC = re.compile(r"^book/(\d\d-[a-z0-9-]+)$")
+
+
+def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonition:
+    """Return the box that opens a chapter page: its verdicts (linked to their rows) and its ledger counts."""
+    from attention_dynamics import verdicts as v
+
+    found = [x for x in v.assess(ledger) if x.claim.section[0] == f"book/{chapter}"]
+    box = nodes.admonition(classes=["chapter-verdicts"])
+    box += nodes.title(text="What this chapter finds" if found else "What this chapter does")
+    if found:
+        listing = nodes.bullet_list()
+        for x in found:
+            item = nodes.list_item()
+            para = nodes.paragraph()
+            para += _verdict_node(x.verdict)
+            para += nodes.Text(": ")
+            para += _verdict_doc_link(env, x.claim.id, short_name(x.claim))
+            para += nodes.Text(f" — paper: {x.claim.paper_value}")
+            item += para
+            listing += item
+        box += listing
+    else:
+        para = nodes.paragraph(text="It decides none of the paper's claims: it sets up the ")
+        para += _doc_link(env, "book/notation", "notation")
+        para += nodes.Text(" and the checks the later chapters build on.")
+        box += para
+    own = [c for c in ledger if c.get("chapter") == chapter]
+    if own:
+        statuses = {s: sum(c["status"] == s for c in own) for s in ("pass", "fail", "undecided", "new")}
+        para = nodes.paragraph(classes=["chapter-ledger"])
+        parts = [f"{n} {s}" for s, n in statuses.items() if n]
+        para += nodes.Text(f"Its {len(own)} numbers in the ")
+        para += _doc_link(env, "book/reproducibility", "claims ledger", nodes.make_id(f"ledger-{chapter}"))
+        para += nodes.Text(": " + ", ".join(parts) + ".")
+        box += para
+    return box
+
+
+def add_chapter_verdicts(app, doctree) -> None:
+    """Put the chapter's verdict box right under the title of every chapter page (``book/NN-slug``)."""
+    env = app.env
+    match = _CHAPTER_DOC.match(env.docname)
+    if not match:
+        return
+    ledger = _read_ledger(env)
+    section = doctree.next_node(nodes.section)
+    if ledger is None or section is None:
+        return
+    title = section.next_node(nodes.title)
+    index = section.index(title) + 1 if title is not None and title.parent is section else 0
+    section.insert(index, chapter_verdicts_box(env, match.group(1), ledger))
 
 
 class StatusTable(SphinxDirective):
@@ -284,35 +500,101 @@ def _duration(seconds: float) -> str:
 
 
 BOOK_CSS = """
-/* The claims and verdict tables: four columns that fit the text column, details on demand. */
-table.claims-ledger, table.verdicts-table { width: 100%; table-layout: fixed; }
-table.claims-ledger td, table.verdicts-table td { vertical-align: top; overflow-wrap: anywhere; }
-table.claims-ledger th:nth-child(1) { width: 44%; } table.claims-ledger th:nth-child(2) { width: 20%; }
-table.claims-ledger th:nth-child(3) { width: 22%; } table.claims-ledger th:nth-child(4) { width: 14%; }
-table.verdicts-table th:nth-child(1) { width: 46%; } table.verdicts-table th:nth-child(2) { width: 16%; }
-table.verdicts-table th:nth-child(3) { width: 18%; } table.verdicts-table th:nth-child(4) { width: 20%; }
+/* The header bar of the underlying theme holds only a second search box (the sidebar has one):
+   the book theme's own article header carries the buttons, so the bar is not shown. */
+#pst-header { display: none !important; }
+
+/* Verdict and status colours: at least 4.5:1 against the page in the light and the dark theme
+   (the browser test measures it). Each verdict also carries a mark (✓ ◐ ? ✗), so colour is never
+   the only signal. A verdict without a colour of its own (one added later) takes --verdict-other. */
+html { --verdict-reproduces: #17692a; --verdict-partly: #7a5300; --verdict-undecided: #475569;
+       --verdict-fails: #b00020; --verdict-other: #5b3fa8; }
+html[data-theme="dark"] { --verdict-reproduces: #7ee28f; --verdict-partly: #f2c94c; --verdict-undecided: #cbd5e1;
+       --verdict-fails: #ff8a80; --verdict-other: #c6a8ff; }
+.verdict, .claim-status { font-weight: 600; color: var(--verdict-other); }
+.verdict-reproduces, .claim-status-pass { color: var(--verdict-reproduces); }
+.verdict-partly { color: var(--verdict-partly); }
+.verdict-not-decided-at-this-scale, .claim-status-undecided { color: var(--verdict-undecided); }
+.verdict-does-not-reproduce, .claim-status-fail { color: var(--verdict-fails); }
+.claim-status-new { color: inherit; font-weight: normal; }
+
+/* The scoreboard (front page, verdict page) and each chapter's box. */
+.verdict-scoreboard { border: 1px solid var(--pst-color-border, #ccc); border-radius: 6px; padding: 0.6em 1em;
+                      margin: 1em 0 1.5em; }
+div.verdict-scoreboard.docutils.container { padding: 0.6em 1em; }
+.scoreboard-counts { font-size: 1.1em; margin-bottom: 0.4em; display: flex; flex-wrap: wrap; column-gap: 1em; }
+.scoreboard-counts .verdict { white-space: nowrap; }
+.scoreboard-total { font-weight: 600; }
+ul.scoreboard-lines { margin-bottom: 0; }
+ul.scoreboard-lines li p, .chapter-verdicts li p { margin: 0.15em 0; }
+.chapter-ledger { font-size: 0.9em; }
+/* The row a link points to. */
+table.verdicts-table tr:target { outline: 2px solid var(--pst-color-primary, #0a7d91); outline-offset: -2px; }
+
+/* The claims and verdict tables: columns that fit the text column, words and numbers never split
+   (an identifier breaks at its dots and underscores, <wbr> in the HTML), details on demand. */
+table.claims-ledger, table.verdicts-table { width: 100%; }
+table.claims-ledger td, table.verdicts-table td { vertical-align: top; }
 .claim-id { font-family: var(--pst-font-family-monospace, monospace); font-size: 0.85em; margin-bottom: 0.2em; }
-.claim-explanation { font-size: 0.85em; color: var(--pst-color-text-muted, #555); }
+.claim-explanation, .verdict-where { font-size: 0.85em; color: var(--pst-color-text-muted, #555); }
+.verdict-ours p.ours-line { margin: 0 0 0.3em; font-size: 0.9em; }
+.ours-value { font-weight: 600; }
+.ours-what { color: var(--pst-color-text-muted, #555); }
+.ours-line .claim-status { font-weight: normal; white-space: nowrap; }
 details.claim-details { font-size: 0.85em; }
 details.claim-details p { margin: 0.2em 0; }
 .claims-chapter-title { font-weight: 600; margin-top: 1.5em; }
-.claim-status-fail, .verdict-does-not-reproduce { color: #b00020; font-weight: 600; }
-.claim-status-undecided, .verdict-not-decided-at-this-scale, .verdict-partly { color: #a15c00; font-weight: 600; }
-.claim-status-pass, .verdict-reproduces { color: #1b7a2e; font-weight: 600; }
+/* On a phone the two tables read as one block per row, each cell under its column's name. */
+@media (max-width: 640px) {
+  table.verdicts-table, table.claims-ledger, table.verdicts-table tbody, table.claims-ledger tbody,
+  table.verdicts-table tr, table.claims-ledger tr, table.verdicts-table td, table.claims-ledger td {
+    display: block; width: auto !important; }
+  table.verdicts-table thead, table.claims-ledger thead, table.verdicts-table colgroup, table.claims-ledger colgroup {
+    display: none; }
+  table.verdicts-table tr, table.claims-ledger tr { border-top: 1px solid var(--pst-color-border, #ccc);
+    padding: 0.4em 0; }
+  table.verdicts-table td, table.claims-ledger td { border: none !important; padding: 0.15em 0 !important; }
+  table.verdicts-table td:nth-child(2)::before { content: "paper: "; font-weight: 600; }
+  table.verdicts-table td:nth-child(3)::before { content: "ours:"; font-weight: 600; display: block; }
+  table.claims-ledger td:nth-child(2)::before { content: "paper: "; font-weight: 600; }
+  table.claims-ledger td:nth-child(3)::before { content: "ours: "; font-weight: 600; }
+  table.verdicts-table td > p, table.claims-ledger td > p { display: inline; }
+  table.verdicts-table td > p + p, table.verdicts-table td > p + div { display: block; }
+}
+
+/* Every other table keeps its words and numbers whole; when it is wider than the column it
+   scrolls inside its own box (the theme's scrollable container, the cell output), never the page. */
+.bd-article .pst-scrollable-table-container, div.cell_output, div.cell_output .output { max-width: 100%; overflow-x: auto; }
+div.cell_output table td, div.cell_output table th { white-space: nowrap; }
+/* Identifiers in prose and in prose tables (function names, file paths) may break anywhere: they
+   are code, not words, and a long one would otherwise widen the page on a phone. */
+.bd-article code.literal { overflow-wrap: anywhere; }
+.bd-article code.literal span.pre { white-space: normal; }
+
+/* Display equations scroll inside their own box; a numbered one keeps its number beside it. */
+div.math { max-width: 100%; }
+div.math > mjx-container[display="true"] { overflow-x: auto; overflow-y: hidden; max-width: 100%;
+                                            padding: 0.15em 0; }
+div.math:has(> span.eqno) { display: flex; flex-direction: row-reverse; align-items: center; gap: 0.5em; }
+div.math > span.eqno { float: none !important; flex: none; }
+div.math:has(> span.eqno) > mjx-container[display="true"] { flex: 1 1 auto; min-width: 0; margin: 0.5em 0; }
+
 /* Chapter code cells are formatted to 100 characters a line; the text column holds about 80, so a
    long line wraps (indented continuation) instead of making the cell scroll sideways. */
 div.cell_input div.highlight pre { white-space: pre-wrap; overflow-wrap: anywhere; }
-/* Prose tables that name functions and tests: long identifiers break instead of widening the table. */
-.bd-article table td { overflow-wrap: anywhere; }
 /* Sphinx's general index: two columns of long dotted names, wrapped to the page. */
 table.indextable { width: 100%; table-layout: fixed; }
 table.indextable td, table.indextable li, table.indextable a { white-space: normal; overflow-wrap: anywhere; }
-.bd-article table td code, .bd-article table td span.pre { white-space: normal; overflow-wrap: anywhere; }
 /* The package's source pages (viewcode): a long line wraps instead of widening the page. */
 div.highlight pre:has(.viewcode-block) { white-space: pre-wrap; overflow-wrap: anywhere; }
 dt.sig { overflow-wrap: anywhere; }
+dt.sig span.pre { white-space: normal; }
+/* An API entry's fields (Parameters, Returns) on a phone: the name above its list, not beside it. */
+@media (max-width: 640px) { .bd-article dl.field-list { display: block; } .bd-article dl.field-list > dd { margin-left: 1em; } }
 /* A source page's title names a dotted module path with no break point. */
 article.bd-article h1 { overflow-wrap: anywhere; }
+/* On a phone a title of two lines leaves room for the chapter's verdicts on the first screen. */
+@media (max-width: 640px) { article.bd-article h1 { font-size: 2rem; } }
 """
 
 
@@ -328,6 +610,8 @@ def setup(app):
     app.add_css_file("book-tables.css")
     app.connect("builder-inited", _write_css)
     app.add_directive("verdicts-table", VerdictsTable)
+    app.add_directive("verdicts-scoreboard", VerdictsScoreboard)
+    app.connect("doctree-read", add_chapter_verdicts)
     app.add_directive("claims-table", ClaimsTable)
     app.add_directive("status-table", StatusTable)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

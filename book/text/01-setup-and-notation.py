@@ -18,7 +18,8 @@ if "google.colab" in sys.modules:
 # Like every chapter, it starts with a parameters cell (the defaults are what the book shows),
 # validates it with {py:func}`attention_dynamics.settings.resolve`, seeds every random number generator with
 # {py:func}`seeding.seed_everything`, and records each number the text states with
-# {py:func}`claims.record` (the [claims ledger](reproducibility.md) collects them).
+# {py:func}`claims.record` (the [claims ledger](reproducibility.md) collects them). The
+# [notation page](notation.md) collects the symbols and terms this chapter defines.
 
 # %% tags=["parameters"]
 # Parameters (papermill): the defaults are what the book shows.
@@ -48,7 +49,7 @@ cfg
 # ```
 #
 # with $q_i, k_j \in \R^{d_k}$ and $v_j \in \R^{d_v}$. (The package stores inputs as rows,
-# so in code these are `q = x @ W_Q` with `W_Q` of shape $(d_\text{in}, d_k)$.) Query $i$ scores key $j$ by
+# so in code these are `q = x @ W_Q` with `W_Q` of shape $(d_\text{in}, d_k)$.) Query $i$ {term}`scores <score>` key $j$ by
 #
 # ```{math}
 # :label: eq-scores
@@ -56,7 +57,7 @@ cfg
 # \alpha_{ij} = \frac{\exp s_{ij}}{\sum_{j' \le i} \exp s_{ij'}} \quad (j \le i),
 # ```
 #
-# where the causal mask gives $\alpha_{ij} = 0$ for $j > i$. The attention weights form a context vector
+# where the causal mask gives $\alpha_{ij} = 0$ for $j > i$. The {term}`attention weights <attention weight>` form a {term}`context vector`
 # and the logits,
 #
 # ```{math}
@@ -64,7 +65,7 @@ cfg
 # g_i = \sum_{j} \alpha_{ij} v_j, \qquad z_i = W_O^\top g_i, \qquad p_i = \softmax(z_i),
 # ```
 #
-# and the loss is the cross-entropy of $p_i$ against the target $y_i$, **averaged** over the $N$ positions
+# and the {term}`loss` is the cross-entropy of $p_i$ against the target $y_i$, **averaged** over the $N$ positions
 # (the book uses the mean throughout; a sum would multiply every gradient by $N$):
 #
 # ```{math}
@@ -95,14 +96,14 @@ fwd.alpha.sum(-1)  # every row sums to one
 # ## The error signal and the compatibility matrix
 #
 # Everything the paper derives is organised around two quantities. The **upstream gradient** at
-# position $i$ — the error signal that the loss sends back into the context vector — is
+# position $i$ — the {term}`error signal` that the loss sends back into the context vector — is
 #
 # ```{math}
 # :label: eq-upstream
 # u_i = \frac{\partial L}{\partial g_i} = \frac{1}{N} W_O \left(p_i - e_{y_i}\right),
 # ```
 #
-# and the **compatibility** of value $j$ with the error of query $i$ is
+# and the **{term}`compatibility`** of value $j$ with the error of query $i$ is
 #
 # ```{math}
 # :label: eq-compatibility
@@ -112,7 +113,7 @@ fwd.alpha.sum(-1)  # every row sums to one
 #
 # A gradient step moves $g_i$ along $-u_i$, so a value with a *smaller* $b_{ij}$ — one that points
 # against the error — is the one that helps query $i$. The book calls
-# $\E_{\alpha_i}[b] - b_{ij}$ the **advantage** of value $j$ for query $i$: positive advantage means
+# $\E_{\alpha_i}[b] - b_{ij}$ the **{term}`advantage`** of value $j$ for query $i$: positive advantage means
 # that moving attention toward $j$ lowers the loss. This is the sign convention of every chapter.
 #
 # The figure shows the attention matrix and the compatibility matrix of the worked example, drawn with

@@ -174,7 +174,7 @@ cfg
 # In code: `gradients.responsibility_weighted_value_gradient(alpha, u)`.
 # :::
 #
-# Read the attention weights as soft responsibilities. With the soft count
+# Read the attention weights as soft {term}`responsibilities <responsibility>`. With the soft count
 # $N_j = \sum_i \alpha_{ij}$ and the responsibility-weighted mean error
 # $\bar u_j = \frac{1}{N_j} \sum_i \alpha_{ij} u_i$, the step is $\Delta v_j = -\eta N_j \bar u_j$: each
 # value moves against the average error of the queries that use it, in proportion to how much it is
@@ -209,7 +209,7 @@ cfg
 # it is the covariance $\operatorname{Cov}_{\alpha_i}(b_{i\cdot}, k)/\sqrt{d_k}$. A descent step moves query
 # $i$ toward the keys with positive advantage, measured from the key it attends to now; it moves key
 # $j$ toward the queries for which value $j$ is advantageous and away from the others. Queries and
-# keys adjust the *frame* in which routing is decided, and they inherit the routing law's gate and
+# keys adjust the *{term}`frame`* in which routing is decided, and they inherit the routing law's gate and
 # its one-hot vanishing (`gradients.query_gradient`, `gradients.key_gradient`).
 #
 # ## The weight matrices

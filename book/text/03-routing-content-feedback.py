@@ -75,7 +75,7 @@ cfg
 # $q_i \cdot k_j / \sqrt{d_k}$ — the hypothesis frame $W_Q W_K^\top$ — and has to learn to read the label out of
 # the value it routes to. The loss is the mean cross-entropy over the query positions; sources carry no
 # target. Three reference levels bound it. Because the answer is a deterministic function of the
-# sequence, the Bayes floor is {glue:text}`recall.bayes_floor:.0f` nats. A head that cannot bind requests to tags
+# sequence, the {term}`Bayes floor` is {glue:text}`recall.bayes_floor:.0f` nats. A head that cannot bind requests to tags
 # can at best spread its belief over the $K$ labels present: $\ln K$ = {glue:text}`recall.blind_floor:.3f` nats.
 # And a uniform guess over all labels costs $\ln C$ = {glue:text}`recall.chance:.3f` nats.
 
@@ -109,7 +109,7 @@ plotting.plt.show()
 # - **M-step quality**: the cosine between each source's value $v_j$ and the *ideal prototype* of its label,
 #   $W_O(e_{y} - \tfrac{1}{C}\mathbf{1})$ — the direction that raises $\log p(y)$ fastest from an
 #   uninformative value, and the direction the value law pulls a value whose queries all want label $y$
-#   ({py:func}`dynamics.value_prototype_alignment`) — and the value's **precision**, the cross-entropy of
+#   ({py:func}`dynamics.value_prototype_alignment`) — and the value's **{term}`precision`**, the cross-entropy of
 #   reading $v_j$ out alone against its own label, which is the loss the head would have with perfect routing
 #   ({py:func}`dynamics.value_precision_nats`);
 # - **specialization**: which values serve which queries, as the mean attention from queries requesting tag

@@ -176,7 +176,7 @@ benchmark = report.glue_benchmark()  # a timing, shown with its machine and load
 # training step and autograd of the same head {glue:text}`sticky.benchmark_autograd_ms_per_step:.1f` ms:
 # a speed-up of **{glue:text}`sticky.engine_speedup_vs_autograd:.1f`×** (and
 # {glue:text}`sticky.engine_speedup_vs_protocol:.1f`× a re-implementation, for timing, of the authors' script's
-# protocol — dense mask and logging every step, as PAPER.md describes it; not their code), measured on
+# protocol — dense mask and logging every step, written from the script's description; not their code), measured on
 # {glue:text}`sticky.benchmark_machine` with a load average of {glue:text}`sticky.benchmark_load:.1f`
 # (load slows both alike). A timing belongs to the machine it was taken on, so it is shown here and
 # is not a ledger claim: run the benchmark to see the ratio on yours. Over 100 training steps the two loss curves differ by at most

@@ -80,7 +80,7 @@ print(runs.bijection_example_text(cfg, generator))
 # positions. The **Bayes cross-entropy floor** is the lowest loss any model can reach,
 # $\frac1L\sum_{t<L}\ln(V-t)$ nats per position. The **Bayes top-1 accuracy** is
 # $\frac1L\sum_t \frac1{V-t}$: even the exact posterior can only guess among the remaining values. And the
-# **context-blind level**: a predictor that sees the current key but not the revealed pairs — an MLP applied to
+# **{term}`context-blind level`**: a predictor that sees the current key but not the revealed pairs — an MLP applied to
 # each position on its own — minimises its expected cross-entropy with the marginal of $\pi(k)$, which is
 # uniform over all $V$ values. Its entropy error is therefore $\frac1L\sum_t[\log_2 V - \log_2(V-t)]$ bits, and
 # the same number is the smallest mean $\mathrm{KL}(\text{posterior}\,\|\,q)$ any context-blind $q$ can reach.

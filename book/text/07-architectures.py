@@ -18,9 +18,9 @@ if "google.colab" in sys.modules:
 #
 # | primitive | wind tunnel | Paper I (v3) |
 # |---|---|---|
-# | belief **accumulation** | bijection elimination | Transformer, Mamba, LSTM |
-# | belief **transport** | HMM filtering | Transformer, Mamba |
-# | random-access **binding** | associative recall | Transformer; Mamba "struggles"; not the LSTM |
+# | belief **{term}`accumulation`** | bijection elimination | Transformer, Mamba, LSTM |
+# | belief **{term}`transport`** | HMM filtering | Transformer, Mamba |
+# | random-access **{term}`binding`** | associative recall | Transformer; Mamba "struggles"; not the LSTM |
 #
 # This chapter (1) trains five models with the same parameter budget on all three tasks and puts
 # the results next to Paper I's, with the exact Bayes and context-blind levels as reference rows;

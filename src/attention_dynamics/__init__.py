@@ -24,6 +24,7 @@ another chapter (``tests/test_layers.py`` checks both). From the bottom:
   figures);
 - on top, the runner: :mod:`~attention_dynamics.reproduce` (``python -m attention_dynamics``),
   :mod:`~attention_dynamics.compute` (the stored results), :mod:`~attention_dynamics.pdf` (the book as one PDF),
+  :mod:`~attention_dynamics.launch_notebooks` (the notebooks Binder and Colab open),
   :mod:`~attention_dynamics.nbval_plugin`.
 """
 

@@ -1,4 +1,4 @@
-"""One softmax attention head with every intermediate exposed (PAPER.md §2).
+"""One softmax attention head with every intermediate exposed (the paper's Section 2; chapter 1).
 
 The head of the paper, with no residual and no LayerNorm: ``q = x W_Q``, ``k = x W_K``,
 ``v = x W_V`` (row-vector convention, so ``W_Q`` is ``(d_in, d_k)``), scores
@@ -35,7 +35,7 @@ __all__ = [
 PARAM_NAMES = ("W_Q", "W_K", "W_V", "W_O")
 
 
-# The error signal and the compatibility matrix (PAPER.md §2): defined with the head, so that its
+# The error signal and the compatibility matrix (the paper's Section 2): defined with the head, so that its
 # forward pass can return them and every gradient law builds on them.
 
 
@@ -61,7 +61,7 @@ def upstream_gradient(
 ) -> Float[Tensor, "*batch T dv"]:
     """Return u = ∂L/∂g, shape ``(..., T, dv)``: ``W_O(p_i − e_{y_i})`` (÷ number of positions for a mean).
 
-    PAPER.md §2, the error signal (chapter 1, eq-upstream). ``p`` is ``(..., T, C)`` predicted
+    The paper's Section 2, the error signal (chapter 1, eq-upstream). ``p`` is ``(..., T, C)`` predicted
     probabilities, ``targets`` ``(..., T)`` class indices, ``W_O`` ``(dv, C)`` with ``logits = g @ W_O``.
     """
     return output_error(p, targets, reduction=reduction) @ W_O.transpose(-1, -2)  # (..., T, dv)
@@ -160,7 +160,7 @@ def init_single_head(
 ) -> SingleHeadParams:
     """Return head weights drawn i.i.d. from N(0, std²), in the order W_Q, W_K, W_V, W_O.
 
-    Defaults are the paper's sticky-chain head: 20 → 10/10/15 → 8, std 0.1 (PAPER.md §4.1).
+    Defaults are the paper's sticky-chain head: 20 → 10/10/15 → 8, std 0.1 (chapter 5).
     """
     for name, val in (("d_in", d_in), ("d_k", d_k), ("d_v", d_v), ("n_classes", n_classes)):
         if not isinstance(val, int) or val < 1:
@@ -191,7 +191,7 @@ def single_head_forward(
     """Return a :class:`HeadForward` with every intermediate of the head on inputs ``x`` ``(..., T, d_in)``.
 
     With ``targets`` ``(..., T)`` it also returns the cross-entropy (mean or sum over all positions),
-    the upstream gradient u = ∂L/∂g and the compatibility matrix b (PAPER.md §2).
+    the upstream gradient u = ∂L/∂g and the compatibility matrix b (the paper's Section 2).
     """
     if x.ndim < 2 or x.shape[-1] != params.W_Q.shape[0]:
         raise ValueError(f"x must be (..., T, {params.W_Q.shape[0]}), got {tuple(x.shape)}")

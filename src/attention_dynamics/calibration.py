@@ -1,4 +1,4 @@
-"""Calibration against an exact posterior, in bits (PAPER.md §4.2, "calibration metric").
+"""Calibration against an exact posterior, in bits (Paper I's calibration metric; chapter 6).
 
 Two definitions of "entropy error" circulate and the book names which it reports:
 

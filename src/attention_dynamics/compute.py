@@ -10,7 +10,7 @@ independent jobs and an ``assemble`` step. This module runs the jobs and assembl
   interrupted or partly failed computation continues where it stopped; a failing job is reported with its error,
   the others still finish, and the command exits non-zero without assembling.
 - **launchers**: ``local`` (default) runs the jobs in local processes, one thread each, as many at once as the
-  CPUs this process may use (:func:`~attention_dynamics.training.usable_cpu_count`); ``slurm`` submits them as a
+  CPUs this process may use (:func:`~attention_dynamics.training.usable_cpus`); ``slurm`` submits them as a
   job array to a SLURM cluster through `submitit <https://github.com/facebookincubator/submitit>`_ (partition,
   time limit and GPUs as options); ``submitit-local`` runs the same submitit path on this machine (what the
   tests use). The result files are the same whichever launcher ran the jobs.
@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .claims import atomic_write_text
 from .paths import BUILD_DIR, DATA_DIR
 from .results import Job, StoredResult
+from .training import usable_cpus
 
 __all__ = ["LAUNCHERS", "COMPUTE_DIR", "registry", "result_folder", "compute", "promote", "list_results", "main"]
 
@@ -148,9 +149,7 @@ def _run_pending(pending: list[tuple[Job, Path]], launcher: str, processes: int 
     total = len(pending)
     started = time.time()
     if launcher == "local":
-        from .training import usable_cpu_count
-
-        workers = max(1, min(processes or usable_cpu_count(), total))
+        workers = max(1, min(processes or usable_cpus(), total))
         if workers == 1:
             for n, (job, out) in enumerate(pending, 1):
                 try:

@@ -1,4 +1,4 @@
-"""The routing–content feedback loop and the two-timescale EM view, measured (PAPER.md §3, items 4–5).
+"""The routing–content feedback loop and the two-timescale EM view, measured (chapters 3 and 4).
 
 Three groups of tools, used by chapters 3 and 4 on the content-addressed recall task
 (:mod:`attention_dynamics.tasks.specialization`):
@@ -65,7 +65,7 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# First-order predictions (PAPER.md §3, item 4)
+# First-order predictions (the paper's positive-feedback result; chapter 3)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -184,7 +184,7 @@ def compatibility_change_after_value_step(
 
 
 # ---------------------------------------------------------------------------------------------
-# E-step and M-step quality against the ground truth (PAPER.md §3, item 5)
+# E-step and M-step quality against the ground truth (the two-timescale EM reading; chapter 4)
 # ---------------------------------------------------------------------------------------------
 
 

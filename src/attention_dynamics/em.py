@@ -1,4 +1,4 @@
-"""Classical EM for a Gaussian mixture, next to gradient ascent on its log-likelihood (PAPER.md §3 item 5, §5).
+"""Classical EM for a Gaussian mixture, next to gradient ascent on its log-likelihood (chapter 4).
 
 The mixture has ``K`` components with means ``mu_k ∈ R^d``, a shared isotropic variance
 ``sigma²`` and weights ``pi_k``, all known except the means. For data ``x_1..x_N``:

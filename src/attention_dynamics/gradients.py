@@ -1,6 +1,6 @@
-"""The paper's gradient laws for one softmax attention head, as closed-form functions (PAPER.md §3).
+"""The paper's gradient laws for one softmax attention head, as closed-form functions (chapter 2).
 
-Notation (PAPER.md §2): scores ``s_ij = q_i·k_j · scale``, attention ``alpha_ij = softmax_j(s_ij)``,
+Notation (the paper's Section 2): scores ``s_ij = q_i·k_j · scale``, attention ``alpha_ij = softmax_j(s_ij)``,
 context ``g_i = Σ_j alpha_ij v_j``, upstream gradient ``u_i = ∂L/∂g_i`` and compatibility
 ``b_ij = u_i·v_j``. Every law works over any leading batch dimensions and is causal-mask aware:
 masked entries have ``alpha_ij = 0`` and therefore receive exactly zero gradient.
@@ -99,7 +99,7 @@ def advantage(alpha: Float[Tensor, "*batch Tq Tk"], b: Float[Tensor, "*batch Tq 
 def advantage_routing_gradient(alpha: Float[Tensor, "*batch Tq Tk"], b: Float[Tensor, "*batch Tq Tk"]) -> Float[Tensor, "*batch Tq Tk"]:
     """Return ∂L/∂s_ij = alpha_ij (b_ij − E_{alpha_i}[b]), shape ``(..., Tq, Tk)``.
 
-    The paper's boxed advantage-based routing law (PAPER.md §3, result 1; chapter 2,
+    The paper's boxed advantage-based routing law (chapter 2,
     eq-grad-routing-law). Each row sums to zero; the gradient is gated by alpha_ij and vanishes
     as alpha_i becomes one-hot (eq-grad-entropy-bound).
     """
@@ -114,7 +114,7 @@ def responsibility_weighted_value_gradient(alpha: Float[Tensor, "*batch Tq Tk"],
                                            u: Float[Tensor, "*batch Tq dv"]) -> Float[Tensor, "*batch Tk dv"]:
     """Return ∂L/∂v_j = Σ_i alpha_ij u_i, shape ``(..., Tk, dv)``.
 
-    The paper's boxed responsibility-weighted value update (PAPER.md §3, result 2; chapter 2,
+    The paper's boxed responsibility-weighted value update (chapter 2,
     eq-grad-value-law): value j moves against the responsibility-weighted mean error of the
     queries that attend to it.
     """
@@ -126,7 +126,7 @@ def query_gradient(alpha: Float[Tensor, "*batch Tq Tk"], b: Float[Tensor, "*batc
                    scale: float) -> Float[Tensor, "*batch Tq dk"]:
     """Return ∂L/∂q_i = scale · Σ_j alpha_ij (b_ij − b̄_i) k_j, shape ``(..., Tq, dk)``.
 
-    PAPER.md §3, result 3; chapter 2, eq-grad-query-law. ``scale`` is ``1/sqrt(d_k)``.
+    The paper states the idea; chapter 2 derives it (eq-grad-query-law). ``scale`` is ``1/sqrt(d_k)``.
     """
     return query_gradient_from_scores(advantage_routing_gradient(alpha, b), k, scale)
 
@@ -136,7 +136,7 @@ def key_gradient(alpha: Float[Tensor, "*batch Tq Tk"], b: Float[Tensor, "*batch 
                  scale: float) -> Float[Tensor, "*batch Tk dk"]:
     """Return ∂L/∂k_j = scale · Σ_i alpha_ij (b_ij − b̄_i) q_i, shape ``(..., Tk, dk)``.
 
-    PAPER.md §3, result 3; chapter 2, eq-grad-key-law. ``scale`` is ``1/sqrt(d_k)``.
+    The paper states the idea; chapter 2 derives it (eq-grad-key-law). ``scale`` is ``1/sqrt(d_k)``.
     """
     return key_gradient_from_scores(advantage_routing_gradient(alpha, b), q, scale)
 
@@ -258,7 +258,7 @@ def fused_attention_gradients(
 
     ``upstream`` is ∂L/∂g ``(..., Tq, dv)``; shapes as the laws'. ``backend="flash"`` forces the
     fused kernel (on the CPU, PyTorch's FlashAttention-style kernel with its own hand-written
-    backward, PAPER.md §5), ``"math"`` the reference composite, ``"auto"`` lets PyTorch choose.
+    backward), ``"math"`` the reference composite, ``"auto"`` lets PyTorch choose.
     The fused CPU kernel wants 4-D inputs with ``d_k = d_v``; queries and keys are zero-padded
     (which leaves every score unchanged) and values zero-padded (which adds zero output columns)
     to the wider of the two, so any head fits. ``scale`` defaults to ``1/sqrt(d_k)``.

@@ -7,32 +7,48 @@ and its fonts are served from the page's own ``_static/`` (``book/_ext/offline_a
 every host name is unresolvable, so nothing is fetched from the network.
 
 Sphinx writes the single page at the root document's path (``book/intro.html``) but with links
-relative to the output folder, so the page is printed from a copy at the folder's root, with
-the book's print style sheet (``PRINT_CSS``: A4, margins, wrapped code, tables and figures
-within the page width, one chapter per page) added.
+relative to the output folder, so the page is printed from a copy at the folder's root, made a
+book by :func:`printable_html`: each part of ``_toc.yml`` gets its title as a top-level heading
+(chapters and their sections one level below), the API reference becomes a one-paragraph appendix
+that points to the online book (links into it point there too), and the book's print style sheet
+(``PRINT_CSS``: A4, margins, page numbers, wrapped code, tables and figures within the page width,
+each part and chapter on a new page) is added. Chromium writes the PDF's bookmarks (outline) from
+the headings: parts, chapters, sections.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from html import escape
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
 from .notebooks import BookError
 
-__all__ = ["build_pdf"]
+__all__ = ["build_pdf", "printable_html", "toc_parts", "online_book_url", "heading_titles", "repair_outline"]
 
-#: Print style added to the single page: A4 with margins, nothing cut at the right edge (long code
-#: lines wrap, wide tables and figures fit the page width), each chapter on a new page, the
-#: "Show code cell source" toggles of hidden code left out (their code stays hidden).
+#: Print style added to the single page: A4 with margins and the page number at the foot of every
+#: page, nothing cut at the right edge (long code lines wrap, wide tables and figures fit the page
+#: width), each part and each chapter on a new page, the "Show code cell source" toggles of hidden
+#: code left out (their code stays hidden), no heading's "#" link (it would end up in the bookmarks).
 PRINT_CSS = """
-@page { size: A4; margin: 16mm 14mm 18mm 14mm; }
+@page { size: A4; margin: 16mm 14mm 18mm 14mm;
+        @bottom-center { content: counter(page) " / " counter(pages); font-size: 9pt; color: #555; } }
 @media print {
+  a.headerlink { display: none !important; }
+  h1, h2, h3, h4, h5, h6 { break-inside: avoid; break-after: avoid; }
+  /* The theme hides an article's first <h1> in print (its printed contents repeat the title); a
+     part title is the first <h1> of its block and must show. */
+  h1.part-title { display: block !important; break-before: page; font-size: 2.2rem; margin-top: 30%; }
+  #jb-print-docs-body > h1 { font-size: 1.6rem; }
+  h1.part-title + span[id^="document-"] + section { break-before: avoid; }
   html { font-size: 14px; }
   .bd-main .bd-content { margin-left: 0 !important; }
   .bd-main .bd-content .bd-article-container .bd-article { padding-left: 0; padding-right: 0; }
@@ -54,6 +70,8 @@ CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND",
     "--no-pdf-header-footer", "--run-all-compositor-stages-before-draw",
+    # Bookmarks from the headings: parts (h1), chapters (h2), sections (h3), ...
+    "--generate-pdf-document-outline",
     # Print once the page is idle (MathJax has typeset every formula), at most 30 s of page time.
     "--virtual-time-budget=30000",
 )
@@ -69,6 +87,133 @@ def find_chromium() -> str:
         raise BookError("Chromium is needed to print the book to PDF and is not installed "
                         "(Debian: apt-get install chromium; or set CHROMIUM=/path/to/chromium)")
     return candidate
+
+
+#: The page left out of the PDF (its whole text is online): the API reference.
+API_DOC = "book/api"
+
+
+def toc_parts(root: Path) -> list[str]:
+    """Return the captions of the parts of ``root/_toc.yml``, in order."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8")) or {}
+    return [part.get("caption", "") for part in toc.get("parts", [])]
+
+
+def online_book_url(repository_url: str | None) -> str | None:
+    """Return the address of the published book (GitHub Pages) for a GitHub repository url, or None."""
+    if not repository_url:
+        return None
+    parts = urlsplit(repository_url.rstrip("/"))
+    owner_name = parts.path.strip("/").split("/")
+    if parts.netloc != "github.com" or len(owner_name) != 2:
+        return None
+    return f"https://{owner_name[0].lower()}.github.io/{owner_name[1]}/"
+
+
+_HEADING_TAG = re.compile(r"<(/?)h([1-6])\b")
+_PART = '<div class="toctree-wrapper compound">'
+
+
+def printable_html(html: str, parts: list[str], *, api_url: str | None = None, api_doc: str = API_DOC) -> str:
+    """Return the single-page book made ready to print as a book.
+
+    ``html``: Sphinx's single page, whose ``toctree-wrapper`` blocks are the parts of ``_toc.yml``
+    in order (``parts``: their captions). Each part opens with its caption as an ``<h1 class="part-title">``
+    and the headings inside it move so that its documents' titles are ``<h2>``, so that the PDF's
+    outline reads part > chapter > section. The document ``api_doc`` is replaced by a short appendix
+    pointing to ``api_url`` (its online page), and every link to an anchor it held points there.
+    Raises ValueError when the page has not one block per part.
+    """
+    blocks = html.split(_PART)
+    if len(blocks) - 1 != len(parts):
+        raise ValueError(f"the single page has {len(blocks) - 1} table-of-contents blocks but _toc.yml "
+                         f"{len(parts)} parts")
+    api_start = f'<span id="document-{api_doc}"></span>'
+    removed_ids: set[str] = set()
+    for i, block in enumerate(blocks[1:], start=1):
+        if api_start in block:
+            head, rest = block.split(api_start, 1)
+            end = rest.find('<span id="document-')
+            if end < 0:  # the last document of its part: it ends where the part does
+                end = rest.find("</div>", rest.rfind("</section>"))
+            removed, tail = rest[:end], rest[end:]
+            removed_ids.update(re.findall(r'\bid="([^"]+)"', removed))
+            where = (f'online, <a href="{escape(api_url)}">{escape(api_url)}</a>' if api_url
+                     else "in the HTML book (book/api.html)")
+            block = (f'{head}{api_start}<section id="api-reference"><h3>API reference</h3>'
+                     f"<p>The reference of every module, function and class of the package "
+                     f"<code>attention_dynamics</code> is left out of the printed book; it is {where}.</p>"
+                     f"</section>{tail}")
+        # The part's documents start one level below the part title, whatever depth Sphinx nested them at.
+        levels = [int(m.group(2)) for m in _HEADING_TAG.finditer(block) if not m.group(1)]
+        shift = min(levels, default=2) - 2
+        block = _HEADING_TAG.sub(lambda m: f"<{m.group(1)}h{min(max(int(m.group(2)) - shift, 2), 6)}", block)
+        blocks[i] = f'<h1 class="part-title">{escape(parts[i - 1])}</h1>' + block
+    out = _PART.join(blocks)
+    # The printed contents list the parts' captions as headings (role="heading"): in the bookmarks
+    # they would stand beside the part titles themselves.
+    out = out.replace('<p aria-level="2" class="caption" role="heading">', '<p class="caption">')
+    if removed_ids:
+        target = api_url or ""
+        out = re.sub(r'href="#([^"]+)"',
+                     lambda m: f'href="{target}#{m.group(1)}"' if m.group(1) in removed_ids and target else m.group(0),
+                     out)
+    return out
+
+
+_HEADING = re.compile(r"<h[1-6]\b[^>]*>(.*?)</h[1-6]>", re.DOTALL)
+_HEADERLINK = re.compile(r'<a class="headerlink".*?</a>', re.DOTALL)
+
+
+def heading_titles(html: str) -> dict[str, str]:
+    """Return ``{key: title}`` for the page's headings, for :func:`repair_outline`.
+
+    The key is a form a bookmark title may take in Chromium's outline, without whitespace: the
+    heading's text, and the text with each of its text pieces written twice (what Chromium records
+    for some headings that a page break moved). The title is the heading's text as shown.
+    """
+    import html as html_module
+
+    titles = {}
+    for match in _HEADING.finditer(html):
+        pieces = [html_module.unescape(t) for t in re.split(r"<[^>]+>", _HEADERLINK.sub("", match.group(1))) if t.strip()]
+        plain = re.sub(r"\s+", " ", "".join(pieces)).strip()
+        for form in ("".join(pieces), "".join(t + t for t in pieces)):
+            titles.setdefault(re.sub(r"\s+", "", form), plain)
+    return titles
+
+
+def repair_outline(pdf_path: Path, titles: dict[str, str]) -> int:
+    """Rewrite the PDF's bookmark titles that are a heading's text mangled by the printer; return how many.
+
+    Chromium's outline sometimes writes a heading's text twice over ("1.3. 1.3. ChecksChecks") or loses
+    the space at a line break; each bookmark whose title, without whitespace, is a form listed in
+    ``titles`` (:func:`heading_titles`) gets the heading's own text.
+    """
+    from pypdf import PdfWriter
+    from pypdf.generic import NameObject, TextStringObject
+
+    writer = PdfWriter(clone_from=str(pdf_path))
+    root = writer.root_object.get("/Outlines")
+    fixed = 0
+    stack = [root.get_object()] if root is not None else []
+    while stack:
+        node = stack.pop()
+        item = node.get("/First")
+        while item is not None:
+            entry = item.get_object()
+            title = str(entry.get("/Title", ""))
+            wanted = titles.get(re.sub(r"\s+", "", title))
+            if wanted is not None and wanted != title:
+                entry[NameObject("/Title")] = TextStringObject(wanted)
+                fixed += 1
+            if "/First" in entry:
+                stack.append(entry)
+            item = entry.get("/Next")
+    if fixed:
+        with open(pdf_path, "wb") as f:
+            writer.write(f)
+    return fixed
 
 
 def build_single_page(root: Path, build_dir: Path) -> Path:
@@ -90,6 +235,10 @@ def build_single_page(root: Path, build_dir: Path) -> Path:
     if not page.is_file():
         raise BookError(f"the single-page build wrote no {page}")
     html = page.read_text(encoding="utf-8").replace(f'href="{toc_root}.html#', 'href="#')
+    from .notebooks import repository_url
+
+    site = online_book_url(repository_url(root))
+    html = printable_html(html, toc_parts(root), api_url=f"{site}{API_DOC}.html" if site else None)
     html = html.replace("</head>", f'<style media="print">{PRINT_CSS}</style>\n</head>', 1)
     html = html.replace("<details", "<details open")  # what a reader would click open, printed open
     printable = outdir / "book-print.html"
@@ -131,4 +280,6 @@ def build_pdf(root: Path, out: Path | None = None, *, build_dir: Path | None = N
     out = Path(out) if out is not None else root / "_build" / "pdf" / "book.pdf"
     page = build_single_page(root, Path(build_dir) if build_dir is not None else root / "build" / "pdf")
     print(f"Printing {page.name} to PDF with headless Chromium ...")
-    return print_to_pdf(chromium, page, out.resolve())
+    pdf = print_to_pdf(chromium, page, out.resolve())
+    repair_outline(pdf, heading_titles(page.read_text(encoding="utf-8")))
+    return pdf

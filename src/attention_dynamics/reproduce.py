@@ -199,28 +199,46 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     if not package_dir.is_dir():
         package_dir = paths.PACKAGE_DIR
     extra = [root / "requirements.txt"]
-    print(f"Executing {len(selected)} chapter(s) at scale '{scale}' into {out_dir.relative_to(root)}/")
     timings: dict[str, float] = {}
+    cell_timings: dict[str, dict[str, float]] = {}
     staged: list[tuple[Path, Path]] = []
     repo_url, commit = repository_url(root), package_commit(root)
     pin = commit or "main"  # without git (an unpacked archive) the cell installs the branch head
+    status = _read_status(root) if committed else _read_status_file(out_dir / "status.json")
+    digests = {c: input_hash(c.path, package_dir, parameters, extra) for c in selected}
+    stale = [c for c in selected if args.force or _stored_hash(out_dir / c.path.name) != digests[c]]
     for chapter in selected:
+        if chapter not in stale:
+            print(up_to_date_message(chapter, status.get(chapter.name), _last_run(root, out_dir / chapter.path.name,
+                                                                                  status.get(chapter.name))))
+    if not stale:
+        total = sum(float(status.get(c.name, {}).get("seconds", 0)) for c in selected)
+        print(f"Nothing to execute: {'the chapter is' if len(selected) == 1 else f'all {len(selected)} chapters are'} "
+              f"up to date. Add --force to re-execute {'it' if len(selected) == 1 else 'them'}"
+              + (f" (about {_duration_text(total)}, the last runs' times in status.json)." if total else "."))
+    else:
+        expected = [float(status[c.name]["seconds"]) for c in stale if c.name in status]
+        about = (f", expected about {_duration_text(sum(expected))} (the last runs' times in status.json)"
+                 if len(expected) == len(stale) else "")
+        print(f"Executing {len(stale)} of {len(selected)} chapter(s) at scale '{scale}' into "
+              f"{out_dir.relative_to(root)}/{about}")
+    for chapter in stale:
         target = out_dir / chapter.path.name
-        digest = input_hash(chapter.path, package_dir, parameters, extra)
-        if not args.force and _stored_hash(target) == digest:
-            print(f"  {chapter}: up to date, skipped")
-            continue
+        digest = digests[chapter]
         t0 = time.perf_counter()
         staged_path = staging / chapter.path.name
+        info = status.get(chapter.name, {})
+        print(f"  {chapter}: executing" + (f", expected about {_duration_text(info['seconds'])}" if "seconds" in info else ""))
         try:
-            _execute(chapter, staged_path, parameters, digest, timeout=args.timeout, repo_url=repo_url, ref=pin)
+            cell_timings[chapter.name] = _execute(chapter, staged_path, parameters, digest, timeout=args.timeout,
+                                                  repo_url=repo_url, ref=pin, expected=info)
         except BaseException:
             _keep_failed(staged_path.with_suffix(".raw.ipynb"), root / "build" / "failed" / chapter.path.name)
             shutil.rmtree(staging, ignore_errors=True)
             raise
         timings[chapter.name] = time.perf_counter() - t0
         staged.append((staged_path, target))
-        print(f"  {chapter}: executed in {timings[chapter.name]:.1f} s")
+        print(f"  {chapter}: executed in {_duration_text(timings[chapter.name])}")
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for src, dst in staged:
@@ -243,7 +261,7 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     for problem in ledger_problems(claims):
         print(f"  ledger problem: {problem}", file=sys.stderr)
     if timings:
-        _write_status(out_dir / "status.json", timings)
+        _write_status(out_dir / "status.json", timings, cell_timings)
     if committed and not args.no_build:
         return build_book(root)
     return 0
@@ -269,9 +287,14 @@ def _kernel_manager_class() -> type:
 
 
 def write_text_forms(chapters: Sequence[Chapter]) -> None:
-    """Write (or refresh) every chapter's text form, ``book/text/<chapter>.py``, from its notebook."""
+    """Write (or refresh) every chapter's text form, ``book/text/<chapter>.py``, and its launch notebook.
+
+    The launch notebook (``notebooks/<chapter>.ipynb``, :mod:`attention_dynamics.launch_notebooks`) is
+    the chapter as the Binder and Colab buttons open it: numbers, citations and equation numbers as text.
+    """
     import nbformat
 
+    from .launch_notebooks import write_launch_notebooks
     from .notebooks import text_form, text_form_path
 
     for chapter in chapters:
@@ -280,6 +303,8 @@ def write_text_forms(chapters: Sequence[Chapter]) -> None:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, text)
+    if chapters:
+        write_launch_notebooks(chapters[0].path.parent.parent, list(chapters))
 
 
 def _keep_failed(raw: Path, target: Path) -> None:
@@ -314,8 +339,13 @@ def _refresh_colab_pins(notebooks: list[Path], repo_url: str, pin: str, root: Pa
 
 def _execute(
     chapter: Chapter, out_path: Path, parameters: dict[str, Any], digest: str, *, timeout: int,
-    repo_url: str | None, ref: str = "main",
-) -> None:
+    repo_url: str | None, ref: str = "main", expected: dict[str, Any] | None = None,
+) -> dict[str, float]:
+    """Execute ``chapter`` into ``out_path`` (normalised); return its code cells' run times, s, by index.
+
+    ``expected``: the chapter's entry of ``book/status.json`` (its run time and its cells'), which the
+    progress lines quote.
+    """
     import nbformat
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -337,7 +367,8 @@ def _execute(
             parameters=parameters,
             kernel_name="python3",
             cwd=str(chapter.path.parent),
-            progress_bar={"desc": f"{chapter.path.stem}", "leave": False} if sys.stderr.isatty() else False,
+            progress_bar=False,
+            engine_name=_progress_engine(chapter, expected or {}),
             log_output=False,
             execution_timeout=timeout,
             kernel_manager_class=_kernel_manager_class(),
@@ -357,12 +388,113 @@ def _execute(
         else:
             os.environ["MPLBACKEND"] = env_backup
     nb = nbformat.read(raw, as_version=4)
+    seconds = cell_durations(nb)
     if repo_url:
         ensure_colab_cell(nb, repo_url, ref)
     normalise_notebook(nb)
     nb.metadata[METADATA_KEY] = {"input_hash": digest}
     atomic_write_text(out_path, notebook_text(nb))
     raw.unlink()
+    return seconds
+
+
+#: A code cell expected to run at least this long (s) is announced when it starts; cells of
+#: unknown length (no earlier run in book/status.json) are always announced.
+ANNOUNCE_CELLS_FROM = 10.0
+
+
+def cell_durations(nb) -> dict[str, float]:
+    """Return ``{cell index: seconds}`` of the code cells papermill timed that ran at least 1 s."""
+    out = {}
+    for i, cell in enumerate(nb.cells):
+        duration = cell.get("metadata", {}).get("papermill", {}).get("duration")
+        if cell.cell_type == "code" and duration is not None and duration >= 1.0:
+            out[str(i)] = round(float(duration), 1)
+    return out
+
+
+def cell_progress_line(chapter_name: str, code_cell: int, code_cells: int, elapsed: float,
+                       cell_seconds: float | None, chapter_seconds: float | None) -> str:
+    """Return the progress line printed when a code cell starts (times from book/status.json)."""
+    line = f"    {chapter_name}: cell {code_cell}/{code_cells}"
+    if cell_seconds is not None:
+        line += f", expected about {_duration_text(cell_seconds)}"
+    line += f" (chapter: {_duration_text(elapsed)} so far"
+    line += f" of about {_duration_text(chapter_seconds)})" if chapter_seconds else ")"
+    return line
+
+
+def _progress_engine(chapter: Chapter, expected: dict[str, Any]) -> str:
+    """Register a papermill engine that prints :func:`cell_progress_line` for long cells; return its name."""
+    from papermill.engines import NBClientEngine, NotebookExecutionManager, papermill_engines
+
+    cells = {int(k): float(v) for k, v in expected.get("cells", {}).items()}
+    known = bool(expected.get("cells"))
+    chapter_seconds = float(expected["seconds"]) if "seconds" in expected else None
+
+    class ProgressManager(NotebookExecutionManager):
+        def notebook_start(self, **kwargs):
+            super().notebook_start(**kwargs)
+            self._started = time.perf_counter()
+            self._code = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
+
+        def cell_start(self, cell, cell_index=None, **kwargs):
+            super().cell_start(cell, cell_index=cell_index, **kwargs)
+            if cell_index is None or cell_index not in self._code:
+                return
+            seconds = cells.get(cell_index, 0.0) if known else None
+            if seconds is None or seconds >= ANNOUNCE_CELLS_FROM:
+                print(cell_progress_line(chapter.name, self._code.index(cell_index) + 1, len(self._code),
+                                         time.perf_counter() - self._started, seconds, chapter_seconds), flush=True)
+
+    class ProgressEngine(NBClientEngine):
+        @classmethod
+        def execute_notebook(cls, nb, kernel_name, output_path=None, progress_bar=True, log_output=False,
+                             autosave_cell_every=30, **kwargs):
+            nb_man = ProgressManager(nb, output_path=output_path, progress_bar=False, log_output=log_output,
+                                     autosave_cell_every=autosave_cell_every)
+            nb_man.notebook_start()
+            try:
+                cls.execute_managed_notebook(nb_man, kernel_name, log_output=log_output, **kwargs)
+            finally:
+                nb_man.cleanup_pbar()
+                nb_man.notebook_complete()
+            return nb_man.nb
+
+    name = "attention-dynamics-progress"
+    papermill_engines.register(name, ProgressEngine)
+    return name
+
+
+def _duration_text(seconds: float) -> str:
+    """Return a duration as ``42 s`` or ``3 min 05 s``."""
+    seconds = round(float(seconds))
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+def _last_run(root: Path, notebook: Path, info: dict[str, Any] | None) -> str | None:
+    """Return when a chapter was last executed (YYYY-MM-DD): book/status.json, else the notebook's last commit."""
+    if info and info.get("executed"):
+        return str(info["executed"])[:10]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%cs", "--", str(notebook)],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        out = ""
+    return out or None
+
+
+def up_to_date_message(chapter: Chapter, info: dict[str, Any] | None, since: str | None) -> str:
+    """Return what the runner says of a chapter it skips: up to date since when, how long a re-run takes, how to force it."""
+    line = f"  {chapter}: up to date"
+    if since:
+        line += f" since {since}"
+    line += " (its cells, the package and the pinned requirements are unchanged)"
+    if info and "seconds" in info:
+        line += f"; --force re-executes it (about {_duration_text(info['seconds'])})"
+    else:
+        line += "; --force re-executes it"
+    return line
 
 
 def _stored_hash(path: Path) -> str | None:
@@ -500,11 +632,7 @@ def perturbed_environment(root: Path) -> dict[str, str]:
 
 
 def _read_status(root: Path) -> dict[str, Any]:
-    path = root / "book" / "status.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get("chapters", {})
-    except (OSError, json.JSONDecodeError):
-        return {}
+    return _read_status_file(root / "book" / "status.json")
 
 
 def ledger_command(root: Path, *, check: bool) -> int:
@@ -538,7 +666,14 @@ def environment_summary() -> dict[str, str]:
     }
 
 
-def _write_status(path: Path, timings: dict[str, float]) -> None:
+def _read_status_file(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("chapters", {})
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _write_status(path: Path, timings: dict[str, float], cells: dict[str, dict[str, float]] | None = None) -> None:
     status: dict[str, Any] = {"chapters": {}}
     if path.exists():
         try:
@@ -547,8 +682,10 @@ def _write_status(path: Path, timings: dict[str, float]) -> None:
             pass
     status.setdefault("chapters", {})
     env = environment_summary()
+    executed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for name, seconds in timings.items():
-        status["chapters"][name] = {"seconds": round(seconds, 1), "environment": env}
+        status["chapters"][name] = {"seconds": round(seconds, 1), "executed": executed, "environment": env,
+                                    "cells": (cells or {}).get(name, {})}
     status["chapters"] = dict(sorted(status["chapters"].items()))
     atomic_write_text(path, json.dumps(status, indent=2) + "\n")
 

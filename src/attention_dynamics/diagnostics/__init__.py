@@ -1,4 +1,4 @@
-"""Diagnostics of attention training: compatibility and advantage matrices for any model (PAPER.md §3, item 8).
+"""Diagnostics of attention training: compatibility and advantage matrices for any model (chapter 8).
 
 The paper proposes two matrices as practical diagnostics. For every head, with upstream gradient
 ``u_i = ∂L/∂g_i`` at the head's context vector and values ``v_j``:

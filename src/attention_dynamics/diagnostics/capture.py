@@ -358,7 +358,7 @@ def capture_single_head(
     """Return ``(the HeadCapture, the loss in nats)`` of the book's single head on inputs ``x`` ``(B, T, d_in)`` or ``(T, d_in)``.
 
     The tensors are those of :func:`attention_dynamics.attention.single_head_forward`, whose u and
-    b are the closed forms of PAPER.md §2.
+    b are the closed forms of the paper's Section 2.
     """
     with torch.no_grad():
         fwd = single_head_forward(x, params, targets, causal=causal, reduction=reduction)

@@ -1,4 +1,4 @@
-"""Associative recall: random-access binding, Paper I v3's third inference primitive (PAPER.md §4.2).
+"""Associative recall: random-access binding, Paper I v3's third inference primitive (chapter 7).
 
 Each sequence stores ``N`` key–value pairs, then asks for the values of ``M`` of the stored keys:
 

@@ -1,4 +1,4 @@
-"""Bijection elimination: Paper I's wind tunnel whose posterior is known exactly (PAPER.md §4.2).
+"""Bijection elimination: Paper I's wind tunnel whose posterior is known exactly (chapter 6).
 
 Each sequence draws a fresh uniformly random bijection ``pi`` of ``V`` symbols and ``L ≤ V``
 distinct keys ``k_1..k_L`` (without replacement). The tokens are

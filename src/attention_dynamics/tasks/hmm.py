@@ -1,4 +1,4 @@
-"""HMM filtering: Paper I's wind tunnel with a fresh hidden Markov model per sequence (PAPER.md §4.2).
+"""HMM filtering: Paper I's wind tunnel with a fresh hidden Markov model per sequence (chapter 6).
 
 Every sequence has its own HMM with ``S`` hidden states and ``O`` symbols: the rows of the
 transition and emission matrices are drawn from Dirichlet(1), floored at 0.05 and renormalised

@@ -1,4 +1,4 @@
-"""The sticky Markov chain of the paper's named experiment (PAPER.md §4.1), with its Bayes floors.
+"""The sticky Markov chain of the paper's named experiment (chapter 5), with its Bayes floors.
 
 Eight symbols on a circle. From symbol i the chain stays with a self-transition probability and
 otherwise jumps to j with a weight proportional to 1/d(i, j), the circular distance

@@ -2,7 +2,7 @@
 
 The engine computes the loss and the four weight gradients of the head of
 :mod:`attention_dynamics.attention` without autograd, from the closed forms of
-:mod:`attention_dynamics.gradients` (PAPER.md §3):
+:mod:`attention_dynamics.gradients` (the paper's gradient laws, chapter 2):
 
 - the error signal ``u_i = W_O (p_i − e_{y_i}) / N`` (:func:`~attention_dynamics.attention.upstream_gradient`),
 - the advantage routing law ``∂L/∂s_ij = alpha_ij (b_ij − E_{alpha_i}[b])`` with ``b_ij = u_i·v_j``

@@ -25,7 +25,7 @@ from tqdm.std import tqdm  # plain text bar: no widget warning inside notebooks
 from ..settings import check_positive_int
 
 __all__ = ["TrainHistory", "autograd_backward", "fit", "ResumePoint", "fit_resumable", "fast_training_path", "fast_adamw",
-           "map_parallel", "usable_cpu_count"]
+           "map_parallel", "usable_cpus", "cgroup_cpu_limit"]
 
 Batch = Any
 BackwardFn = Callable[[nn.Module, Batch], torch.Tensor | float]
@@ -222,40 +222,62 @@ def fast_adamw(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.opt
     return torch.optim.AdamW(params, fused=True, **kwargs)
 
 
-def usable_cpu_count() -> int:
-    """Return how many CPUs this process may use: its affinity mask, capped by the cgroup's CPU quota (v2 or v1).
+def cgroup_cpu_limit(cgroup_root: Path = Path("/sys/fs/cgroup"), proc_cgroup: Path = Path("/proc/self/cgroup")
+                     ) -> float | None:
+    """Return the CPU quota of this process's control group, in CPUs (quota / period), or None without one.
 
-    ``os.cpu_count()`` reports the host's cores, which on a container (a Binder pod, a cluster job) can be many
-    more than the process is given; a pool sized by it starts processes that only compete.
+    cgroup v2: ``cpu.max`` ("max 100000" or "150000 100000") of the process's group and every group above
+    it, the smallest quota winning; cgroup v1: ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` of the
+    ``cpu`` controller (a quota of -1 is none). A container (a Binder pod) sees its own quota this way,
+    while ``os.cpu_count()`` reports the host's cores.
+    """
+    limits = []
+    try:
+        lines = proc_cgroup.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        hierarchy, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        rel = path.strip().lstrip("/")
+        if hierarchy == "0" and controllers == "":  # cgroup v2: walk from the group up to the root
+            group = cgroup_root / rel
+            while True:
+                try:
+                    quota, period = (group / "cpu.max").read_text(encoding="utf-8").split()[:2]
+                    if quota != "max":
+                        limits.append(int(quota) / int(period))
+                except (OSError, ValueError):
+                    pass
+                if group == cgroup_root or cgroup_root not in group.parents:
+                    break
+                group = group.parent
+        elif "cpu" in controllers.split(","):  # cgroup v1: the cpu controller's mount; the first group found decides
+            mounts = [cgroup_root / controllers, cgroup_root / "cpu", cgroup_root / "cpu,cpuacct"]
+            for group in [g for mount in mounts for g in (mount / rel, mount)]:
+                try:
+                    quota = int((group / "cpu.cfs_quota_us").read_text(encoding="utf-8"))
+                    period = int((group / "cpu.cfs_period_us").read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    continue
+                if quota > 0 and period > 0:
+                    limits.append(quota / period)
+                break
+    return min(limits) if limits else None
+
+
+def usable_cpus() -> int:
+    """Return how many CPUs this process may use: its affinity mask, capped by its control group's CPU quota.
+
+    A fractional quota rounds down (1.5 CPUs: one worker), never below 1.
     """
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         cpus = os.cpu_count() or 1
-    quota = _cgroup_cpu_quota()
+    quota = cgroup_cpu_limit()
     if quota is not None:
-        cpus = min(cpus, max(1, int(quota)))
+        cpus = min(cpus, int(quota))
     return max(1, cpus)
-
-
-#: Where the cgroup CPU quota is read (v2's ``cpu.max``; v1's quota and period), for tests to point elsewhere.
-CGROUP_FILES = {"v2": Path("/sys/fs/cgroup/cpu.max"), "v1_quota": Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
-                "v1_period": Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")}
-
-
-def _cgroup_cpu_quota() -> float | None:
-    """Return the cgroup's CPU quota in CPUs (quota / period), or ``None`` when there is none or it cannot be read."""
-    try:
-        if CGROUP_FILES["v2"].exists():
-            quota, period = CGROUP_FILES["v2"].read_text().split()[:2]
-            return None if quota == "max" else int(quota) / int(period)
-        if CGROUP_FILES["v1_quota"].exists():
-            quota = int(CGROUP_FILES["v1_quota"].read_text())
-            period = int(CGROUP_FILES["v1_period"].read_text())
-            return None if quota <= 0 else quota / period
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 def _init_worker(threads: int) -> None:
@@ -265,11 +287,13 @@ def _init_worker(threads: int) -> None:
 def map_parallel(fn: Callable[..., Any], jobs: Sequence[dict[str, Any]], *, processes: int | None = None) -> list[Any]:
     """Return ``[fn(**job) for job in jobs]``, computed in separate processes (one thread each).
 
-    Independent runs (seeds × schedules) use every CPU the process may use (:func:`usable_cpu_count`) this way. ``fn`` must be importable
-    (defined in the package). Results come back in the order of ``jobs``; each job must seed
-    itself, so results do not depend on which process ran it. ``processes=1`` runs in-process.
+    Independent runs (seeds × schedules) use every core this way: by default one process per CPU
+    this process may use (:func:`usable_cpus`: affinity and the container's CPU quota, not the
+    host's core count). ``fn`` must be importable (defined in the package). Results come back in
+    the order of ``jobs``; each job must seed itself, so results do not depend on which process ran
+    it. ``processes=1`` runs in-process.
     """
-    processes = processes or min(len(jobs), usable_cpu_count())
+    processes = processes or min(len(jobs), usable_cpus())
     if processes <= 1 or len(jobs) <= 1:
         return [fn(**job) for job in jobs]
     with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"),

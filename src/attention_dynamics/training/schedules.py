@@ -3,7 +3,7 @@
 Every schedule is one ``torch.optim.SGD`` with a parameter group per weight matrix plus a rule
 for what goes into ``W_V.grad``; :func:`attention_dynamics.training.fit` does the rest. With ``N``
 positions, ``u_i`` the error signal of the mean loss and ``ū_i = N u_i`` the per-position one
-(PAPER.md §2), the schedules are:
+(the paper's Section 2), the schedules are:
 
 - ``sgd`` — the paper's baseline: lr 0.01 on W_Q, W_K, W_V, W_O.
 - ``em_like`` — the reference script's "EM-like" update: one backward pass, then lr 0.1 on W_V and
