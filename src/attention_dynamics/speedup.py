@@ -1,4 +1,4 @@
-"""The paper's speed-up metric (PAPER.md §4.1), and the intervals the book puts around it.
+"""The paper's speed-up metric (its sticky-chain experiment; chapter 5), and the intervals the book puts around it.
 
 The reference script's rule: the threshold is the baseline's mean final loss at the budget; for each seed,
 the first step at which the faster schedule's loss is below it; speed-up = budget / mean first step. The

@@ -1,4 +1,4 @@
-"""The paper's laws in weight space (PAPER.md §3, results 1–3): what one step on ``W_Q``, ``W_K``, ``W_V`` does.
+"""The paper's laws in weight space (chapter 2): what one step on ``W_Q``, ``W_K``, ``W_V`` does.
 
 The laws are stated for free scores and free value vectors. A step on the weights moves every score and every value
 at once, through the inputs' Gram matrix ``X Xᵀ``: :func:`weight_space_step` gives the exact first-order changes

@@ -1,5 +1,5 @@
 """The book's single attention head as an ``nn.Module`` (the one module every chapter trains it as), and the
-paper's sticky-chain head: its shape and seeded initialisation (PAPER.md §4.1), shared by chapters 2, 5 and 8."""
+paper's sticky-chain head: its shape and seeded initialisation (the paper's sticky-chain experiment; chapter 5), shared by chapters 2, 5 and 8."""
 
 from __future__ import annotations
 

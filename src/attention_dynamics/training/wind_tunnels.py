@@ -1,4 +1,4 @@
-"""The book's wind-tunnel transformers and how they are trained (Paper I's tunnels, PAPER.md §4.2).
+"""The book's wind-tunnel transformers and how they are trained (Paper I's tunnels; chapter 6).
 
 Chapters 4 (freezing the frame), 6 (the tunnels themselves, and their long tier) and 8 (diagnostics of the
 same model) train these, so they live here, below the chapters:

@@ -50,7 +50,7 @@ SETTINGS = {
                                   binding_keys=6, binding_values=6, target_params=6000, steps=20, batch_size=16,
                                   eval_sequences=64, analysis_sequences=4, cluster_sequences=32),
     "book": ArchitecturesSettings(),
-    # Paper I's sizes where PAPER.md gives them (bijection V = 20, L = 19; HMM K = 20; ~2.7M parameters,
+    # Paper I's sizes where they are given (bijection V = 20, L = 19; HMM K = 20; ~2.7M parameters,
     # AdamW 3e-4, 50k steps); the binding sizes are not stated there and are our choice. GPU-sized.
     "paper": ArchitecturesSettings(bijection_V=20, bijection_L=19, hmm_length=20, binding_pairs=16,
                                    binding_queries=16, binding_keys=64, binding_values=64, target_params=2_700_000,
@@ -63,7 +63,7 @@ def resolve(scale: str = "book", *, device: str = "auto", **overrides) -> Archit
     return _resolve(SETTINGS, scale, device=device, **overrides)
 
 
-#: Paper I's reported numbers (PAPER.md §4.2): bijection per-sample entropy error (bits), HMM entropy
+#: Paper I's reported numbers: bijection per-sample entropy error (bits), HMM entropy
 #: error (bits, v3 table at K = 20), binding accuracy (fraction), and the primitives each family realises
 #: ("MLP" in Paper I is the context-blind one: its 1.85 bits sit at the context-blind level).
 PAPER_I_RESULTS: dict[str, dict[str, Any]] = {

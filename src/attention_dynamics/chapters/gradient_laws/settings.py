@@ -14,7 +14,7 @@ from ...settings import resolve as _resolve
 __all__ = ["HEAD", "INIT_STDS", "DTYPE", "RELATIVE_TOL", "ETA", "STICKY_SEED", "GradientLawsSettings", "SETTINGS",
            "resolve"]
 
-HEAD = dict(HEAD_SHAPE)  # the paper's sticky-chain head (PAPER.md §4.1): d_in 20, d_k 10, d_v 15, 8 classes
+HEAD = dict(HEAD_SHAPE)  # the paper's sticky-chain head (its sticky-chain experiment): d_in 20, d_k 10, d_v 15, 8 classes
 INIT_STDS = (0.1, 0.3, 1.0)  # 0.1 is the paper's initialisation, 1.0 gives nearly one-hot attention
 DTYPE = torch.float64  # the checks are about exactness: float64 on the CPU, whatever the device
 RELATIVE_TOL = 1e-12  # a law's error may be at most this fraction of the gradient's largest entry
