@@ -32,8 +32,10 @@ def _chapter(body: list[str], params: str = PARAMS) -> nbformat.NotebookNode:
 
 
 GOOD = [
-    "from attention_dynamics import claims\nfrom attention_dynamics.settings import chapter_settings",
-    'cfg = chapter_settings({"book": {"steps": 3}, "fast": {"steps": 1}}, scale, device=device, steps=steps)',
+    "from dataclasses import dataclass\n\nfrom attention_dynamics import claims\n"
+    "from attention_dynamics.settings import ChapterSettings, resolve",
+    "@dataclass(frozen=True)\nclass Toy(ChapterSettings):\n    steps: int = 1\n\n\n"
+    'cfg = resolve({"book": Toy(steps=3), "fast": Toy(steps=1)}, scale, device=device, steps=steps)',
     'claims.record("toy.steps_used", cfg.steps, description="steps the chapter ran", unit="steps", lower=1)\nprint(cfg.steps)',
 ]
 FAILS_HALFWAY = [
@@ -145,7 +147,7 @@ def test_fast_and_overrides_go_to_a_scratch_folder(executed_book):
 def test_bad_input_is_one_clear_error_and_changes_nothing(executed_book, args, status, message):
     book = executed_book
     (book / "book" / "01-good-chapter.ipynb").write_bytes(
-        (book / "book" / "01-good-chapter.ipynb").read_bytes().replace(b'"steps": 3', b'"steps": 4')
+        (book / "book" / "01-good-chapter.ipynb").read_bytes().replace(b"Toy(steps=3)", b"Toy(steps=4)")
     )  # make chapter 1 stale, so a multi-chapter run would rewrite it if it could
     before = snapshot(book)
     res = run(book, "reproduce", "--no-build", *args)

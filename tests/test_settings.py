@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import pytest
 import torch
 
-from attention_dynamics.settings import chapter_settings, check_positive_int, resolve_device
+from attention_dynamics.settings import ChapterSettings, check_positive_int, resolve, resolve_device
 
-TABLE = {"fast": {"steps": 5, "n_seeds": 2, "seed": 0, "lr": 0.1}, "book": {"steps": 100, "n_seeds": 5, "seed": 0, "lr": 0.1}}
+
+@dataclass(frozen=True)
+class _Toy(ChapterSettings):
+    steps: int = 100
+    n_seeds: int = 5
+    seed: int = 0
+    lr: float = 0.1
+
+
+TABLE = {"fast": _Toy(steps=5, n_seeds=2), "book": _Toy()}
 
 
 def test_resolves_the_scale_and_overrides():
-    cfg = chapter_settings(TABLE, "book", steps=7, lr=None)
+    cfg = resolve(TABLE, "book", steps=7, lr=None)
     assert cfg.steps == 7 and cfg.lr == 0.1 and cfg.scale == "book" and cfg.device == torch.device("cpu")
-    assert dict(cfg)["n_seeds"] == 5
+    assert cfg.as_dict()["n_seeds"] == 5
 
 
 @pytest.mark.parametrize(
@@ -34,7 +46,7 @@ def test_resolves_the_scale_and_overrides():
 def test_bad_parameters_raise_clear_errors(kwargs, match):
     scale = kwargs.pop("scale", "book")
     with pytest.raises(ValueError, match=match):
-        chapter_settings(TABLE, scale, **kwargs)
+        resolve(TABLE, scale, **kwargs)
 
 
 def test_integral_floats_are_accepted():
@@ -49,16 +61,25 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 
 
 def test_settings_are_read_only():
-    cfg = chapter_settings(TABLE, "fast")
-    with pytest.raises(TypeError):
-        cfg["steps"] = 3  # type: ignore[index]
+    cfg = resolve(TABLE, "fast")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.steps = 3  # type: ignore[misc]
+
+
+def test_settings_show_as_a_table():
+    """A chapter's settings display as a small table (a row per setting), in text and in HTML, not a one-line repr."""
+    cfg = resolve(TABLE, "book")
+    text = repr(cfg)
+    assert text.splitlines()[0] == "_Toy" and len(text.splitlines()) == 1 + 5 + 1  # scale, 4 fields, device
+    assert "steps" in text and max(len(line) for line in text.splitlines()) < 40
+    html = cfg._repr_html_()
+    assert html.count("<tr>") == 1 + 6 and "<td><code>lr</code></td><td>0.1</td>" in html
 
 
 # --------------------------------------------------------------------------------------------
 # Typed chapter settings: a frozen dataclass per scale, validated once (ChapterSettings, resolve)
 # --------------------------------------------------------------------------------------------
 
-import dataclasses  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@084079b500f8155288bfd207ddacd68f1a5741b5"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e84dddf40762d169adc4f8cdc1ef057b5836b43a"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import html
 import numbers
-from types import MappingProxyType
 from typing import Any, Mapping, TypeVar
 
 import torch
@@ -20,8 +19,6 @@ import torch
 __all__ = [
     "SCALES",
     "DEVICES",
-    "Settings",
-    "chapter_settings",
     "ChapterSettings",
     "resolve",
     "check_positive_int",
@@ -34,32 +31,6 @@ __all__ = [
 #: show, sized for 2 CPU cores; ``paper``: the paper's own sizes (GPU-sized where the paper's are).
 SCALES = ("fast", "book", "paper")
 DEVICES = ("auto", "cpu", "cuda")
-
-
-class Settings(Mapping[str, Any]):
-    """Read-only mapping of a chapter's resolved settings, also readable as attributes."""
-
-    def __init__(self, values: Mapping[str, Any]):
-        self._values = MappingProxyType(dict(values))
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __getitem__(self, key: str) -> Any:
-        return self._values[key]
-
-    def __iter__(self):
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
-        return f"Settings({inner})"
 
 
 def check_scale(scale: str) -> str:
@@ -100,46 +71,6 @@ def check_positive_ints(**values: Any) -> None:
     """Raise ``ValueError`` unless every keyword argument passes :func:`check_positive_int` (e.g. a model's sizes)."""
     for name, value in values.items():
         check_positive_int(name, value)
-
-
-def chapter_settings(
-    table: Mapping[str, Mapping[str, Any]],
-    scale: str = "book",
-    *,
-    device: str = "auto",
-    **overrides: Any,
-) -> Settings:
-    """Return the validated settings for ``scale`` from a chapter's ``table`` (scale → settings).
-
-    ``overrides`` whose value is ``None`` are ignored (a parameters cell uses ``None`` for "as the
-    scale says"); any other override must name a known setting. Settings whose name is ``steps``,
-    ends in ``_steps`` or starts with ``n_`` must be positive integers; ``seed``/``seeds`` are
-    non-negative integers. The resolved torch device is added as ``device``.
-    """
-    check_scale(scale)
-    if scale not in table:
-        raise ValueError(f"this chapter has no settings for scale {scale!r} (it has {', '.join(table)})")
-    values = dict(table[scale])
-    for key, val in overrides.items():
-        if val is None:
-            continue
-        if key not in values:
-            raise ValueError(f"unknown parameter {key!r}; this chapter's parameters are {', '.join(sorted(values))}")
-        values[key] = val
-    for key, val in list(values.items()):
-        if key == "steps" or key.endswith("_steps") or key.startswith("n_"):
-            values[key] = check_positive_int(key, val)
-        elif key == "seed":
-            values[key] = check_positive_int(key, val, allow_zero=True)
-        elif key == "seeds":
-            if isinstance(val, (str, bytes)) or not hasattr(val, "__iter__"):
-                raise ValueError(f"seeds must be a list of integers, got {val!r}")
-            values[key] = tuple(check_positive_int("seed", s, allow_zero=True) for s in val)
-            if not values[key]:
-                raise ValueError("seeds must not be empty")
-    values["scale"] = scale
-    values["device"] = resolve_device(device)
-    return Settings(values)
 
 
 S = TypeVar("S", bound="ChapterSettings")

@@ -38,8 +38,8 @@ Units: u is the gradient of the loss as given (by default the cross-entropy in n
 over positions), so B, the advantage matrix and every gradient norm are in nats per unit of the
 relevant activation and scale as 1 / (number of positions).
 
-The package's layers: :mod:`.measures` (plain functions on tensors), :mod:`.capture` (hooks),
-:mod:`.report` (:func:`diagnose`), :mod:`.trace` (during training) and :mod:`.figures`. It imports no
+The package's layers: :mod:`~attention_dynamics.diagnostics.measures` (plain functions on tensors), :mod:`~attention_dynamics.diagnostics.capture` (hooks),
+:mod:`~attention_dynamics.diagnostics.report` (:func:`diagnose`), :mod:`~attention_dynamics.diagnostics.trace` (during training) and :mod:`~attention_dynamics.diagnostics.figures`. It imports no
 experiment: the book's own traced runs are in :mod:`attention_dynamics.chapters.diagnostics.runs`.
 """
 

@@ -1,10 +1,10 @@
 """Models of the book (one module per family), all returning per-position logits ``(B, T, n_out)``.
 
-- :mod:`.transformer` — the causal transformer whose attention exposes q, k, v, alpha and the
+- :mod:`~attention_dynamics.models.transformer` — the causal transformer whose attention exposes q, k, v, alpha and the
   per-head context through probes (for the diagnostics of chapter 8).
-- :mod:`.mamba` — Mamba from ``mambapy``, and its selective scan written as routing weights (chapter 7).
-- :mod:`.recurrent` — an LSTM sequence model (chapter 7).
-- :mod:`.mlp` — the context-blind per-position MLP and the whole-window MLP (chapter 7).
+- :mod:`~attention_dynamics.models.mamba` — Mamba from ``mambapy``, and its selective scan written as routing weights (chapter 7).
+- :mod:`~attention_dynamics.models.recurrent` — an LSTM sequence model (chapter 7).
+- :mod:`~attention_dynamics.models.mlp` — the context-blind per-position MLP and the whole-window MLP (chapter 7).
 """
 
 from .mamba import MambaSequenceModel

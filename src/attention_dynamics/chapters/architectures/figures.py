@@ -149,7 +149,7 @@ def plot_hmm_kl_by_position(results: Mapping[tuple[str, str], RunResult], levels
 
 def plot_binding_longer(spread: Mapping[str, Any], *, paper_accuracy: float, bag_accuracy: float, chance: float):
     """Return ``(fig, axes)``: the evidence that decides the binding verdicts stated at a longer run (``spread``: the
-    seed-spread results with their longer runs, :data:`.binding_spread.BINDING_SEED_SPREAD`).
+    seed-spread results with their longer runs, :data:`~attention_dynamics.chapters.architectures.binding_spread.BINDING_SEED_SPREAD`).
 
     Left: the training loss of every seed's longer run, per family (block means; the last 20 % of training thick).
     Right: each seed's accuracy after the chapter's steps and after the longer run (paired), with the 95 % interval

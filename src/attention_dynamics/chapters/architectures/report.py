@@ -106,7 +106,7 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
     Each claim carries Paper I's number (where it gives one) and, as bounds, Paper I's verdict
     (:func:`paper_verdict_bounds`); ``explanations`` maps a claim id to the chapter's account of why
     it does not reproduce or cannot be decided (kept only then). ``seed_means`` maps a claim id to a
-    mean over seeds with its 95 % interval (:func:`seed_spread.t_interval`, plus ``"seeds"``): that
+    mean over seeds with its 95 % interval (:func:`~attention_dynamics.stats.t_interval`, plus ``"seeds"``): that
     claim is then stated as the mean, decided by the whole interval, instead of this run's value.
     ``longer_steps`` maps a claim id to the steps of the longer run its seed mean comes from (the longest
     run made states the claim): its params say so, and a fail there is a finding (the longer run is the
@@ -257,10 +257,10 @@ def glue_reference_levels(cfg: ArchitecturesSettings, setup: ChapterSetup) -> No
 def record_results(results: Mapping[tuple[str, str], RunResult], levels: "ReferenceLevels", cfg: ArchitecturesSettings,
                    *, params: Mapping[str, Any], spread: Mapping[str, Any], floors: Mapping[str, float]) -> str:
     """Record the results table's claims, with the explanations of the fails and Mamba's binding as a mean over
-    seeds (``spread``: :func:`.binding_spread.load`); return the verdict summary (markdown).
+    seeds (``spread``: :func:`~attention_dynamics.chapters.architectures.binding_spread.load`); return the verdict summary (markdown).
 
     Mamba's and the LSTM's binding are stated at the longest run made: the spread file's 4× longer runs where it
-    holds them (:data:`.binding_spread.BINDING_SEED_SPREAD`), decided by their
+    holds them (:data:`~attention_dynamics.chapters.architectures.binding_spread.BINDING_SEED_SPREAD`), decided by their
     interval.
     """
     blind = levels.context_blind["hmm"]
@@ -474,7 +474,7 @@ def record_softmax_routing_law(errors: Mapping[str, float], *, seed: int) -> cla
 def glue_training_settings(cfg: ArchitecturesSettings) -> None:
     """Glue the training settings and the thresholds the prose cites, and the size and step ratios to Paper I's
     (~2.7M parameters, 50k–150k steps)."""
-    for name in ("batch_size", "lr", "steps", "target_params"):
+    for name in ("batch_size", "lr", "steps"):  # target_params: glued with the parameter table
         claims.glue(f"architectures.{name}", getattr(cfg, name))
     claims.glue("architectures.size_ratio", 2.7e6 / cfg.target_params)
     claims.glue("architectures.step_ratio_low", 50_000 / cfg.steps)

@@ -1,5 +1,5 @@
 """Chapter 7's sticky-HMM section: its claims (each family's KL to the filter against the sticky tunnel's transport
-bound, stated at the longest run made) and the numbers its prose states, from the stored runs (:mod:`.sticky_hmm`)."""
+bound, stated at the longest run made) and the numbers its prose states, from the stored runs (:mod:`~attention_dynamics.chapters.architectures.sticky_hmm`)."""
 
 from __future__ import annotations
 

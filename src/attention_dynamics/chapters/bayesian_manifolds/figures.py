@@ -1,8 +1,8 @@
 """Chapter 6's figures: the wind tunnels' exact posteriors, training, calibration, geometry and frame–precision.
 
 Each function draws one figure of the chapter from the runs (:mod:`attention_dynamics.training.wind_tunnels`), their
-measures (:mod:`attention_dynamics.diagnostics.wind_tunnel_geometry`) and the chapter's claims (:mod:`.report`,
-:mod:`.long_tier_report`), and returns ``(fig, axes)``.
+measures (:mod:`attention_dynamics.diagnostics.wind_tunnel_geometry`) and the chapter's claims (:mod:`~attention_dynamics.chapters.bayesian_manifolds.report`,
+:mod:`~attention_dynamics.chapters.bayesian_manifolds.long_tier_report`), and returns ``(fig, axes)``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Chapter 6's long-tier section: the committed long runs loaded, measured here, and their claims.
 
-The runs are :mod:`.long_tier` (computed once, weights committed). Everything this module reports is measured in
+The runs are :mod:`~attention_dynamics.chapters.bayesian_manifolds.long_tier` (computed once, weights committed). Everything this module reports is measured in
 the chapter on the loaded weights: calibration on freshly drawn held-out sequences, geometry beside its nulls (the
 untrained model of the same seed and size, and the trained model on scrambled sequences), and the training curves
 stored by the run, which say whether it had stopped moving.
@@ -66,7 +66,7 @@ GEOMETRY_PLATEAU_OTHER = 0.05
 
 
 def load_runs(folder: Path | None = None) -> dict[str, LongRun]:
-    """Return the committed long-tier runs by tunnel (:func:`.long_tier.load`)."""
+    """Return the committed long-tier runs by tunnel (:func:`~attention_dynamics.chapters.bayesian_manifolds.long_tier.load`)."""
     return {tunnel: long_tier.load(tunnel, folder=folder) for tunnel in long_tier.TUNNELS}
 
 
@@ -93,7 +93,7 @@ def runs_table(runs: Mapping[str, LongRun]) -> pd.DataFrame:
 
 
 def curve(lr: LongRun, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(steps, values)`` of measurement ``name`` stored along a long run (:func:`.long_tier.measure`)."""
+    """Return ``(steps, values)`` of measurement ``name`` stored along a long run (:func:`~attention_dynamics.chapters.bayesian_manifolds.long_tier.measure`)."""
     rows = lr.results["curve"]
     if name not in rows[0]:
         raise KeyError(f"{lr.tunnel} stored no measurement {name!r}; it has {', '.join(k for k in rows[0] if k != 'step')}")

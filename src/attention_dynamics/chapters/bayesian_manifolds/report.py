@@ -2,7 +2,7 @@
 nulls, the HMM manifold and frame against calibration through training.
 
 The models and their training are :mod:`attention_dynamics.training.wind_tunnels`; the measures of a trained model
-:mod:`attention_dynamics.diagnostics.wind_tunnel_geometry`; the figures :mod:`.figures`. Each ``record_*`` function
+:mod:`attention_dynamics.diagnostics.wind_tunnel_geometry`; the figures :mod:`~attention_dynamics.chapters.bayesian_manifolds.figures`. Each ``record_*`` function
 records one section's claims (:func:`attention_dynamics.claims.record`), glues the numbers its prose states and
 returns what the section's figures and later sections need, with the recorded claims by id.
 """
@@ -345,7 +345,7 @@ def record_bijection_geometry(settings: ManifoldsSettings, run: TrainedRun, prob
     each with its plateau note; the two nulls of every seed-0 number (untrained, scrambled values);
     the isotropic baseline of |cos| by Monte Carlo (``baseline_draws`` draws with ``generator``)
     against its closed form; and the value manifold's PC1 share and ρ with the entropy as the mean
-    over the stored seed-spread runs (``spread``, default :func:`.seed_spread.load`) with their 95 %
+    over the stored seed-spread runs (``spread``, default :func:`~attention_dynamics.chapters.bayesian_manifolds.seed_spread.load`) with their 95 %
     interval, since one seed cannot decide them.
     """
     geo = bijection_geometry(run.model(), probe)

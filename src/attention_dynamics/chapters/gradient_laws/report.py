@@ -66,7 +66,7 @@ def record_law_claims(draws, params: Mapping[str, Any]) -> dict[str, claims.Clai
 
 
 def record_finite_difference(relative: Mapping[str, float], cfg: GradientLawsSettings, *, seed: int) -> None:
-    """Record the largest of :func:`~.runs.finite_difference_errors` as ``gradients.finite_difference_max_rel_err``
+    """Record the largest of :func:`~attention_dynamics.chapters.gradient_laws.runs.finite_difference_errors` as ``gradients.finite_difference_max_rel_err``
     (tolerance 1e-7)."""
     claims.record(
         "gradients.finite_difference_max_rel_err", max(relative.values()), unit="", expected=0.0, tolerance=1e-7,

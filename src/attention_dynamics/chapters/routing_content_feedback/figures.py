@@ -107,7 +107,7 @@ def plot_attention_snapshots(run: SpecializationRun):
 
 def plot_prototype_trajectories(run: SpecializationRun, coords: np.ndarray, explained: np.ndarray):
     """Return ``(fig, ax)``: each label prototype's path in the plane of ``coords`` (``(n_ckpt, C, 2)``, from
-    :func:`head_training.prototype_trajectories`), marked at the start, the routing transition and the end."""
+    :func:`~attention_dynamics.chapters.routing_content_feedback.runs.prototype_trajectories`), marked at the start, the routing transition and the end."""
     middle = milestones(run)[1]
     fig, ax = plotting.new_figure(width=5.2, height=4.2)
     for label in range(coords.shape[1]):

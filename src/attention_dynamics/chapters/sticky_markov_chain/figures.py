@@ -92,7 +92,7 @@ def plot_long_runs(heavy: Mapping[str, Any], hmin: float, protocol_steps: int):
 
 def plot_value_trajectories(runs: Mapping[tuple[str, int], Any], seed: int, steps: int):
     """Return ``(fig, axes)``: the 8 value prototypes' displacements of ``seed``'s run under each of the paper's two
-    schedules, projected on the first two principal components of both (:func:`.runs.trajectory_pca`)."""
+    schedules, projected on the first two principal components of both (:func:`~attention_dynamics.chapters.sticky_markov_chain.runs.trajectory_pca`)."""
     projected, explained = trajectory_pca({name: runs[(name, seed)].value_prototypes for name in SCHEDULE_PAIR})
     fig, axes = plotting.new_figure(2, width=3.6, height=3.4, sharex=True, sharey=True)
     for ax, name in zip(axes, SCHEDULE_PAIR):

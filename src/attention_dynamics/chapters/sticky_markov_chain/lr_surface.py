@@ -8,7 +8,7 @@ for ×10 on each parameter group alone — routing (``W_Q`` and ``W_K``), values
 (η_QK, η_V, η_O) / 0.01. A speed-up of 1 means the schedule reaches SGD's mean final loss, on
 average, only at the last of SGD's steps: no faster than SGD.
 
-Every run is one job of :func:`~.paper_scale.heavy_job` (``python -m attention_dynamics compute
+Every run is one job of :func:`~attention_dynamics.chapters.sticky_markov_chain.paper_scale.heavy_job` (``python -m attention_dynamics compute
 sticky_chain_lr_surface``, resumable per job). The jobs come in stages of decreasing priority
 (:func:`surface_stages`); the committed scale (``book``) runs all but the last, the grid, which ``--scale full``
 adds; :func:`collect_surface_results` builds the results from the jobs a scale runs and lists the others as
@@ -112,7 +112,7 @@ def surface_stages(config: Mapping[str, Any] = SURFACE_CONFIG) -> list[tuple[str
 
 
 def surface_jobs(config: Mapping[str, Any] = SURFACE_CONFIG, stages: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Return the :func:`~.paper_scale.heavy_job` jobs of ``stages`` (default: all), in order."""
+    """Return the :func:`~attention_dynamics.chapters.sticky_markov_chain.paper_scale.heavy_job` jobs of ``stages`` (default: all), in order."""
     jobs = []
     for name, seeds, points in surface_stages(config):
         if stages is not None and name not in stages:

@@ -221,7 +221,7 @@ PAPER_SCALE_CONFIG: dict[str, Any] = {
 def heavy_job(task: str, group: str = "", **options: Any) -> dict[str, Any]:
     """Return the JSON-ready result of one paper-scale job (``task`` = ``"head"`` or ``"deep"``).
 
-    ``"head"`` runs :func:`~.runs.train_sticky_head` (``loss_stride`` sets how many losses are kept); ``"deep"``
+    ``"head"`` runs :func:`~attention_dynamics.chapters.sticky_markov_chain.runs.train_sticky_head` (``loss_stride`` sets how many losses are kept); ``"deep"``
     runs :func:`train_deep_transformer`. ``group`` only labels the job.
     """
     opts = dict(options)

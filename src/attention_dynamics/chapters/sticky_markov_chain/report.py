@@ -181,7 +181,7 @@ def record_protocol(runs: Mapping[tuple[str, int], Any], protocol: Mapping[str, 
 
 
 def load_paper_scale() -> dict[str, Any]:
-    """Return the stored paper-scale results (:func:`.paper_scale.load`), after gluing the package version they were
+    """Return the stored paper-scale results (:func:`~attention_dynamics.chapters.sticky_markov_chain.paper_scale.load`), after gluing the package version they were
     computed with."""
     heavy = paper_scale.load()
     claims.glue("sticky.heavy_version", heavy["provenance"]["package_version"])
@@ -316,7 +316,7 @@ def m_step_points(heavy: Mapping[str, Any], surface: Mapping[str, Any]) -> dict[
 
 
 def record_long_runs(heavy: Mapping[str, Any]):
-    """Return the long runs' table (:func:`.paper_scale.long_run_table`), after recording each schedule's closest
+    """Return the long runs' table (:func:`~attention_dynamics.chapters.sticky_markov_chain.paper_scale.long_run_table`), after recording each schedule's closest
     held-out gap to H_min and gluing its final and best losses and the exact filter's floor."""
     table = paper_scale.long_run_table(heavy)
     long_run, cfg = heavy["long_run"], heavy["config"]
@@ -342,7 +342,7 @@ def record_long_runs(heavy: Mapping[str, Any]):
 
 
 def glue_nominal(heavy: Mapping[str, Any]):
-    """Return the controls table on the nominal chain (:func:`.paper_scale.controls_table`), after gluing EM-like's
+    """Return the controls table on the nominal chain (:func:`~attention_dynamics.chapters.sticky_markov_chain.paper_scale.controls_table`), after gluing EM-like's
     speed-up over SGD and over the matched control there."""
     block = heavy["ci"]["nominal"]
     claims.glue("sticky.nominal_speedup", block["speedup"]["em_like"]["speedup"])
@@ -351,7 +351,7 @@ def glue_nominal(heavy: Mapping[str, Any]):
 
 
 def glue_trajectories(runs: Mapping[tuple[str, int], Any], snapshot_every: int) -> dict[str, dict[str, Any]]:
-    """Return schedule → :func:`.runs.trajectory_statistics` for the paper's two schedules, after gluing each
+    """Return schedule → :func:`~attention_dynamics.chapters.sticky_markov_chain.runs.trajectory_statistics` for the paper's two schedules, after gluing each
     mean and the path length per unit of value learning rate."""
     claims.glue("sticky.snapshot_every", snapshot_every)
     trajectory = {name: trajectory_statistics(runs, name) for name in SCHEDULE_PAIR}

@@ -223,7 +223,7 @@ FREEZE_KINDS = {  # kind → (claim of the step, claim of the cost at initialisa
 def record_freeze_claims(results: Mapping[str, Any], margin: float = FREEZE_MARGIN) -> dict[str, dict[str, float]]:
     """Return kind → {freeze step → mean cost in bits} for the stored freeze runs, after recording each kind's
     two ledger claims (the step from which the frame is in place, the cost of freezing at initialisation)
-    and gluing the numbers the prose states (:func:`.freeze.freeze_frame_summary`)."""
+    and gluing the numbers the prose states (:func:`~attention_dynamics.chapters.two_timescale_em.freeze.freeze_frame_summary`)."""
     summaries = {kind: freeze.freeze_frame_summary(results[kind], margin) for kind in FREEZE_KINDS}
     claims.glue("ch4.freeze_margin_fraction", margin)
     claims.glue("ch4.freeze_head_seeds", summaries["head"]["n_seeds"])
