@@ -89,7 +89,9 @@ print(runs.bijection_example_text(cfg, generator))
 # and the calibration of the uniform predictor) and checks it against the closed form:
 
 # %% tags=["hide-input"]
-eval_bij = wind_tunnels.bijection_batch_for_eval(cfg.bijection, seed=seed, n=cfg.n_eval)  # its own stream
+eval_bij = wind_tunnels.bijection_batch_for_eval(
+    cfg.bijection, seed=seed, n=cfg.n_eval
+)  # its own stream
 # Each level is measured on eval_bij and recorded against its closed form.
 levels = report.record_reference_levels(cfg, eval_bij, seed=seed)
 

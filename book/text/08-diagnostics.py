@@ -193,9 +193,7 @@ plotting.plt.show()
 # %% tags=["trained-output", "hide-input"]
 run_params = {"seed": seed, "steps": cfg.steps, "chain": "reference", "T": int(chain.x.shape[0])}
 run_params["full_batch"] = True
-report.record_schedule_claims(
-    traces, steps=cfg.steps, mid_step=cfg.mid_step, run_params=run_params
-)
+report.record_schedule_claims(traces, steps=cfg.steps, mid_step=cfg.mid_step, run_params=run_params)
 
 # %% [markdown] tags=[]
 # The position-level matrices are what the tool draws for one head (`AttentionDiagnostics.plot_head`);
@@ -297,7 +295,9 @@ plotting.plt.show()
 # %% tags=["hide-input", "trained-output"]
 tunnel = traces["tunnel"]
 tunnel_settings = wind_tunnels.BIJECTION_TUNNELS[cfg.tunnel_scale]  # chapter 6's model
-probe = wind_tunnels.bijection_probe_batch(tunnel_settings, seed=cfg.tunnel_seed, n=cfg.tunnel_probe)
+probe = wind_tunnels.bijection_probe_batch(
+    tunnel_settings, seed=cfg.tunnel_seed, n=cfg.tunnel_probe
+)
 tunnel_floor = float(stats.entropy(probe.posterior).mean())  # mean posterior entropy (nats)
 fig = figures.plot_tunnel_trace(tunnel, tunnel_floor)
 plotting.plt.show()
