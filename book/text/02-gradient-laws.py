@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e84dddf40762d169adc4f8cdc1ef057b5836b43a"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@c6eba3cad5984dfe78e82684e064162cb040dd0e"
 
 # %% [markdown] tags=[]
 # # The gradient laws
