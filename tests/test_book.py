@@ -524,6 +524,48 @@ _CHROME_JS = """
 }
 """
 
+# Every figure of the page (a PNG in the article): its pixel width and the width it is shown at.
+_FIGURES_JS = """
+() => [...document.querySelectorAll('article img')]
+  .filter(img => img.offsetParent !== null && /\\.png([?#]|$)/i.test(img.currentSrc || img.src))
+  .map(img => ({src: img.currentSrc || img.src, natural: img.naturalWidth, shown: img.getBoundingClientRect().width}))
+"""
+#: The smallest text a figure may show, in CSS px as displayed, and the least it may be scaled.
+MIN_FIGURE_TEXT_PX = 8.0
+MIN_FIGURE_SCALE = 0.5
+
+
+def _figure_problems(figures: list[dict]) -> list[str]:
+    """Return what makes a shown figure hard to read: scaled below :data:`MIN_FIGURE_SCALE`, or text under
+    :data:`MIN_FIGURE_TEXT_PX` as displayed, computed from the smallest font the PNG records (points, written
+    by :func:`attention_dynamics.plotting.figure_png`), its dpi and the scale it is shown at."""
+    import io
+    import urllib.request
+
+    from PIL import Image
+
+    from attention_dynamics.plotting import SMALLEST_FONT_KEY
+
+    problems = []
+    for fig in figures:
+        name = fig["src"].rsplit("/", 1)[-1][:40]
+        if not fig["natural"]:
+            continue  # a broken image is reported on its own
+        scale = fig["shown"] / fig["natural"]
+        if scale < MIN_FIGURE_SCALE - 1e-3:
+            problems.append(f"figure {name} is shown at {scale:.0%} of its {fig['natural']} px")
+        with urllib.request.urlopen(fig["src"], timeout=30) as response:
+            info = Image.open(io.BytesIO(response.read())).info
+        if SMALLEST_FONT_KEY not in info or "dpi" not in info:
+            problems.append(f"figure {name} records no smallest font or dpi (draw it with plotting.glue_figure)")
+            continue
+        text_px = float(info[SMALLEST_FONT_KEY]) * float(info["dpi"][0]) / 72.0 * scale
+        if text_px < MIN_FIGURE_TEXT_PX - 1e-3:
+            problems.append(f"figure {name}: its smallest text is {text_px:.1f} px as shown "
+                            f"({info[SMALLEST_FONT_KEY]} pt at {float(info['dpi'][0]):.0f} dpi, shown at {scale:.0%})")
+    return problems
+
+
 _REDIRECT = re.compile(r'<meta[^>]*http-equiv="refresh"[^>]*url=([^"]+)"', re.IGNORECASE)
 
 
@@ -586,6 +628,8 @@ def _check_page(context, base_url: str, path: str, source: str, screenshot: Path
         for viewport, phone in ((VIEWPORT, False), (PHONE, True)):
             page.set_viewport_size(viewport)
             page.wait_for_timeout(100)
+            if not phone:  # figures are sized for the desktop column (a phone shows them at its width)
+                report.problems += [f"at {viewport['width']} px: {p}" for p in _figure_problems(page.evaluate(_FIGURES_JS))]
             overflow = page.evaluate(_OVERFLOW_JS, phone)
             if overflow:
                 report.problems.append(f"at {viewport['width']} px: {overflow[:5]}")
@@ -651,7 +695,7 @@ BROKEN_PAGE = r"""<!DOCTYPE html>
 <p>Rendered: <span class="math">\(x^2\)</span>. Undefined macro: <span class="math">\(\nosuchmacro\)</span>.</p>
 <p>Left raw: $$ y = x^2 $$</p>
 <img src="missing.png" alt="a figure that does not exist">
-<article><div class="cell_input"><div class="highlight"><pre style="overflow-x: auto; width: 300px">claims.record("a.claim", value, description="a description far too long for the column it sits in ....")</pre></div></div>
+<article><img src="tiny-text.png" alt="a wide figure with small text" style="width: 600px"><img src="bare.png" alt="a figure from elsewhere"><div class="cell_input"><div class="highlight"><pre style="overflow-x: auto; width: 300px">claims.record("a.claim", value, description="a description far too long for the column it sits in ....")</pre></div></div>
 <details class="hide above-input"><summary>Show code cell source</summary><div class="output">no code in here</div></details>
 <div class="table-wrapper" style="overflow-x: auto; width: 300px"><table><tr><td style="white-space: nowrap">a table whose one row is much wider than its column can ever show</td></tr></table></div>
 <table style="width: 60px"><tr><td style="overflow-wrap: anywhere; width: 40px">2.06473191</td></tr></table>
@@ -671,6 +715,15 @@ def test_page_checks_catch_a_broken_page(tmp_path):
     site.mkdir()
     (site / "mathjax").symlink_to(_ext_module("offline_assets").packaged_mathjax_dir(), target_is_directory=True)
     (site / "broken.html").write_text(BROKEN_PAGE, encoding="utf-8")
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    from attention_dynamics.plotting import SMALLEST_FONT_KEY
+
+    meta = PngInfo()
+    meta.add_text(SMALLEST_FONT_KEY, "7")
+    Image.new("RGB", (1800, 300), "white").save(site / "tiny-text.png", dpi=(110, 110), pnginfo=meta)
+    Image.new("RGB", (200, 100), "white").save(site / "bare.png")
     no_mathjax = ('<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head>'
                   '<body><span class="math">\\(x\\)</span></body></html>')
     (site / "no-mathjax.html").write_text(no_mathjax, encoding="utf-8")
@@ -688,7 +741,10 @@ def test_page_checks_catch_a_broken_page(tmp_path):
                      "split inside a table cell: ['2.06473191']", "verdict or status colours below 4.5:1",
                      "px wide", "an equation runs under its number (1.1)",
                      "a display equation is cut off or runs off the page",
-                     "at 1280 px: 2 search boxes, a header bar of 60 px"):
+                     "at 1280 px: 2 search boxes, a header bar of 60 px",
+                     "figure tiny-text.png is shown at 33% of its 1800 px",
+                     "figure tiny-text.png: its smallest text is 3.6 px as shown (7 pt at 110 dpi, shown at 33%)",
+                     "figure bare.png records no smallest font or dpi"):
         assert expected in found, f"not reported: {expected!r}; the report was:\n{found}"
     assert (tmp_path / "broken.png").exists()
 
@@ -903,6 +959,53 @@ def test_chapter_code_is_formatted_and_fits_the_page():
     res = subprocess.run([ruff, "format", "--check", *map(str, _chapter_notebooks())], cwd=REPO_ROOT,
                          capture_output=True, text=True)
     assert res.returncode == 0, f"run `make format`:\n{res.stdout}{res.stderr}"
+
+
+_GLUE_FIGURE_CALL = re.compile(r"glue_figure\(\s*[\"'](?P<name>[\w-]+)[\"']")
+_FIGURE_DIRECTIVE = re.compile(r"^```\{glue:figure\} (?P<key>[\w-]+)\n(?P<body>.*?)^```", re.M | re.S)
+
+
+def test_every_figure_is_numbered_captioned_described_and_referred_to():
+    """Every figure a chapter draws is glued (:func:`plotting.glue_figure`) from a cell whose own copy the
+    book hides (``remove-output``) and shown by a ``{glue:figure}`` directive with a ``:name:`` (its number),
+    an ``:alt:`` text of at least a sentence and a caption; the prose refers to it by number (``{numref}``).
+    No chapter shows a figure any other way (``plt.show()``, a figure left as a cell's value).
+    """
+    import nbformat
+
+    problems = []
+    for path in _chapter_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        glued, directives = {}, {}
+        markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                names = [m.group("name") for m in _GLUE_FIGURE_CALL.finditer(cell.source)]
+                glued.update(dict.fromkeys(names, cell))
+                if names and "remove-output" not in cell.metadata.get("tags", []):
+                    problems.append(f"{path.name}: the cell gluing {names} shows its own copy (tag it remove-output)")
+                if re.search(r"\bplt\.show\(|\bfig\s*$", cell.source, re.M):
+                    problems.append(f"{path.name}: a cell shows a figure without a number: {cell.source[:60]!r}")
+                images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})
+                          and "scrapbook" not in o.get("metadata", {})]
+                if images:
+                    problems.append(f"{path.name}: a cell outputs an image that is not a glued figure: {cell.source[:60]!r}")
+        for m in _FIGURE_DIRECTIVE.finditer(markdown):
+            body = m.group("body")
+            options = dict(re.findall(r"^:([\w-]+):[ \t]*(.*)$", body, re.M))
+            caption = re.sub(r"^:[\w-]+:.*$", "", body, flags=re.M).strip()
+            directives[m.group("key")] = options
+            if options.get("name") != m.group("key"):
+                problems.append(f"{path.name}: figure {m.group('key')} has no :name: of its own (its number)")
+            if len(options.get("alt", "").split()) < 8:
+                problems.append(f"{path.name}: figure {m.group('key')} has no alt text that says what it shows")
+            if len(caption.split()) < 5:
+                problems.append(f"{path.name}: figure {m.group('key')} has no caption")
+            if not re.search(r"\{numref\}`(?:[^`<]*<)?" + re.escape(m.group("key")) + r">?`", markdown):
+                problems.append(f"{path.name}: the prose never refers to figure {m.group('key')} by number")
+        problems += [f"{path.name}: figure {k} is glued but never shown" for k in glued if k not in directives]
+        problems += [f"{path.name}: figure {k} is shown but never glued" for k in directives if k not in glued]
+    assert not problems, "\n".join(problems)
 
 
 #: A chapter's code cell is shown collapsed (the theme's hide-input: output visible, code one click

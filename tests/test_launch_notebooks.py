@@ -21,6 +21,7 @@ from attention_dynamics.launch_notebooks import (
     book_index,
     citation_label,
     equation_numbers,
+    figure_numbers,
     expand_macros,
     launch_notebook,
     launch_notebook_path,
@@ -31,7 +32,7 @@ from attention_dynamics.notebooks import Chapter, book_chapters, notebook_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: What must not reach a launch notebook: MyST roles and directives that Jupyter shows as written.
-MYST_LEFTOVERS = re.compile(r"\{glue|\{cite|\{eq\}|\{term\}|\{(?:py:)?(?:func|class|mod)\}|```\{|:::\{|^\([\w-]+\)=", re.M)
+MYST_LEFTOVERS = re.compile(r"\{glue|\{cite|\{eq\}|\{numref\}|\{term\}|\{(?:py:)?(?:func|class|mod)\}|```\{|:::\{|^\([\w-]+\)=", re.M)
 
 
 def _index(**overrides) -> BookIndex:
@@ -83,6 +84,23 @@ def test_equations_are_numbered_per_chapter_in_order():
     chapters = [(Chapter(1, "one", Path("01-one.ipynb")), one), (Chapter(2, "two", Path("02-two.ipynb")), two)]
     assert equation_numbers(chapters) == {"a": ("01-one", "1.1"), "b": ("01-one", "1.2"), "c": ("01-one", "1.3"),
                                           "d": ("02-two", "2.1")}
+
+
+def test_figures_are_numbered_per_chapter_and_captioned_with_their_number():
+    one = new_notebook(cells=[new_markdown_cell("```{glue:figure} a\n:name: fig-a\n:alt: x\n\nCaption A.\n```\n\n"
+                                                "```{glue:figure} untitled\nno name, no number\n```"),
+                              new_markdown_cell("```{figure} b.png\n:name: fig-b\n\nCaption B.\n```")])
+    two = new_notebook(cells=[new_markdown_cell("```{glue:figure} c\n:alt: y\n:name: fig-c\n\nCaption C.\n```")])
+    chapters = [(Chapter(1, "one", Path("01-one.ipynb")), one), (Chapter(2, "two", Path("02-two.ipynb")), two)]
+    numbers = figure_numbers(chapters)
+    assert numbers == {"fig-a": ("01-one", "1.1"), "fig-b": ("01-one", "1.2"), "fig-c": ("02-two", "2.1")}
+    index = _index(figures=numbers)
+    out = render_markdown(one.cells[0].source + "\n\nAs {numref}`fig-c` and {numref}`Figure {number} <fig-a>` show.",
+                          "01-one", index)
+    assert out.startswith("**Figure 1.1** (drawn by the code cell above). Caption A.")
+    assert ":alt:" not in out and ":name:" not in out
+    assert ("As [Fig. 2.1](https://o.github.io/b/book/02-two.html#fig-c) and "
+            "[Figure 1.1](https://o.github.io/b/book/01-one.html#fig-a) show.") in out
 
 
 def test_citation_labels_follow_the_book_s_style():

@@ -116,12 +116,21 @@ fwd.alpha.sum(-1)  # every row sums to one
 # $\E_{\alpha_i}[b] - b_{ij}$ the **{term}`advantage`** of value $j$ for query $i$: positive advantage means
 # that moving attention toward $j$ lowers the loss. This is the sign convention of every chapter.
 #
-# The figure shows the attention matrix and the compatibility matrix of the worked example, drawn with
-# {py:func}`plotting.plot_matrix`; blank cells are masked (key after query).
+# {numref}`fig-worked-example` shows the attention matrix and the compatibility matrix of the worked
+# example, drawn with {py:func}`plotting.plot_matrix`; blank cells are masked (key after query).
 
-# %% tags=["hide-input"]
-figures.plot_worked_example(example)
-plotting.plt.show()
+# %% tags=["hide-input", "remove-output"]
+plotting.glue_figure("fig-worked-example", figures.plot_worked_example(example))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-worked-example
+# :name: fig-worked-example
+# :alt: Two heat maps of the worked example's causal head. Left: the attention weights alpha_ij, each row summing to one, blank above the diagonal. Right: the compatibilities b_ij on a scale centred at zero, blue where value j points against query i's error and red where it points with it.
+#
+# The worked example's attention $\alpha_{ij}$ (left) and compatibility $b_{ij} = u_i \cdot v_j$ (right);
+# cells above the diagonal (key after query) are masked. A value with smaller $b_{ij}$ than the
+# attention-weighted mean has positive advantage for query $i$.
+# ```
 
 # %% [markdown] tags=[]
 # ## Checks against independent computations

@@ -37,7 +37,7 @@ import nbformat
 from .notebooks import COLAB_TAG, Chapter, notebook_text
 
 __all__ = ["LAUNCH_DIR", "BookIndex", "book_index", "launch_notebook", "launch_notebook_path",
-           "write_launch_notebooks", "citation_label", "equation_numbers"]
+           "write_launch_notebooks", "citation_label", "equation_numbers", "figure_numbers"]
 
 #: The folder (at the repository root) of the notebooks the launch buttons open.
 LAUNCH_DIR = "notebooks"
@@ -77,6 +77,7 @@ class BookIndex:
     site: str | None
     pages: frozenset[str]
     macros: Mapping[str, tuple[str, int]] = None  # type: ignore[assignment]
+    figures: Mapping[str, tuple[str, str]] = None  # type: ignore[assignment]
 
 
 def equation_numbers(chapters: Iterable[tuple[Chapter, nbformat.NotebookNode]]) -> dict[str, tuple[str, str]]:
@@ -195,6 +196,28 @@ def expand_macros(text: str, macros: Mapping[str, tuple[str, int]]) -> str:
     return text
 
 
+def figure_numbers(chapters: Iterable[tuple[Chapter, nbformat.NotebookNode]]) -> dict[str, tuple[str, str]]:
+    """Return ``{name: (chapter stem, "c.n")}``: the book's numbered figures, as Sphinx numbers them.
+
+    A numbered figure is a ``{glue:figure}`` or ``{figure}`` directive with a ``:name:``; chapter ``c``'s
+    figures are numbered ``c.1``, ``c.2`` … in the order they appear.
+    """
+    numbers = {}
+    for chapter, nb in chapters:
+        count = 0
+        for cell in nb.cells:
+            if cell.cell_type != "markdown":
+                continue
+            for m in _DIRECTIVE.finditer(cell.source):
+                if m.group("name") not in ("glue:figure", "figure"):
+                    continue
+                name = re.search(r"^[ \t]*:name:\s*(\S+)", m.group("body"), re.M)
+                if name:
+                    count += 1
+                    numbers[name.group(1)] = (chapter.name, f"{chapter.number}.{count}")
+    return numbers
+
+
 def book_index(root: Path, chapters: list[Chapter]) -> BookIndex:
     """Return the :class:`BookIndex` of the book at ``root`` from its committed chapters and bibliography."""
     from .notebooks import repository_url
@@ -210,6 +233,7 @@ def book_index(root: Path, chapters: list[Chapter]) -> BookIndex:
         site=online_book_url(repository_url(root)),
         pages=pages,
         macros=tex_macros(root),
+        figures=figure_numbers(notebooks),
     )
 
 
@@ -267,8 +291,12 @@ def render_markdown(source: str, chapter: str, index: BookIndex) -> str:
         indent, name, arg = m.group("indent"), m.group("name"), m.group("arg").strip()
         lines = [line[len(indent):] if line.startswith(indent) else line.lstrip()
                  for line in _OPTION.sub("", m.group("body")).strip("\n").splitlines()]
-        if name.startswith("glue"):  # a glued figure or block: its caption; the code cell above draws it
-            title = "**Figure.** " if "figure" in name else ""
+        if name.startswith("glue") or name == "figure":  # a figure or glued block: its caption; the cell above draws it
+            title = ""
+            if "figure" in name:
+                label = re.search(r"^[ \t]*:name:\s*(\S+)", m.group("body"), re.M)
+                number = (index.figures or {}).get(label.group(1)) if label else None
+                title = f"**Figure {number[1]}** (drawn by the code cell above). " if number else "**Figure.** "
             text = " ".join(line.strip() for line in lines if line.strip())
             return indent + (f"{title}{text}" if text else f"*(shown by the code cell above: `{arg}`)*")
         quoted = [f"> **{arg or name.capitalize()}**", ">"] + [f"> {line}" if line.strip() else ">" for line in lines]
@@ -300,6 +328,11 @@ def render_markdown(source: str, chapter: str, index: BookIndex) -> str:
             shown, _, target = text.partition(" <")
             target = target.rstrip(">") if target else shown
             return _link(shown, _page_url(index, "book/notation", _glossary_anchor(target)))
+        if name == "numref" and text.split(" <")[-1].rstrip(">") in (index.figures or {}):
+            label = text.split(" <")[-1].rstrip(">")
+            where, number = index.figures[label]
+            shown = text.split(" <")[0].replace("{number}", number).replace("%s", number) if " <" in text else f"Fig. {number}"
+            return _link(shown, _page_url(index, f"book/{where}", label))
         if name in ("ref", "numref", "doc", "any"):
             shown = text.split(" <")[0] if " <" in text else text
             return shown

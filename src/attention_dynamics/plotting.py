@@ -2,17 +2,34 @@
 
 Figures have an opaque white background and dark text, so they read the same on the book's
 light and dark themes; colour maps are perceptually uniform (sequential) or centred at zero
-(diverging) and colour-blind safe.
+(diverging) and colour-blind safe, and every model family and training schedule keeps one colour
+across the book (:func:`family_color`, :func:`schedule_color`).
+
+Figures are made for the book's column: :func:`new_figure` keeps a figure within
+:data:`MAX_FIGURE_WIDTH_IN` (stacking the panels of a wide row two to a row), so that shown at the
+column's width no figure is scaled below about 70 % and its smallest text, at least
+:data:`MIN_FONT_PT`, stays legible (the browser test measures both). :func:`glue_figure` hands a
+figure to the page as a numbered, captioned figure (``{glue:figure}`` with its alt text).
 """
 
 from __future__ import annotations
 
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
 __all__ = [
+    "MIN_FONT_PT",
+    "MAX_FIGURE_WIDTH_IN",
+    "FAMILY_COLORS",
+    "family_color",
+    "glue_figure",
+    "check_figure",
+    "figure_png",
+    "smallest_font_pt",
+    "SMALLEST_FONT_KEY",
     "PALETTE",
     "SEQUENTIAL_CMAP",
     "DIVERGING_CMAP",
@@ -51,6 +68,20 @@ BOOK_RC = {
     "svg.hashsalt": "attention-dynamics",
 }
 
+#: The smallest font size (points) any figure uses: at the book's dpi and column width it stays above 8 CSS px.
+MIN_FONT_PT = 8.0
+#: The widest a figure may be (inches): 924 pixels at the book's 110 dpi, shown in a column of about 690.
+MAX_FIGURE_WIDTH_IN = 8.4
+
+#: One colour per model family in every figure of the book (Okabe and Ito's colour-blind-safe palette).
+FAMILY_COLORS = {
+    "transformer": "#0072B2",  # blue
+    "mamba": "#009E73",  # bluish green
+    "lstm": "#D55E00",  # vermillion
+    "mlp_window": "#CC79A7",  # reddish purple
+    "mlp_blind": "#E69F00",  # orange
+}
+
 _SCHEDULE_COLORS = {
     "sgd": PALETTE[0],
     "em_like": PALETTE[1],
@@ -69,9 +100,102 @@ def schedule_color(name: str):
     return _SCHEDULE_COLORS.get(name, PALETTE[len(_SCHEDULE_COLORS) % len(PALETTE)])
 
 
+def family_color(family: str):
+    """Return the fixed colour of a model family (the same in every figure of the book)."""
+    if family not in FAMILY_COLORS:
+        raise ValueError(f"unknown model family {family!r}; the book colours {', '.join(FAMILY_COLORS)}")
+    return FAMILY_COLORS[family]
+
+
 def new_figure(ncols: int = 1, nrows: int = 1, *, width: float = 3.4, height: float = 3.0, **kwargs):
-    """Return ``(fig, axes)`` sized ``width`` × ``height`` inches per panel, with constrained layout."""
+    """Return ``(fig, axes)`` with panels of ``width`` × ``height`` inches and constrained layout, within the column.
+
+    A single row wider than :data:`MAX_FIGURE_WIDTH_IN` is stacked, two panels to a row (``axes`` is still the flat
+    array of ``ncols`` panels, in reading order); a grid of several rows, or a pair, is narrowed to fit instead.
+    """
+    if ncols < 1 or nrows < 1:
+        raise ValueError(f"a figure needs at least one row and one column, got {nrows} × {ncols}")
+    if ncols * width <= MAX_FIGURE_WIDTH_IN:
+        return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), layout="constrained", **kwargs)
+    if nrows == 1 and ncols >= 3:
+        per_row = 2 if 2 * width <= MAX_FIGURE_WIDTH_IN else 1
+        rows = math.ceil(ncols / per_row)
+        width = min(width, MAX_FIGURE_WIDTH_IN / per_row)
+        fig, grid = plt.subplots(rows, per_row, figsize=(width * per_row, height * rows), layout="constrained",
+                                 squeeze=False, **kwargs)
+        flat = grid.ravel()
+        for ax in flat[ncols:]:
+            ax.remove()
+        return fig, flat[:ncols]
+    width = MAX_FIGURE_WIDTH_IN / ncols
     return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), layout="constrained", **kwargs)
+
+
+#: The PNG text key under which a glued figure records its smallest font size (points); the browser test reads it.
+SMALLEST_FONT_KEY = "Smallest font (pt)"
+
+
+def smallest_font_pt(fig) -> float:
+    """Return the smallest font size (points) of any text ``fig`` shows (titles, labels, ticks, legends, notes).
+
+    Empty and hidden texts do not count; nor do the superscripts and subscripts inside a mathtext label,
+    which matplotlib sets at a fixed fraction of the label's size.
+    """
+    from matplotlib.text import Text
+
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return float(min(sizes)) if sizes else math.inf
+
+
+def figure_png(fig, *, dpi: float | None = None) -> bytes:
+    """Return ``fig`` as PNG bytes (tight bounding box, the book's dpi) recording its dpi and smallest font."""
+    import io
+
+    buffer = io.BytesIO()
+    smallest = smallest_font_pt(fig)
+    metadata = {SMALLEST_FONT_KEY: f"{smallest:g}"} if math.isfinite(smallest) else {}
+    fig.savefig(buffer, format="png", dpi=dpi or plt.rcParams["savefig.dpi"], bbox_inches="tight",
+                metadata=metadata)
+    return buffer.getvalue()
+
+
+def check_figure(fig) -> None:
+    """Raise ``ValueError`` if ``fig`` is wider than the column allows or shows text smaller than :data:`MIN_FONT_PT`."""
+    width = float(fig.get_size_inches()[0])
+    if width > MAX_FIGURE_WIDTH_IN + 1e-6:
+        raise ValueError(f"the figure is {width:.2f} in wide, more than the column's {MAX_FIGURE_WIDTH_IN} in: "
+                         "stack its panels (plotting.new_figure does) or narrow it")
+    from matplotlib.text import Text
+
+    small = sorted({(t.get_fontsize(), t.get_text().strip()[:30]) for t in fig.findobj(Text)
+                    if t.get_visible() and t.get_text().strip() and t.get_fontsize() < MIN_FONT_PT - 1e-9})
+    if small:
+        shown = ", ".join(f"{text!r} at {size:g} pt" for size, text in small[:4])
+        raise ValueError(f"text smaller than {MIN_FONT_PT:g} pt cannot be read where the figure is shown: {shown}")
+
+
+def glue_figure(name: str, fig) -> None:
+    """Hand ``fig`` to the page under ``name`` for a ``{glue:figure}`` directive (numbered, captioned, alt text); close it.
+
+    The figure is checked first (:func:`check_figure`) and stored as a PNG that records its dpi and its
+    smallest font (:func:`figure_png`), from which the browser test computes how large its text is shown.
+    The cell also displays the figure, so that a reader running the chapter in Jupyter or Colab sees it
+    under the cell; the book hides that copy (the cell's ``remove-output`` tag) and shows the figure where
+    the directive stands. Outside a notebook (a script, a test) the figure is only checked and closed.
+    """
+    try:
+        check_figure(fig)
+        try:
+            from IPython import get_ipython
+        except ImportError:  # pragma: no cover - IPython comes with the book's environment
+            get_ipython = None
+        if get_ipython is not None and get_ipython() is not None:
+            from IPython.display import Image
+            from myst_nb import glue
+
+            glue(name, Image(data=figure_png(fig)), display=True)
+    finally:
+        plt.close(fig)
 
 
 def plot_matrix(
