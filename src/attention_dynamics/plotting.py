@@ -143,6 +143,7 @@ def smallest_font_pt(fig) -> float:
     """
     from matplotlib.text import Text
 
+    fig.draw_without_rendering()  # tick labels get their text when the figure is drawn
     sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
     return float(min(sizes)) if sizes else math.inf
 
@@ -167,6 +168,7 @@ def check_figure(fig) -> None:
                          "stack its panels (plotting.new_figure does) or narrow it")
     from matplotlib.text import Text
 
+    fig.draw_without_rendering()
     small = sorted({(t.get_fontsize(), t.get_text().strip()[:30]) for t in fig.findobj(Text)
                     if t.get_visible() and t.get_text().strip() and t.get_fontsize() < MIN_FONT_PT - 1e-9})
     if small:

@@ -1,0 +1,138 @@
+"""The book's figure rules: within the column, text no smaller than the minimum, one colour per model family.
+
+Checked against what the figure itself reports (matplotlib's sizes and the PNG that PIL reads back) and,
+for the palette, against colour distances computed independently of it under simulated colour-vision
+deficiencies.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from PIL import Image
+
+from attention_dynamics import plotting
+
+
+@pytest.fixture(autouse=True)
+def _book_style():
+    with matplotlib.rc_context():
+        plotting.use_book_style()
+        yield
+        plt.close("all")
+
+
+def test_a_wide_row_is_stacked_two_panels_to_a_row_within_the_column():
+    fig, axes = plotting.new_figure(5, width=3.5, height=2.5)
+    assert len(axes) == 5
+    assert fig.get_size_inches()[0] <= plotting.MAX_FIGURE_WIDTH_IN + 1e-9
+    rows = sorted({round(ax.get_position().y0, 3) for ax in axes})
+    assert len(rows) == 3, "five panels make three rows of two"
+    assert len(fig.axes) == 5, "the sixth, empty slot is removed"
+
+
+def test_a_pair_or_grid_is_narrowed_not_stacked():
+    fig, axes = plotting.new_figure(3, nrows=2, width=4.0, height=2.0)
+    assert axes.shape == (2, 3)
+    assert fig.get_size_inches()[0] == pytest.approx(plotting.MAX_FIGURE_WIDTH_IN)
+    fig, axes = plotting.new_figure(2, width=3.0, height=2.0)
+    assert fig.get_size_inches()[0] == pytest.approx(6.0)
+    with pytest.raises(ValueError, match="at least one row and one column"):
+        plotting.new_figure(0)
+
+
+def test_smallest_font_is_the_smallest_text_shown():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set_title("title", fontsize=12)
+    ax.text(0.5, 0.5, "a note", fontsize=9)
+    ax.text(0.5, 0.2, "hidden", fontsize=5, visible=False)
+    ax.text(0.5, 0.1, "   ", fontsize=4)
+    ax.tick_params(labelsize=11)
+    ax.set_xlabel("x", fontsize=10)
+    assert plotting.smallest_font_pt(fig) == 9
+
+
+def test_check_figure_rejects_small_text_and_wide_figures():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.legend(handles=[ax.plot([0, 1], label="a line")[0]], fontsize=7)
+    with pytest.raises(ValueError, match="'a line' at 7 pt"):
+        plotting.check_figure(fig)
+    wide, _ = plt.subplots(figsize=(plotting.MAX_FIGURE_WIDTH_IN + 1, 3))
+    with pytest.raises(ValueError, match="wide"):
+        plotting.check_figure(wide)
+    fine, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], label="a line")
+    ax.legend()
+    plotting.check_figure(fine)
+
+
+def test_glue_figure_checks_and_closes_the_figure_outside_a_notebook():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set_xlabel("small", fontsize=6)
+    with pytest.raises(ValueError, match="smaller than 8 pt"):
+        plotting.glue_figure("fig-x", fig)
+    assert not plt.fignum_exists(fig.number), "a rejected figure is closed too"
+    fig, _ = plt.subplots(figsize=(4, 3))
+    plotting.glue_figure("fig-y", fig)
+    assert not plt.fignum_exists(fig.number)
+
+
+def test_figure_png_records_its_dpi_and_smallest_font_for_the_reader_s_size():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot(np.arange(3))
+    ax.set_title("t", fontsize=13)
+    ax.tick_params(labelsize=9.5)
+    ax.set_xlabel("x", fontsize=11)
+    image = Image.open(io.BytesIO(plotting.figure_png(fig, dpi=100)))
+    assert float(image.info[plotting.SMALLEST_FONT_KEY]) == 9.5
+    assert image.info["dpi"][0] == pytest.approx(100, abs=0.01)
+    # The tight bounding box keeps the figure within its nominal width at that dpi (plus the text it holds).
+    assert 300 <= image.size[0] <= 4 * 100 + 10
+
+
+def _srgb_to_linear(c):
+    c = np.asarray(c, dtype=float)
+    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+
+def _linear_to_lab(rgb):
+    """CIE L*a*b* (D65) of linear sRGB, written out here independently of any colour library."""
+    m = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
+    xyz = m @ rgb / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+# Machado, Oliveira and Fernandes (2009) simulation matrices at full severity, on linear sRGB.
+_CVD = {
+    "normal": np.eye(3),
+    "protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                            [-0.003882, -0.048116, 1.051998]]),
+    "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                              [-0.011820, 0.042940, 0.968881]]),
+    "tritanopia": np.array([[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
+                            [0.004733, 0.691367, 0.303900]]),
+}
+
+
+def test_each_model_family_keeps_one_colour_told_apart_under_colour_blindness():
+    """The family colours differ by at least ΔE*ab 15 from one another under normal vision and the three
+    dichromacies (the issue's complaint: Mamba and the whole-window MLP were hard to tell apart)."""
+    families = list(plotting.FAMILY_COLORS)
+    assert {"transformer", "mamba", "lstm", "mlp_window", "mlp_blind"} <= set(families)
+    linear = {f: _srgb_to_linear(matplotlib.colors.to_rgb(plotting.family_color(f))) for f in families}
+    closest = {}
+    for vision, matrix in _CVD.items():
+        lab = {f: _linear_to_lab(np.clip(matrix @ rgb, 0, 1)) for f, rgb in linear.items()}
+        closest[vision] = min((float(np.linalg.norm(lab[a] - lab[b])), a, b)
+                              for i, a in enumerate(families) for b in families[i + 1:])
+    assert all(d >= 15 for d, _, _ in closest.values()), closest
+    with pytest.raises(ValueError, match="unknown model family 'gru'"):
+        plotting.family_color("gru")
