@@ -136,3 +136,24 @@ def test_each_model_family_keeps_one_colour_told_apart_under_colour_blindness():
     assert all(d >= 15 for d, _, _ in closest.values()), closest
     with pytest.raises(ValueError, match="unknown model family 'gru'"):
         plotting.family_color("gru")
+
+
+def test_a_legend_over_a_reference_line_is_caught():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    x = np.linspace(0, 1, 20)
+    ax.plot(x, x, label="model")
+    ax.axhline(0.9, color="k", ls="--", label="context-blind")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="upper left")  # the box spans the top of the axes, where the level 0.9 runs
+    assert plotting.covered_reference_lines(fig) == ["context-blind"]
+    with pytest.raises(ValueError, match="a legend covers a reference line"):
+        plotting.check_figure(fig)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))  # outside the axes
+    assert plotting.covered_reference_lines(fig) == []
+    plotting.check_figure(fig)
+    fig2, ax2 = plt.subplots(figsize=(4, 3))
+    ax2.plot(x, x, label="model")
+    ax2.axhline(0.1, color="k", ls="--", label="floor")
+    ax2.set_ylim(0, 1)
+    ax2.legend(loc="upper left")
+    assert plotting.covered_reference_lines(fig2) == [], "a legend away from the level covers nothing"

@@ -9,7 +9,9 @@ Figures are made for the book's column: :func:`new_figure` keeps a figure within
 :data:`MAX_FIGURE_WIDTH_IN` (stacking the panels of a wide row two to a row), so that shown at the
 column's width no figure is scaled below about 70 % and its smallest text, at least
 :data:`MIN_FONT_PT`, stays legible (the browser test measures both). :func:`glue_figure` hands a
-figure to the page as a numbered, captioned figure (``{glue:figure}`` with its alt text).
+figure to the page as a numbered, captioned figure (``{glue:figure}`` with its alt text), after
+:func:`check_figure` has refused text below :data:`MIN_FONT_PT`, a figure wider than the column and a
+legend over a reference line.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "family_color",
     "glue_figure",
     "check_figure",
+    "covered_reference_lines",
     "figure_png",
     "smallest_font_pt",
     "SMALLEST_FONT_KEY",
@@ -174,6 +177,39 @@ def check_figure(fig) -> None:
     if small:
         shown = ", ".join(f"{text!r} at {size:g} pt" for size, text in small[:4])
         raise ValueError(f"text smaller than {MIN_FONT_PT:g} pt cannot be read where the figure is shown: {shown}")
+    covered = covered_reference_lines(fig)
+    if covered:
+        raise ValueError(f"a legend covers a reference line ({', '.join(covered[:4])}): move the legend "
+                         "(outside the axes, or to a corner the line does not cross)")
+
+
+def covered_reference_lines(fig) -> list[str]:
+    """Return the reference lines of ``fig`` that a legend covers (their labels, or where they are).
+
+    A reference line is one drawn across the axes at a level (``axhline``, ``axvline``, ``axline``: its
+    transform is not the data's); a legend, of the axes or of the figure, covers it when the drawn line
+    passes through the legend's box.
+    """
+    fig.draw_without_rendering()
+    legends = [leg for leg in fig.legends if leg.get_visible()]
+    for ax in fig.axes:
+        if ax.get_legend() is not None and ax.get_legend().get_visible():
+            legends.append(ax.get_legend())
+    if not legends:
+        return []
+    covered = []
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if not line.get_visible() or line.get_transform() == ax.transData:
+                continue
+            path = line.get_transform().transform_path(line.get_path())
+            for leg in legends:
+                box = leg.get_window_extent()
+                if path.intersects_bbox(box, filled=False):
+                    label = line.get_label()
+                    covered.append(label if not label.startswith("_") else f"a line in '{ax.get_title()[:30]}'")
+                    break
+    return covered
 
 
 def glue_figure(name: str, fig) -> None:
