@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@dbbdfb4a7aaec9ee3eca6a7d5c8bda05ed8cc933"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@96df987461b3b180a65840fa9dd97b3590998925"
 
 # %% [markdown] tags=[]
 # # The gradient laws
