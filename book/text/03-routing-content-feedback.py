@@ -222,7 +222,9 @@ plotting.glue_figure("fig-recall-snapshots", figures.plot_attention_snapshots(ru
 # %% tags=["hide-input", "trained-output", "remove-output"]
 coords, explained = runs.prototype_trajectories(run)
 claims.glue("ch3.pca_explained", float(explained.sum()))
-plotting.glue_figure("fig-recall-prototypes", figures.plot_prototype_trajectories(run, coords, explained))
+plotting.glue_figure(
+    "fig-recall-prototypes", figures.plot_prototype_trajectories(run, coords, explained)
+)
 
 # %% [markdown] tags=[]
 # ```{glue:figure} fig-recall-prototypes
@@ -305,7 +307,9 @@ claims.glue("ch3.n_check", cfg.n_check)
 }
 
 # %% tags=["hide-input", "trained-output", "remove-output"]
-plotting.glue_figure("fig-recall-value-step", figures.plot_value_step_ratios(etas, ratio_curves, bounds))
+plotting.glue_figure(
+    "fig-recall-value-step", figures.plot_value_step_ratios(etas, ratio_curves, bounds)
+)
 
 # %% [markdown] tags=[]
 # ```{glue:figure} fig-recall-value-step
