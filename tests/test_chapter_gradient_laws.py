@@ -51,9 +51,10 @@ def test_worked_example_is_the_advantage_gated_by_attention():
 def test_plot_worked_example_draws_four_matrices():
     import matplotlib.pyplot as plt
 
-    fig, axes = figures.plot_worked_example(runs.worked_example(torch.Generator().manual_seed(0)))
-    assert axes.shape == (2, 2)
-    assert all(len(ax.images) == 1 for ax in axes.flat)
+    fig = figures.plot_worked_example(runs.worked_example(torch.Generator().manual_seed(0)))
+    axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(axes) == 4
+    assert all(len(ax.images) == 1 for ax in axes)
     assert "T = 8" in fig._suptitle.get_text()
     plt.close(fig)
 
@@ -124,7 +125,8 @@ def test_plot_temperature_sweep_draws_entropy_and_three_gradient_curves():
     import matplotlib.pyplot as plt
 
     x, params, y = runs.random_problem(torch.Generator().manual_seed(2), 0.5, (6,))
-    fig, axes = figures.plot_temperature_sweep(gradients.inverse_temperature_sweep(x, params, y, [0.1, 1.0, 10.0]))
+    fig = figures.plot_temperature_sweep(gradients.inverse_temperature_sweep(x, params, y, [0.1, 1.0, 10.0]))
+    axes = fig.axes
     assert len(axes[0].get_lines()) == 2 and len(axes[1].get_lines()) == 3
     assert axes[1].get_xscale() == "log" and axes[1].get_yscale() == "log" and axes[1].xaxis_inverted()
     plt.close(fig)
@@ -171,3 +173,19 @@ def test_entropy_bound_ratio_at_one_hot_attention_is_defined():
     assert entropy_bound_max_ratio([0.5, 0.0], [1.0, 0.0]) == 0.5  # 0/0 at the one-hot end: no violation
     assert entropy_bound_max_ratio([0.5, 1e-3], [1.0, 0.0]) == float("inf")  # a gradient with zero bound violates
     assert entropy_bound_max_ratio([0.5, 0.9], [1.0, 0.6]) == 1.5
+
+
+def test_plot_weight_step_along_training_colours_schedules_and_keeps_the_legend_off_the_half_line():
+    import matplotlib.pyplot as plt
+
+    from attention_dynamics import plotting
+
+    trace = {"steps": [0, 2, 4], "sign_agreement": [0.55, 0.56, 0.57], "ref_sign_agreement": [0.8, 0.8, 0.82],
+             "value_cosine": [0.4, 0.38, 0.35], "ref_value_cosine": [1.0, 1.0, 1.0]}
+    fig = figures.plot_weight_step_along_training({"sgd": trace, "em_like": trace})
+    left, right = fig.axes[:2]
+    assert len(left.get_lines()) == 4 + 1 and len(right.get_lines()) == 4  # two schedules × two inputs; the 0.5 line
+    assert left.get_lines()[0].get_color() == plotting.schedule_color("sgd")
+    assert len(fig.legends) == 1 and left.get_legend() is None
+    plotting.check_figure(fig)  # legible, within the column, no legend over the 0.5 line
+    plt.close(fig)

@@ -14,10 +14,15 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import claims, dynamics
+from attention_dynamics import claims, dynamics, plotting
 from attention_dynamics.chapters.routing_content_feedback import figures, report, runs, settings
 from attention_dynamics.training.recall_head import train_specialization_head
 from attention_dynamics.tasks import specialization as recall
+
+
+def panels(fig):
+    """The figure's panels, without its colour bars."""
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
 
 
 @pytest.fixture
@@ -71,7 +76,8 @@ def test_correct_responsibilities_put_one_on_the_requested_tag():
 
 def test_plot_recall_example_draws_inputs_and_truth():
     example = recall.sample_specialization_batch(1, generator=torch.Generator().manual_seed(0))
-    fig, axes = figures.plot_recall_example(example)
+    fig = figures.plot_recall_example(example)
+    axes = panels(fig)
     assert len(axes) == 2 and all(len(ax.images) == 1 for ax in axes)
     assert [t.get_text() for t in axes[0].get_yticklabels()] == ["tag", "request", "label"]
     assert "sources 0–3" in fig._suptitle.get_text()
@@ -105,24 +111,29 @@ def test_run_summary_and_moments(glued):
 
 def test_plot_learning_curves_marks_the_milestones():
     run = fake_run()
-    fig, axes = figures.plot_learning_curves(run, np.zeros(11), n_sources=4, n_labels=8)
-    assert axes.shape == (2, 2)
+    fig = figures.plot_learning_curves(run, np.zeros(11), n_sources=4, n_labels=8)
+    axes = np.array(fig.axes[:4]).reshape(2, 2)  # the 2 × 2 grid; the precision's twin axis comes after
     assert len(axes[0, 1].get_lines()) == 3 + 3  # three curves, three milestones
     assert len(axes[0, 0].get_lines()) == 3 + 3  # the loss, ln C, ln K and the milestones
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1  # one legend, below
+    plotting.check_figure(fig)
     plt.close(fig)
 
 
 def test_plot_attention_snapshots_has_a_column_per_moment():
-    fig, axes = figures.plot_attention_snapshots(fake_run())
-    assert axes.shape == (2, 5)
+    fig = figures.plot_attention_snapshots(fake_run())
+    axes = np.array(panels(fig)).reshape(2, 5)
     assert all(len(ax.images) == 1 for ax in axes.flat)
     assert len(axes[0, 0].collections) == 1  # the white squares on the correct sources
+    assert len(fig.axes) == 10 + 1  # one colour bar for all panels
+    plotting.check_figure(fig)
     plt.close(fig)
 
 
 def test_plot_prototype_trajectories_one_path_per_label():
     coords = np.cumsum(np.ones((11, 8, 2)), axis=0)
-    fig, ax = figures.plot_prototype_trajectories(fake_run(), coords, np.array([0.6, 0.3]))
+    fig = figures.plot_prototype_trajectories(fake_run(), coords, np.array([0.6, 0.3]))
+    ax = fig.axes[0]
     assert len(ax.get_lines()) == 8 and len(ax.texts) == 8
     assert "60%" in ax.get_xlabel()
     plt.close(fig)
@@ -130,12 +141,15 @@ def test_plot_prototype_trajectories_one_path_per_label():
 
 def test_plot_frozen_runs_and_value_step_ratios():
     variants = {name: fake_run() for name in settings.VARIANTS}
-    fig, axes = figures.plot_frozen_runs(variants, n_sources=4)
+    fig = figures.plot_frozen_runs(variants, n_sources=4)
+    axes = fig.axes
     assert len(axes[0].get_lines()) == 4 and len(axes[1].get_lines()) == 3
+    plotting.check_figure(fig)
     plt.close(fig)
     etas = np.logspace(-2, 0, 5)
     curves = {name: 1 - etas * 0.1 for name in ("a", "b", "c")}
-    fig, axes = figures.plot_value_step_ratios(etas, curves, {"a": 1.0, "b": 1.0, "c": 1.0})
+    fig = figures.plot_value_step_ratios(etas, curves, {"a": 1.0, "b": 1.0, "c": 1.0})
+    axes = fig.axes
     assert len(axes[0].get_lines()) == 3 + 1 and len(axes[1].get_lines()) == 6
     plt.close(fig)
 
@@ -160,7 +174,8 @@ def test_compatibility_change_claim_and_glue(tiny_run, glued):
     assert claim.value == pytest.approx(direct, rel=1e-12)
     above = [s for s, e in zip(run.steps, curve) if e > 0.1]
     assert glued["ch3.db_err_below_10pct_until"] == (above[0] if above else run.steps[-1])
-    fig, axes = figures.plot_compatibility_changes(run, changes, curve, eta=1e-2, n_positions=check.targets.numel())
+    fig = figures.plot_compatibility_changes(run, changes, curve, eta=1e-2, n_positions=check.targets.numel())
+    axes = panels(fig)
     assert len(axes) == 3 and len(axes[0].collections) == 1 and len(axes[2].get_lines()) == 1 + 3
     plt.close(fig)
 
@@ -195,3 +210,14 @@ def test_train_variants_freezes_each_variants_matrices(monkeypatch):
     monkeypatch.setattr(runs, "map_parallel", lambda fn, jobs: [job["frozen"] for job in jobs])
     out = runs.train_variants({"seed": 0})
     assert out == {"full": (), "values frozen": ("W_V",), "routing frozen": ("W_Q", "W_K")}
+
+
+def test_plot_advantage_change_keeps_its_legends_beside_the_panels():
+    steps = np.arange(0, 110, 10)
+    trace = {"steps": steps, **{k: np.linspace(0.0, 1.0, len(steps)) for k in (
+        "gain_correct", "gain_other_source", "gain_query_key", "rule_agreement", "correct_rich", "self_share")}}
+    fig = figures.plot_advantage_change(trace)
+    top, bottom = fig.axes
+    assert len(top.get_lines()) == 3 and len(bottom.get_lines()) == 3 + 1  # three measures and the coin's 0.5
+    plotting.check_figure(fig)  # no legend over the 0.5 line, no text under 8 pt
+    plt.close(fig)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import entropy
 
-from attention_dynamics import claims
+from attention_dynamics import claims, plotting
 from attention_dynamics.chapters.sticky_markov_chain import figures, lr_surface, paper_scale, report, runs, settings
 from attention_dynamics.models.single_head import initial_head
 from attention_dynamics.tasks import sticky_chain
@@ -68,7 +68,8 @@ def test_record_floors_are_mean_row_entropies(captured):
 
 
 def test_plot_transition_rows_draws_both_chains():
-    fig, ax = figures.plot_transition_rows({k: sticky_chain.transition_matrix(k) for k in sticky_chain.CHAIN_KINDS})
+    fig = figures.plot_transition_rows({k: sticky_chain.transition_matrix(k) for k in sticky_chain.CHAIN_KINDS})
+    ax = fig.axes[0]
     assert len(ax.containers) == 2 and all(len(c) == sticky_chain.N_SYMBOLS for c in ax.containers)
     assert len(ax.get_legend().get_texts()) == 2
 
@@ -101,8 +102,11 @@ def test_record_protocol_against_hand_computed_summaries(captured):
     assert captured["sticky.final_loss_em"].lower == pytest.approx((math.log(8) + 1.0) / 2)
     assert captured["sticky.gap_covered_em_like"] == pytest.approx((math.log(8) - 1.5) / (math.log(8) - 1.0))
     assert captured["sticky.first_step_min"] == 8 and captured["sticky.first_step_max"] == 12
-    fig, ax = figures.plot_protocol(runs, cfg.seeds, protocol["speedup"])
+    fig = figures.plot_protocol(runs, cfg.seeds, protocol["speedup"])
+    ax = fig.axes[0]
     assert len(ax.lines) == 2 + 3  # two mean curves; threshold, ln 8, mean first step
+    assert ax.get_legend() is None and len(fig.legends) == 1  # the legend below, off the reference lines
+    plotting.check_figure(fig)
     assert len(ax.collections) == 2  # the seeds' ranges
 
 
@@ -149,18 +153,23 @@ def test_record_deep_and_long_runs_against_the_stored_runs(captured, heavy):
 
 
 def test_long_run_and_deep_figures(heavy):
-    fig, axes = figures.plot_long_runs(heavy, 1.9, 1000)
+    fig = figures.plot_long_runs(heavy, 1.9, 1000)
+    axes = fig.axes
     n = len(heavy["long_run"]["runs"])
     assert len(axes[0].lines) == n + 3 and len(axes[1].lines) == n + 4  # + H_min, ln 8, protocol end (+ filter)
-    fig, ax = figures.plot_deep(heavy)
+    plotting.check_figure(fig)
+    fig = figures.plot_deep(heavy)
+    ax = fig.axes[0]
     assert len(ax.lines) == 3 and ax.get_yscale() == "log"
+    plotting.check_figure(fig)
 
 
 def test_plot_value_trajectories_draws_every_prototype():
     rng = np.random.default_rng(0)
     runs = {(name, 7): SimpleNamespace(value_prototypes=rng.normal(size=(5, sticky_chain.N_SYMBOLS, 15)))
             for name in settings.SCHEDULE_PAIR}
-    fig, axes = figures.plot_value_trajectories(runs, 7, 40)
+    fig = figures.plot_value_trajectories(runs, 7, 40)
+    axes = fig.axes
     for ax in axes:
         assert len(ax.lines) == 2 * sticky_chain.N_SYMBOLS + 1  # path and end per prototype; the origin
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import compute
+from attention_dynamics import compute, plotting
 from attention_dynamics.chapters.sticky_markov_chain import figures, lr_surface, paper_scale, runs
 from attention_dynamics.models.single_head import initial_head
 from attention_dynamics.paths import data_path
@@ -125,6 +125,7 @@ def test_surface_regenerates_at_the_fast_scale_through_compute(tmp_path):
     assert len(fig.axes) == 2
     fig = figures.plot_condition_speedups(loaded, m_step={"M-step": 2.0})
     assert len(fig.axes) == 1
+    plotting.check_figure(fig)
 
 
 def test_a_partial_set_of_jobs_gives_a_partial_file():
@@ -183,3 +184,4 @@ def test_values_axis_interpolates_in_log_log():
     assert math.isnan(lr_surface.values_axis_speedup_at(results, 30.0))
     fig = figures.plot_values_axis(results, {0.3: (3.0, 1.5)})
     assert len(fig.axes) == 1
+    plotting.check_figure(fig)

@@ -15,7 +15,7 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 
-from attention_dynamics import claims
+from attention_dynamics import claims, plotting
 from attention_dynamics.chapters.two_timescale_em import figures, report, runs, settings
 
 
@@ -62,7 +62,8 @@ def test_likelihood_curves_start_at_the_independent_likelihood_and_em_never_decr
 
 
 def test_plot_gmm_em_draws_every_path_and_curve(bridge):
-    fig, axes = figures.plot_gmm_em(bridge, report.likelihood_curves(bridge))
+    fig = figures.plot_gmm_em(bridge, report.likelihood_curves(bridge))
+    axes = fig.axes
     assert len(axes) == 2
     assert len(axes[0].lines) == settings.GMM_K  # one EM path per mean
     assert len(axes[1].lines) == 2 + len(settings.PLAIN_FACTORS)
@@ -119,7 +120,8 @@ def test_ratio_sweep_orders_ratios_and_keeps_the_equal_rate_summary():
     assert sweep[4.0]["frame_first_fraction"] == pytest.approx(2 / 3)
     assert sweep[0.5]["median_time_ratio"] == pytest.approx(np.median([2.0, 0.5]))
     assert len(table.splitlines()) == 4
-    fig, axes = figures.plot_ratio_sweep(sweep)
+    fig = figures.plot_ratio_sweep(sweep)
+    axes = fig.axes
     assert len(axes[0].lines) == 2 and len(axes[0].collections) == 2 * 3  # medians; seeds per ratio
     assert len(axes[1].lines) == 3  # t_P/t_F, frame-first share, the line at 1
     assert [t.get_text() for t in axes[1].get_xticklabels()] == ["0.5", "1", "4"]
@@ -127,11 +129,14 @@ def test_ratio_sweep_orders_ratios_and_keeps_the_equal_rate_summary():
 
 def test_plot_settling_rates_draws_every_seed():
     summary = {"frame_steps": np.array([100.0, 200.0, 300.0]), "value_steps": np.array([200.0, 100.0, 600.0])}
-    fig, axes = figures.plot_settling_rates(FAKE, summary, settle_window=100)
+    fig = figures.plot_settling_rates(FAKE, summary, settle_window=100)
+    axes = fig.axes
     assert len(axes[0].lines) == 2 * len(FAKE) + 2 + 1  # two curves per seed, legend stubs, threshold
     assert len(axes[1].collections) == 1 and len(axes[1].collections[0].get_offsets()) == len(FAKE)
     lo, hi = axes[1].get_xlim()
     assert lo == pytest.approx(90.0) and hi == pytest.approx(660.0)
+    assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in axes)  # one legend, below the panels
+    plotting.check_figure(fig)
 
 
 def _freeze_result(kind, finals, unfrozen, initial, steps):
@@ -223,3 +228,18 @@ def test_order_statistics_intervals():
     assert out["ratio_interval"][0] > 1.0
     half = runs.order_statistics({"frame": [10, 20, 30, 40], "values": [20, 10, 40, 30]})
     assert half["fraction_interval"][0] < 0.5 < half["fraction_interval"][1]
+
+
+def test_plot_settling_comparison_and_freeze_frame_keep_their_legends_off_the_reference_lines():
+    rows = [{"fraction": f, "mean_difference": -10.0 * k, "low": -10.0 * k - 5, "high": -10.0 * k + 5,
+             "frame": [100, 120], "values": [90, 100]} for k, f in enumerate((0.01, 0.1, 0.3))]
+    fig = figures.plot_settling_comparison({"rows": rows, "n_runs": 2, "confidence": 0.95, "resolution": 2})
+    assert len(fig.legends) == 1 and fig.axes[0].get_legend() is None
+    plotting.check_figure(fig)
+    steps = [0, 100, 200]
+    head = _freeze_result("head", [[1.5, 1.005, 1.0], [1.9, 1.02, 1.001]], [1.0, 1.0], [2.0, 2.0], steps)
+    tunnel = _freeze_result("tunnel", [[0.3, 0.3, 0.3], [0.3, 0.3, 0.3]], [0.1, 0.1], [1.0, 1.0], steps)
+    fig = figures.plot_freeze_frame({"head": head, "tunnel": tunnel}, 0.01)
+    assert len(fig.axes) == 2 and len(fig.legends) == 1
+    assert fig.axes[0].get_xlim()[0] < 0  # a freeze at step 0 stays visible
+    plotting.check_figure(fig)

@@ -233,17 +233,28 @@ cfg
 #
 # ## A worked example
 #
-# The figure shows the laws at work on one small causal head (weights from $\mathcal{N}(0, 1)$, as
-# in chapter 1, so that the attention is far from uniform). Reading across: the attention weights,
-# the compatibilities $b_{ij}$, the advantages $A_{ij}$, and the routing gradient
+# {numref}`fig-gradient-worked-example` shows the laws at work on one small causal head (weights from
+# $\mathcal{N}(0, 1)$, as in chapter 1, so that the attention is far from uniform). Reading across: the
+# attention weights, the compatibilities $b_{ij}$, the advantages $A_{ij}$, and the routing gradient
 # $\partial L/\partial s_{ij} = -\alpha_{ij} A_{ij}$. Blank cells are masked.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "remove-output"]
 # a causal head 4 -> 3/3/3 -> 3, T = 8, weights from N(0, 1)
 example = runs.worked_example(generator)
-figures.plot_worked_example(example)
-plotting.plt.show()
 report.glue_worked_example(example)
+plotting.glue_figure("fig-gradient-worked-example", figures.plot_worked_example(example))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-gradient-worked-example
+# :name: fig-gradient-worked-example
+# :alt: Four heat maps of an eight-position causal head, query position down and key position across, blank above the diagonal: the attention weights, the compatibilities b_ij, the advantages A_ij and the routing gradient, the last three on blue-to-red scales centred at zero.
+#
+# The routing law on the worked example: attention $\alpha_{ij}$ (top left), compatibility
+# $b_{ij} = u_i \cdot v_j$ (top right), advantage $A_{ij} = \mathbb{E}_{\alpha_i}[b] - b_{ij}$ (bottom left) and
+# routing gradient $\partial L / \partial s_{ij} = -\alpha_{ij} A_{ij}$ (bottom right); keys after their query are
+# masked. Compare the advantage with the routing gradient: the gate $\alpha_{ij}$ shrinks the advantage of keys
+# that are barely attended.
+# ```
 
 # %% [markdown] tags=[]
 # The compatibility matrix is large and of both signs wherever the error is large, but the routing
@@ -345,17 +356,27 @@ print(
 # $\beta \to \infty$ makes it one-hot, while every other part of the head stays fixed
 # (`gradients.inverse_temperature_sweep`, which scales $W_Q$ by $\beta$).
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "remove-output"]
 sweep = runs.temperature_sweep(cfg, generator)  # one head (std 0.5), scores multiplied by β
-figures.plot_temperature_sweep(sweep)
-plotting.plt.show()
+plotting.glue_figure("fig-gradient-temperature-sweep", figures.plot_temperature_sweep(sweep))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-gradient-temperature-sweep
+# :name: fig-gradient-temperature-sweep
+# :alt: Left, the mean attention entropy falling and the largest attention weight rising to one as the inverse temperature beta grows on a log axis. Right, on log-log axes with entropy decreasing to the right, the routing gradient norm rising then falling steeply under a dotted entropy bound, while the value gradient norm levels off.
+#
+# One head with its scores multiplied by an inverse temperature $\beta$. Left: the mean attention entropy and
+# the mean largest weight against $\beta$. Right: the norms of the routing gradient $\partial L/\partial s$
+# and of the value gradient $\partial L/\partial v$ against the mean attention entropy, with the entropy bound
+# {eq}`eq-grad-entropy-bound` dotted; the attention sharpens from left to right.
+# ```
 
 # %% tags=["hide-input"]
 report.record_sweep_claims(sweep, cfg, seed=seed)
 
 # %% [markdown] tags=[]
-# As $\beta$ grows, the mean attention entropy falls from {glue:text}`gradients.sweep_entropy_max:.2f`
-# nats (nearly uniform over the causal window) to {glue:text}`gradients.sweep_entropy_min:.1e` nats at
+# {numref}`fig-gradient-temperature-sweep` shows the sweep. As $\beta$ grows, the mean attention entropy falls
+# from {glue:text}`gradients.sweep_entropy_max:.2f` nats (nearly uniform over the causal window) to {glue:text}`gradients.sweep_entropy_min:.1e` nats at
 # $\beta =$ {glue:text}`gradients.sweep_beta_max:.0f`. The routing gradient does not fall at once.
 # While the attention is still broad it first grows, peaking near an entropy of
 # {glue:text}`gradients.sweep_peak_entropy:.2f` nats. Two things cause the rise: the gate
@@ -430,17 +451,30 @@ sticky_measures = report.record_weight_step_claims(sticky_check, random_checks, 
 # schedule, and every {glue:text}`ch2.ws_every` steps takes the same float64 step of size 0.01 on the weights of the
 # current head. Beside each measurement it takes the step again on a reference input set where the two value pictures
 # coincide: $d_{\text{in}} = 20$ orthonormal inputs ($X = I$), with the same head and the sequence's first 20 labels.
+# {numref}`fig-gradient-weight-step` follows both measures along the two runs.
 
 # %% tags=["hide-input", "trained-output"]
 # the sticky head trained with the SGD and EM-like schedules
 ws_traces = runs.weight_step_traces(cfg)
-figures.plot_weight_step_along_training(ws_traces)
-plotting.plt.show()
 report.glue_weight_step_traces(ws_traces, cfg)
 {
     name: {k: np.round(tr[k], 3).tolist() for k in ("steps", "sign_agreement", "value_cosine")}
     for name, tr in ws_traces.items()
 }
+
+# %% tags=["hide-input", "remove-output"]
+plotting.glue_figure("fig-gradient-weight-step", figures.plot_weight_step_along_training(ws_traces))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-gradient-weight-step
+# :name: fig-gradient-weight-step
+# :alt: Two panels against the training step, one colour per schedule, SGD and EM-like: left, the share of attended pairs whose attention moves with its advantage, solid on the sticky chain and dashed on orthonormal inputs, above a grey line at one half; right, the cosine between the value law's step and the actual step.
+#
+# One float64 weight step, taken every few training steps of the sticky-chain head under the SGD and EM-like
+# schedules. Left: the share of attended pairs whose centred score change has the sign of the routing law's;
+# the grey line at one half is what a change unrelated to the advantage would give. Right: the cosine between
+# the value law's $\Delta v$ and the actual one. Solid: the sticky chain; dashed: orthonormal inputs ($X = I$).
+# ```
 
 # %% [markdown] tags=[]
 # Training does not bring the two pictures together. Along the SGD run (loss {glue:text}`ch2.ws_sgd_loss_end:.3f`

@@ -85,14 +85,23 @@ K, n_labels = example.n_sources, example.n_labels
 report.glue_task(example)  # the sizes, glued with the loss's three reference levels
 
 # %% [markdown] tags=[]
-# The figure shows one sequence ({glue:text}`recall.K` sources, {glue:text}`recall.Q` queries,
+# {numref}`fig-recall-task` shows one sequence ({glue:text}`recall.K` sources, {glue:text}`recall.Q` queries,
 # {glue:text}`recall.n_tags` possible tags, {glue:text}`recall.n_labels` labels, input width
 # {glue:text}`recall.d_in`) and its ground-truth responsibilities: a query row has a single 1, on the source
 # whose tag it requests.
 
-# %% tags=["hide-input"]
-figures.plot_recall_example(example)
-plotting.plt.show()
+# %% tags=["hide-input", "remove-output"]
+plotting.glue_figure("fig-recall-task", figures.plot_recall_example(example))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-recall-task
+# :name: fig-recall-task
+# :alt: Two heat maps. Left, the one-hot inputs of one sequence, position across and feature down, split by white lines into the tag, request and label blocks. Right, the correct responsibilities, query position down and key position across, a single bright cell in each query row on the source it needs.
+#
+# One sequence of the recall task. Left: its inputs by feature block (source tag, request, label), position
+# across. Right: the correct responsibility of every (query, key) pair, blank after the query; the white line
+# separates the source rows from the query rows.
+# ```
 
 # %% [markdown] tags=[]
 # ## Training one head
@@ -133,8 +142,8 @@ summary = report.run_summary(run, advantage)
 {k.removeprefix("ch3."): round(float(v), 4) for k, v in summary.items()}
 
 # %% [markdown] tags=[]
-# The learning curves tell the story in four acts (dotted lines mark the steps at which the E-step quality
-# has covered 25, 50 and 75% of its rise).
+# The learning curves ({numref}`fig-recall-learning-curves`) tell the story in four acts (dotted lines mark
+# the steps at which the E-step quality has covered 25, 50 and 75% of its rise).
 #
 # 1. **Values first.** During the initial plateau, while attention is still uniform, the values already turn
 #    toward their labels' ideal prototypes: the alignment passes 0.9 at step {glue:text}`ch3.aligned_step`.
@@ -158,39 +167,74 @@ summary = report.run_summary(run, advantage)
 # share of attention on the right source decides the answer. Precision of the values compensates for an
 # imperfect routing — a first glimpse of the next chapter's two timescales.
 
-# %% tags=["hide-input", "trained-output"]
-figures.plot_learning_curves(run, advantage, n_sources=K, n_labels=n_labels)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure(
+    "fig-recall-learning-curves",
+    figures.plot_learning_curves(run, advantage, n_sources=K, n_labels=n_labels),
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-recall-learning-curves
+# :name: fig-recall-learning-curves
+# :alt: Four panels against the training step, each crossed by three dotted vertical milestone lines: the probe loss on a log axis with grey lines at ln C and ln K; the attention on the correct source and on any source with the purity; the value alignment with the precision loss on a second axis; and the correct source's advantage.
+#
+# The head's training run. Top left: the probe loss, with the uniform guess $\ln C$ (dashed) and the
+# routing-blind level $\ln K$ (dotted). Top right: the E-step quality (attention on the correct source), the
+# attention on any source and the purity of the soft counts. Bottom left: the values' alignment with their ideal
+# prototypes and their precision loss (right axis). Bottom right: the correct source's advantage, scaled by the
+# number of queries $N$. Dotted verticals: the three milestones of the E-step quality's rise, as in the text.
+# ```
 
 # %% [markdown] tags=[]
 # ### Attention and specialization at several steps
 #
-# The attention pattern of one probe sequence at initialisation, at the three milestones and at the end
-# (white squares mark each query's correct source), and below it the specialization matrix: the mean
-# attention from queries that request tag $r$ to the source with tag $c$, over all probe sequences. Routing
-# goes from uniform to a sharp match, and the specialization matrix from flat to diagonal: each value serves
-# exactly the queries that ask for it.
+# {numref}`fig-recall-snapshots` shows the attention pattern of one probe sequence at initialisation, at the
+# three milestones and at the end (white squares mark each query's correct source), and below it the
+# specialization matrix: the mean attention from queries that request tag $r$ to the source with tag $c$, over
+# all probe sequences. Routing goes from uniform to a sharp match, and the specialization matrix from flat to
+# diagonal: each value serves exactly the queries that ask for it.
 
-# %% tags=["hide-input", "trained-output"]
-figures.plot_attention_snapshots(run)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure("fig-recall-snapshots", figures.plot_attention_snapshots(run))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-recall-snapshots
+# :name: fig-recall-snapshots
+# :alt: Two rows of five heat maps on one colour scale from 0 to 1, one column per training step from initialisation to the end. Top row, the causal attention of one probe sequence with white squares on each query's correct source; bottom row, the mean attention from each requested tag to each source tag.
+#
+# Top: the attention of the first probe sequence at initialisation, at the three milestones of
+# {numref}`fig-recall-learning-curves` and at the end of training; white squares mark each query's correct
+# source. Bottom: the specialization matrix at the same steps, the mean attention from queries requesting tag
+# $r$ to the source with tag $c$ over all probe sequences. One colour scale for all panels.
+# ```
 
 # %% [markdown] tags=[]
 # ### Value trajectories
 #
 # Each label contributes a fixed vector to the value of any source that carries it (its row of $W_V$ on the
-# label block). The figure follows these label prototypes through training, projected on the two principal
-# axes of their final positions ({py:func}`chapters.routing_content_feedback.runs.prototype_trajectories`; the axes carry
+# label block). {numref}`fig-recall-prototypes` follows these label prototypes through training, projected on the
+# two principal axes of their final positions ({py:func}`chapters.routing_content_feedback.runs.prototype_trajectories`; the axes carry
 # {glue:text}`ch3.pca_explained:.0%` of the final prototypes' variance). They start in a small cloud around the
 # origin and move out along separate directions — the values specialize to their labels — most of the way
 # during the plateau, before routing has formed, and then keep moving outward more slowly: their scale, and
 # with it the confidence of the readout, keeps growing after their directions are set.
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 coords, explained = runs.prototype_trajectories(run)
 claims.glue("ch3.pca_explained", float(explained.sum()))
-figures.plot_prototype_trajectories(run, coords, explained)
-plotting.plt.show()
+plotting.glue_figure(
+    "fig-recall-prototypes", figures.plot_prototype_trajectories(run, coords, explained)
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-recall-prototypes
+# :name: fig-recall-prototypes
+# :alt: Eight coloured paths in the plane of two principal components, one per label, each starting near the origin with a dot, marked by a diamond at the routing transition and ending in a star numbered with its label, spreading outward in different directions.
+#
+# The label prototypes (each label's row of $W_V$ on the label block) over training, projected on the first two
+# principal components of their final positions; the axes give the share of variance each carries. Dot: start;
+# diamond: the middle of the routing transition; star: end of training, numbered by label.
+# ```
 
 # %% [markdown] tags=[]
 # ### The loop needs both sides
@@ -201,13 +245,21 @@ plotting.plt.show()
 # drives routing builds much more slowly, and after {glue:text}`ch3.steps` steps the loss is still
 # {glue:text}`ch3.frozen_values_loss:.3f` nats, against {glue:text}`ch3.final_probe_loss:.4f` for the full head.
 # Content learning feeds routing and routing feeds content: neither side alone reproduces the full head's
-# dynamics.
+# dynamics ({numref}`fig-recall-frozen`).
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 claims.glue("ch3.frozen_routing_loss", variants["routing frozen"].probe_loss[-1])
 claims.glue("ch3.frozen_values_loss", variants["values frozen"].probe_loss[-1])
-figures.plot_frozen_runs(variants, n_sources=K)
-plotting.plt.show()
+plotting.glue_figure("fig-recall-frozen", figures.plot_frozen_runs(variants, n_sources=K))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-recall-frozen
+# :name: fig-recall-frozen
+# :alt: Two panels against the training step for three runs, the full head, values frozen and routing frozen: left, the probe loss on a log axis with a grey dotted line at ln K; right, the attention on the correct source.
+#
+# The full head and the two runs with one side of the loop frozen (same seed). Left: the probe loss, with the
+# routing-blind level $\ln K$ dotted. Right: the E-step quality, the mean attention on the correct source.
+# ```
 
 # %% [markdown] tags=[]
 # ## The first-order predictions, checked
@@ -254,12 +306,24 @@ claims.glue("ch3.n_check", cfg.n_check)
     for name, r in ratio_curves.items()
 }
 
-# %% tags=["hide-input", "trained-output"]
-figures.plot_value_step_ratios(etas, ratio_curves, bounds)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure(
+    "fig-recall-value-step", figures.plot_value_step_ratios(etas, ratio_curves, bounds)
+)
 
 # %% [markdown] tags=[]
-# The ratio tends to 1 at every moment of training, its deviation falls in proportion to $\eta$ (slope 1 on
+# ```{glue:figure} fig-recall-value-step
+# :name: fig-recall-value-step
+# :alt: Two panels against the step size eta on a log axis, one colour per moment of training: left, the ratio of the actual to the predicted loss change under a grey line at 1; right, one minus that ratio on log-log axes with its dashed a-priori bound in the same colour.
+#
+# A value-only step at three moments of training (initialisation, the middle of the routing transition, the
+# end). Left: the actual loss change divided by the first-order prediction {eq}`eq-value-step-loss`, with the
+# exact ratio, one, in grey. Right: $1 -$ that ratio, with the bound $\eta\lambda/2$ of {eq}`eq-value-step-bound` dashed in the
+# moment's colour.
+# ```
+
+# %% [markdown] tags=[]
+# In {numref}`fig-recall-value-step` the ratio tends to 1 at every moment of training, its deviation falls in proportion to $\eta$ (slope 1 on
 # the right), and it stays inside the a-priori bound {eq}`eq-value-step-bound`, by one to three orders of
 # magnitude. At the smallest step and the routing transition — the most dynamic moment — the ratio is
 # {glue:text}`dynamics.first_order_value_step_ratio:.8f`, within the bound
@@ -298,14 +362,27 @@ db_claim = report.record_compatibility_change(
 )
 {name: round(c.relative_error, 4) for name, c in db_changes.items()}
 
-# %% tags=["hide-input", "trained-output"]
-figures.plot_compatibility_changes(
-    run, db_changes, db_error_curve, eta=eta_db, n_positions=check.targets.numel()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure(
+    "fig-recall-compatibility-change",
+    figures.plot_compatibility_changes(
+        run, db_changes, db_error_curve, eta=eta_db, n_positions=check.targets.numel()
+    ),
 )
-plotting.plt.show()
 
 # %% [markdown] tags=[]
-# At initialisation the prediction is good: the relative error is
+# ```{glue:figure} fig-recall-compatibility-change
+# :name: fig-recall-compatibility-change
+# :alt: Top, two scatter plots of the actual against the predicted change of the compatibilities after a value step, at initialisation and at the end of training, with the diagonal in grey; bottom, the relative error of the prediction against the training step, with three dotted milestone lines.
+#
+# The compatibility change after a small value step, scaled by $N^2/\eta$: the actual change ($u$ recomputed
+# after the step) against the prediction {eq}`eq-db-prediction`, at initialisation (top left) and at the end of
+# training (top right), with the diagonal in grey; bottom, the relative error of the prediction at every
+# checkpoint, the milestones dotted.
+# ```
+
+# %% [markdown] tags=[]
+# {numref}`fig-recall-compatibility-change` compares the two. At initialisation the prediction is good: the relative error is
 # {glue:text}`dynamics.db_prediction_rel_err:.3f`, because the readout $W_O$ is small and the error signal barely
 # responds to the values. It stays below 10% until step {glue:text}`ch3.db_err_below_10pct_until`; by the middle
 # of the routing transition it is {glue:text}`ch3.db_err_transition:.2f` and at the end of training
@@ -346,16 +423,30 @@ plotting.plt.show()
 # {py:func}`dynamics.advantage_change_rate` computes the three terms in closed form. Forward-mode automatic
 # differentiation through a real value step, with the error signal recomputed by autograd
 # ({py:func}`dynamics.advantage_change_autograd`), checks them in float64 at every checkpoint of the run. Then, along
-# training, we count which keys gain advantage under a value step, and how often the rule gets the sign right.
+# training, we count which keys gain advantage under a value step, and how often the rule gets the sign right
+# ({numref}`fig-recall-advantage-change`).
 
 # %% tags=["hide-input", "trained-output"]
 adv_errors, adv_scales = runs.advantage_change_errors(run, check)
 report.record_advantage_change(adv_errors, adv_scales, common=common, n_check=cfg.n_check)
 adv_trace = runs.advantage_change_along_training(run, check)
-figures.plot_advantage_change(adv_trace)
-plotting.plt.show()
 report.glue_advantage_trace(adv_trace, advantage)
 {k: np.round(v[::10], 2).tolist() for k, v in adv_trace.items()}  # every tenth checkpoint
+
+# %% tags=["hide-input", "remove-output"]
+plotting.glue_figure("fig-recall-advantage-change", figures.plot_advantage_change(adv_trace))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-recall-advantage-change
+# :name: fig-recall-advantage-change
+# :alt: Two panels against the training step. Top, the share of attended pairs whose advantage rises under a value step, for the source holding the answer, the other sources and earlier queries. Bottom, how often the rich-get-richer rule has the right sign, how often the answer's source is above the threshold, and the self term's share, with a grey line at one half.
+#
+# The first-order change of the advantage under a value step {eq}`eq-advantage-change`, at every checkpoint.
+# Top: the share of attended pairs with $dA_{ij}/d\eta > 0$, by kind of key. Bottom: the share of attended pairs
+# for which the rich-get-richer rule has the sign of the whole change, the share of queries whose answer's source
+# is above the threshold $\sum_{j'} \alpha_{ij'}^2$, and the self term's share of the summed magnitudes of the
+# three terms; the grey line at one half is a coin toss.
+# ```
 
 # %% [markdown] tags=[]
 # The closed form matches autograd to {glue:text}`dynamics.advantage_change_max_abs_err:.0e` at every checkpoint.

@@ -95,17 +95,28 @@ print(
 # %% [markdown] tags=[]
 # The largest difference between the EM step and the preconditioned gradient step, over all coordinates of
 # all {glue:text}`ch4.n_em_iterations` iterates, is {glue:text}`em.xu_jordan_max_err:.1e` — rounding error,
-# as the algebra says. The left panel shows the data and the means moving under EM from three data points.
+# as the algebra says. The left panel of {numref}`fig-em-gmm` shows the data and the means moving under EM from
+# three data points.
 # On the right, the mean log-likelihood per point along EM, along gradient ascent preconditioned by
 # $\sigma^2/N_k$ with step 1 (the same curve: it *is* EM), and along plain gradient ascent with one step size
 # $c\,\sigma^2/N$ for every component. Plain ascent must be tuned: too small and it crawls, too large and it
 # diverges ({glue:text}`ch4.diverging_c` × $\sigma^2/N$ leaves the plot). EM needs no step size, and never
 # decreases the likelihood.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "remove-output"]
 curves = report.likelihood_curves(bridge)  # EM, preconditioned and plain gradient ascent
-figures.plot_gmm_em(bridge, curves)
-plotting.plt.show()
+plotting.glue_figure("fig-em-gmm", figures.plot_gmm_em(bridge, curves))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-em-gmm
+# :name: fig-em-gmm
+# :alt: Left, a scatter of two-dimensional points coloured by the mixture component that drew them, with the black paths of the three means under EM from open circles to stars. Right, the mean log-likelihood against the iteration for EM, for the preconditioned gradient ascent on top of it, and for plain gradient ascent at three step sizes.
+#
+# EM on a Gaussian mixture. Left: the data, coloured by the component that drew each point, and the path of each
+# mean under EM (circle: start; star: end). Right: the mean log-likelihood per point along EM, along gradient
+# ascent preconditioned by $\sigma^2/N_k$ with step 1 (dashed), and along plain gradient ascent with the step
+# sizes $c\,\sigma^2/N$ of the legend.
+# ```
 
 # %% [markdown] tags=[]
 # ### The correspondence to attention
@@ -157,6 +168,7 @@ plotting.plt.show()
 # The paper's dissociation predicts $t_F < t_P$. We train {glue:text}`ch4.n_seeds` heads (seeds
 # {glue:text}`ch4.first_seed` to {glue:text}`ch4.last_seed`, each drawing its own data and initialisation) with
 # learning rate {glue:text}`ch4.lr` on every matrix for {glue:text}`ch4.steps` steps, on both cores.
+# {numref}`fig-em-settling-rates` shows both rates of change for every seed and the settling steps they give.
 
 # %% tags=["trained-output", "hide-input"]
 tau = settings.TAU  # fixed before looking at the results
@@ -164,9 +176,21 @@ equal_runs, sweep_runs = runs.train_heads(cfg)  # equal rates; and per value/rou
 summary = runs.rate_settling_summary(equal_runs, threshold=tau)
 report.glue_equal_rates(summary, cfg)
 
-# %% tags=["hide-input", "trained-output"]
-figures.plot_settling_rates(equal_runs, summary, tau=tau, settle_window=cfg.settle_window)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure(
+    "fig-em-settling-rates",
+    figures.plot_settling_rates(equal_runs, summary, tau=tau, settle_window=cfg.settle_window),
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-em-settling-rates
+# :name: fig-em-settling-rates
+# :alt: Left, on a log axis against the training step, one thin curve per seed for the attention mass the frame moves per window and for the relative change of the values, with a dashed threshold line. Right, one dot per seed at its frame settling step across and its value settling step up, with the grey diagonal of equal times.
+#
+# The rate criterion at equal learning rates. Left: for every seed, the fraction of attention mass the frame moves
+# and the relative change of the values, per window of steps; the dashed line is the threshold $\tau$. Right: each
+# seed's settling steps, $t_F$ across and $t_P$ up; above the grey diagonal the frame settles first.
+# ```
 
 # %% tags=["trained-output", "hide-input"]
 sensitivity = runs.sensitivity_rows(equal_runs, cfg.settle_window)
@@ -183,12 +207,25 @@ print(report.sensitivity_table(sensitivity))
 # whole path over the run ({py:func}`settling.path_settling_step`). For each seed the difference
 # $t_P - t_F$ is then paired (same head, same data), and {py:func}`chapters.two_timescale_em.runs.settling_comparison` gives its
 # mean with a 95% $t$ interval over the seeds. We call an order only where that interval excludes zero, and show
-# the verdict across thresholds from $f$ = 30% down to 1%. The claims use $f$ = 10%, chosen before the runs.
+# the verdict across thresholds from $f$ = 30% down to 1% ({numref}`fig-em-settling-paths` and the table under
+# it). The claims use $f$ = 10%, chosen before the runs.
+
+# %% tags=["trained-output", "hide-input", "remove-output"]
+comparison, order, path_table = report.path_comparison(equal_runs, cfg, seed=seed)
+plotting.glue_figure("fig-em-settling-paths", figures.plot_settling_comparison(comparison))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-em-settling-paths
+# :name: fig-em-settling-paths
+# :alt: The paired difference between the values' and the frame's settling steps against the remaining-path threshold on a log axis: the mean over seeds with its confidence interval as error bars, every seed's difference as a dot, and a grey band around zero one recording interval wide.
+#
+# The unit-free path criterion at equal learning rates: the values' settling step minus the frame's, $t_P - t_F$,
+# against the threshold $f$ (the share of its whole path a quantity may still travel). Error bars: the mean over
+# seeds and its $t$ interval; dots: single seeds; grey band: zero, plus or minus one recording interval. Above
+# zero the frame settles first.
+# ```
 
 # %% tags=["trained-output", "hide-input"]
-comparison, order, path_table = report.path_comparison(equal_runs, cfg, seed=seed)
-figures.plot_settling_comparison(comparison)
-plotting.plt.show()
 print(path_table)
 
 # %% tags=["trained-output", "hide-input"]
@@ -233,16 +270,25 @@ print(order)
 sweep, sweep_table = report.ratio_sweep(sweep_runs, summary, tau=tau)
 print(sweep_table)
 
-# %% tags=["hide-input", "trained-output"]
-figures.plot_ratio_sweep(sweep, tau=tau)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure("fig-em-ratio-sweep", figures.plot_ratio_sweep(sweep, tau=tau))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-em-ratio-sweep
+# :name: fig-em-ratio-sweep
+# :alt: Two panels against the value-to-routing learning-rate ratio on a log axis. Left, the median settling steps of the frame and of the values with every seed's steps as small dots. Right, the median ratio of the two settling steps and the fraction of seeds whose frame settles first, with a grey line at 1.
+#
+# The rate criterion as the values' learning rate is scaled against the routing's. Left: the settling steps
+# $t_F$ and $t_P$, medians joined and single seeds as dots. Right: the median ratio $t_P/t_F$ and the fraction of
+# seeds whose frame settles first; the grey line marks a ratio of one.
+# ```
 
 # %% tags=["trained-output", "hide-input"]
 sweep_paths, sweep_path_table = report.sweep_path_comparison(sweep_runs)
 print(sweep_path_table)
 
 # %% [markdown] tags=[]
-# Both times move with the values' learning rate. Faster values (ratio
+# Both times move with the values' learning rate ({numref}`fig-em-ratio-sweep`). Faster values (ratio
 # {glue:text}`ch4.highest_ratio:g`) bring *both* settling times forward — the values settle at a median step of
 # {glue:text}`ch4.value_step_high:.0f` and the frame at {glue:text}`ch4.frame_step_high:.0f` — because
 # informative values are what create the advantage that routing follows; the frame then finishes after the
@@ -285,18 +331,28 @@ print(sweep_path_table)
 # %% tags=["hide-input"]
 frozen = freeze.load_freeze_results()  # computed once; see the text above
 MARGIN = settings.FREEZE_MARGIN
-figures.plot_freeze_frame(
-    {
-        "recall head (this chapter)": frozen["head"],
-        "bijection wind tunnel (chapter 6)": frozen["tunnel"],
-    },
-    MARGIN,
-)
-plotting.plt.show()
 report.record_freeze_claims(frozen, MARGIN)  # freeze step → mean cost (bits), per model
 
+# %% tags=["hide-input", "remove-output"]
+freeze_settings = {
+    "recall head (this chapter)": frozen["head"],
+    "bijection wind tunnel (chapter 6)": frozen["tunnel"],
+}
+plotting.glue_figure("fig-em-freeze-frame", figures.plot_freeze_frame(freeze_settings, MARGIN))
+
 # %% [markdown] tags=[]
-# On the recall head the frame matters: freezing $W_Q$, $W_K$ at initialisation costs
+# ```{glue:figure} fig-em-freeze-frame
+# :name: fig-em-freeze-frame
+# :alt: Two panels, the recall head and the bijection wind tunnel, each showing on log axes the final cost in bits of freezing the query and key weights against the step at which they are frozen, thin lines per seed and a marked mean, with a dashed margin line and a green vertical line where the frame is in place.
+#
+# The cost of freezing the frame: the final probe cross-entropy (recall head, left) or KL divergence from the exact
+# posterior (bijection wind tunnel, right) of a run whose $W_Q$, $W_K$ are frozen at step $t$, minus the unfrozen
+# run's, in bits, per seed and averaged. Dashed: the margin; green: the first freeze step from which every seed
+# stays within it. The step axis is linear below 1 and logarithmic above.
+# ```
+
+# %% [markdown] tags=[]
+# {numref}`fig-em-freeze-frame` shows the costs. On the recall head the frame matters: freezing $W_Q$, $W_K$ at initialisation costs
 # {glue:text}`frame_precision.freeze_frame_cost_bits:.2f` bits of final probe loss, most of the untrained gap of
 # {glue:text}`ch4.freeze_head_gap_bits:.2f` bits. Freezing at step 400 still costs
 # {glue:text}`ch4.freeze_head_cost_at_400:.2f` bits. From step {glue:text}`frame_precision.freeze_frame_step` on,

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@96df987461b3b180a65840fa9dd97b3590998925"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@dbbdfb4a7aaec9ee3eca6a7d5c8bda05ed8cc933"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
@@ -50,8 +50,7 @@ from attention_dynamics.chapters.sticky_markov_chain import (
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.tasks import sticky_chain
 
-# the 20-seed, long-run and deep results are stored results, loaded below
-# (python -m attention_dynamics compute sticky_chain_paper_scale writes them)
+# the 20-seed, long-run and deep results are stored, loaded below (compute sticky_chain_paper_scale)
 cfg = settings.resolve(scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
@@ -86,12 +85,21 @@ cfg
 #
 # The book uses the reference chain to reproduce the paper's numbers and runs the nominal one as a
 # control. Both matrices are circulant (row $i$ is row 0 shifted by $i$), so every column also sums to one
-# and the stationary distribution is uniform.
+# and the stationary distribution is uniform. {numref}`fig-sticky-transition-rows` compares their first rows.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "remove-output"]
 P = report.record_chains()  # chain kind → transition matrix
-figures.plot_transition_rows(P)
-plotting.plt.show()
+plotting.glue_figure("fig-sticky-transition-rows", figures.plot_transition_rows(P))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-sticky-transition-rows
+# :name: fig-sticky-transition-rows
+# :alt: Paired bars for the eight next symbols, the nominal chain and the reference chain side by side, showing the transition probabilities out of symbol 0: highest on staying put, then falling with the circular distance and symmetric about symbol 4.
+#
+# Row 0 of the nominal transition matrix {eq}`eq-sticky-nominal` and of the reference matrix
+# {eq}`eq-sticky-reference`: the probability of each next symbol $j$ from symbol 0. Every other row is this one
+# shifted.
+# ```
 
 # %% [markdown] tags=[]
 # The reference chain stays put with probability
@@ -194,7 +202,8 @@ benchmark = report.glue_benchmark()  # a timing, shown with its machine and load
 # The paper's metric: the threshold is SGD's final loss averaged over the seeds; for each seed, find the
 # first step at which the EM-like loss (recorded before each update, as in the script) is below it;
 # the speed-up is 1000 divided by the mean of those steps. The runs go through the book's one training
-# loop (`training.fit`) with the closed-form engine, two at a time on the two cores.
+# loop (`training.fit`) with the closed-form engine, two at a time on the two cores. {numref}`fig-sticky-protocol`
+# shows the two schedules' loss curves.
 
 # %% tags=["trained-output"]
 sticky_runs = runs.run_grid(
@@ -213,9 +222,18 @@ protocol["summary"]
 # %% tags=["trained-output", "hide-input"]
 speedup = report.record_protocol(sticky_runs, protocol, cfg, hmin)
 
-# %% tags=["hide-input", "trained-output"]
-figures.plot_protocol(sticky_runs, cfg.seeds, speedup)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure("fig-sticky-protocol", figures.plot_protocol(sticky_runs, cfg.seeds, speedup))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-sticky-protocol
+# :name: fig-sticky-protocol
+# :alt: Training loss against the training step for the SGD and EM-like schedules, each a mean curve inside a shaded band spanning the seeds, with a dashed horizontal threshold line, a dotted line at ln 8 and a dashed vertical line where the EM-like schedule first falls below the threshold on average.
+#
+# The paper's protocol: the training loss of each schedule, mean over the seeds and their range (shaded). Dashed
+# horizontal: the threshold, SGD's mean final loss; dotted: the uniform prediction $\ln 8$; dashed vertical: the
+# mean over seeds of the first step at which the EM-like loss is below the threshold.
+# ```
 
 # %% [markdown] tags=[]
 # SGD ends at a mean loss of {glue:text}`sticky.final_loss_sgd:.4f` ± {glue:text}`sticky.final_loss_sgd_sd:.4f`
@@ -355,17 +373,37 @@ lr_surface.surface_table(surface)
 # %% tags=["hide-input", "trained-output"]
 values_special = report.record_surface(surface)
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 m_step_points = report.m_step_points(heavy, surface)
-figures.plot_condition_speedups(surface)
-plotting.plt.show()
-
-# %% tags=["hide-input", "trained-output"]
-figures.plot_lr_surface(surface)
-plotting.plt.show()
+plotting.glue_figure("fig-sticky-condition-speedups", figures.plot_condition_speedups(surface))
 
 # %% [markdown] tags=[]
-# A speed-up is read against SGD's own score by the same metric, {glue:text}`sticky.surface_sgd_self:.2f` on
+# ```{glue:figure} fig-sticky-condition-speedups
+# :name: fig-sticky-condition-speedups
+# :alt: Speed-ups over SGD on a log axis for seven learning-rate conditions, each a group or pair of weight matrices raised tenfold, as points with bootstrap error bars for the paper's five seeds and, beside them, for twenty seeds, above a dotted line at 1 and a dashed line at SGD's own score.
+#
+# The paper's speed-up metric when the learning rate of one group of weights, or of two or all three, is raised
+# tenfold (the ratios to SGD's rate of $W_Q$ and $W_K$, $W_V$, $W_O$ under each label), with percentile
+# bootstrap intervals over seeds. Dotted: a speed-up of one, the threshold reached only at SGD's last step;
+# dashed: SGD's own score on the paper's seeds.
+# ```
+
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure("fig-sticky-lr-surface", figures.plot_lr_surface(surface))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-sticky-lr-surface
+# :name: fig-sticky-lr-surface
+# :alt: Three three-by-three heat maps, one per routing learning-rate ratio, with the readout ratio across and the value ratio up, each computed cell coloured and labelled with its speed-up over SGD and the cells not run left blank.
+#
+# The speed-up over SGD on the paper's five seeds at each computed point of the learning-rate grid: one panel per
+# ratio $\eta_{QK}/0.01$ of the routing weights' rate, the readout's ratio $\eta_O/0.01$ across and the values'
+# $\eta_V/0.01$ up. Blank cells were not run.
+# ```
+
+# %% [markdown] tags=[]
+# {numref}`fig-sticky-condition-speedups` shows every condition and {numref}`fig-sticky-lr-surface` the grid
+# points run so far. A speed-up is read against SGD's own score by the same metric, {glue:text}`sticky.surface_sgd_self:.2f` on
 # the paper's seeds (1 would mean reaching the threshold only at SGD's last step). On the paper's five seeds
 # (intervals: percentile bootstrap over seeds, the threshold recomputed in every resample):
 #
@@ -406,11 +444,21 @@ plotting.plt.show()
 # surface's values axis. Its position there is the size of its first step on $W_V$ relative to SGD's,
 # $\lVert \rho\, S^{-1} \nabla_{W_V} L \rVert / \lVert 0.01\, \nabla_{W_V} L \rVert$ at initialisation
 # (mean over the paper's seeds). Gradient steps on the values alone give SGD's own
-# {glue:text}`sticky.surface_sgd_self:.2f` at ×1 and {glue:text}`sticky.values_axis_10:.2f`× at ×10.
+# {glue:text}`sticky.surface_sgd_self:.2f` at ×1 and {glue:text}`sticky.values_axis_10:.2f`× at ×10
+# ({numref}`fig-sticky-values-axis`).
 
-# %% tags=["hide-input", "trained-output"]
-figures.plot_values_axis(surface, m_step_points)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure("fig-sticky-values-axis", figures.plot_values_axis(surface, m_step_points))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-sticky-values-axis
+# :name: fig-sticky-values-axis
+# :alt: Speed-up over SGD against the size of the first step on the value weights relative to SGD's, both on log axes: a line of circles for gradient steps with a larger value learning rate, and square markers labelled by rho for the closed-form M-step, above a dotted line at 1.
+#
+# The values axis of the learning-rate surface on the paper's five seeds: the speed-up over SGD of gradient steps
+# with the values' learning rate raised ($\eta_V/0.01$ across), and of the closed-form M-step for each target
+# distance $\rho$, placed at the size of its first step on $W_V$ relative to SGD's. Dotted: a speed-up of one.
+# ```
 
 # %% [markdown] tags=[]
 # With $\rho = 0.3$ the M-step's first step is {glue:text}`sticky.mstep_step_ratio_0p3:.1f` times SGD's —
@@ -438,12 +486,22 @@ plotting.plt.show()
 # %% tags=["hide-input", "trained-output"]
 report.record_long_runs(heavy)
 
-# %% tags=["hide-input", "trained-output"]
-figures.plot_long_runs(heavy, hmin, cfg.steps)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure("fig-sticky-long-runs", figures.plot_long_runs(heavy, hmin, cfg.steps))
 
 # %% [markdown] tags=[]
-# Trained long enough, every schedule goes *below* the floor on its training sequence — final training
+# ```{glue:figure} fig-sticky-long-runs
+# :name: fig-sticky-long-runs
+# :alt: Two panels of loss against the training step on a log axis, one curve per schedule: left on the training sequence, right on ten held-out sequences, with dashed lines at the floor H_min, dotted lines at ln 8, a dash-dotted line at the exact filter's loss on the right and a grey vertical line at the end of the paper's protocol.
+#
+# Long runs of each schedule from the first seed's start. Left: the loss on the training sequence; right: the mean
+# loss on the held-out sequences. Dashed: $H_{\min}$; dotted: $\ln 8$; dash-dotted (right): the exact filter on
+# the held-out sequences; grey vertical: the end of the paper's protocol.
+# ```
+
+# %% [markdown] tags=[]
+# {numref}`fig-sticky-long-runs` shows the curves. Trained long enough, every schedule goes *below* the floor on its
+# training sequence — final training
 # loss {glue:text}`sticky.long_final_train_sgd:.3f` nats for SGD and {glue:text}`sticky.long_final_train_em:.3f`
 # for EM-like, against $H_{\min}$ = {glue:text}`sticky.hmin_nats_reference:.3f`: with 745 weights and a single
 # sequence of {glue:text}`sticky.n_positions` positions, the head starts to fit that sequence's noise. The
@@ -483,12 +541,26 @@ report.glue_nominal(heavy)
 # variance of all 1999 values explained by the symbol they carry (0: values say nothing about the
 # symbol; 1: all values of a symbol coincide).
 
-# %% tags=["trained-output", "hide-input"]
+# %% tags=["trained-output", "hide-input", "remove-output"]
 trajectory = report.glue_trajectories(sticky_runs, cfg.snapshot_every)
-figures.plot_value_trajectories(sticky_runs, cfg.seeds[0], cfg.steps)
-plotting.plt.show()
+plotting.glue_figure(
+    "fig-sticky-value-trajectories",
+    figures.plot_value_trajectories(sticky_runs, cfg.seeds[0], cfg.steps),
+)
 
 # %% [markdown] tags=[]
+# ```{glue:figure} fig-sticky-value-trajectories
+# :name: fig-sticky-value-trajectories
+# :alt: Two panels on shared axes, SGD and EM-like, each showing eight coloured paths of the value prototypes' displacements from the origin in the plane of two principal components, ending in squares; the SGD paths stay close to the origin while the EM-like paths spread far out.
+#
+# The displacement of the eight value prototypes $c_s = W_V^\top \mu_s$ from their initial positions over the
+# paper's protocol, first seed, under each schedule, projected on the first two principal components of both runs'
+# displacements (the axis labels give their shares of variance). Dot: the start; squares: the end.
+# ```
+
+# %% [markdown] tags=[]
+# {numref}`fig-sticky-value-trajectories` draws the paths of the first seed; the table averages over the seeds.
+#
 # | | SGD | EM-like |
 # |---|---|---|
 # | path length of a prototype | {glue:text}`sticky.trajectory_length_sgd:.3f` | {glue:text}`sticky.trajectory_length_em_like:.3f` |
@@ -517,13 +589,21 @@ plotting.plt.show()
 # where the script has it, and on each attention layer's output where the script drops attention weights.
 # Its attention projections have no bias (the script's have one).
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 deep_test = report.record_deep(heavy)
-figures.plot_deep(heavy)
-plotting.plt.show()
+plotting.glue_figure("fig-sticky-deep", figures.plot_deep(heavy))
 
 # %% [markdown] tags=[]
-# With {glue:text}`sticky.deep_n_parameters` parameters and one training sequence of
+# ```{glue:figure} fig-sticky-deep
+# :name: fig-sticky-deep
+# :alt: Loss on a log axis against the training step for the deep transformer: the training loss falling steadily far below a dashed line at H_min, while the test loss on a held-out sequence rises above it.
+#
+# The deep variant's run: the training loss (dropout on) and the loss on its held-out test sequence, against the
+# floor $H_{\min}$ (dashed).
+# ```
+
+# %% [markdown] tags=[]
+# {numref}`fig-sticky-deep` shows its learning curves. With {glue:text}`sticky.deep_n_parameters` parameters and one training sequence of
 # {glue:text}`sticky.n_positions` positions ({glue:text}`sticky.deep_n_seeds` seed), the deep model
 # memorises its training sequence: training loss {glue:text}`sticky.deep_train_loss:.4f` nats, accuracy
 # {glue:text}`sticky.deep_train_accuracy:.3f`. On the held-out sequence its loss is

@@ -167,12 +167,24 @@ runs.schedule_table(traces, snapshots)
 # raises the advantage, which sharpens routing, which raises the advantage — is visible here before it is
 # visible in the loss.
 #
-# The figure shows *which* values serve which queries: for every pair of symbols, the attention mass that
-# queries carrying symbol $a$ put on keys carrying symbol $c$, minus what uniform attention would give.
+# {numref}`fig-diagnostics-routing-by-symbol` shows *which* values serve which queries: for every pair of symbols,
+# the attention mass that queries carrying symbol $a$ put on keys carrying symbol $c$, minus what uniform attention
+# would give.
 
-# %% tags=["hide-input", "trained-output"]
-fig = figures.plot_routing_by_symbol(traces, snapshots)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure(
+    "fig-diagnostics-routing-by-symbol", figures.plot_routing_by_symbol(traces, snapshots)
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-diagnostics-routing-by-symbol
+# :name: fig-diagnostics-routing-by-symbol
+# :alt: Two rows of three eight-by-eight heat maps, SGD on top and the EM-like schedule below, one column per training step, on one blue-to-red scale centred at zero: the attention mass each query symbol puts on each key symbol, minus what uniform attention would give.
+#
+# Who reads whom, under each of the paper's two schedules (rows) at initialisation, half way and at the end
+# (columns): the attention mass that queries carrying a symbol (down) put on keys carrying a symbol (across), minus
+# its value under uniform attention. Red: more than uniform; blue: less; one colour scale for all panels.
+# ```
 
 # %% [markdown] tags=[]
 # At initialisation the pattern is faint and random. Under SGD it hardly changes in {glue:text}`diagnostics.steps` steps; under the
@@ -197,19 +209,30 @@ report.record_schedule_claims(traces, steps=cfg.steps, mid_step=cfg.mid_step, ru
 
 # %% [markdown] tags=[]
 # The position-level matrices are what the tool draws for one head (`AttentionDiagnostics.plot_head`);
-# here the last {glue:text}`diagnostics.window` positions of the sequence for the EM-like run at the end of
-# training. Attention is still spread thinly over all earlier positions (each weight is of the order of one
+# {numref}`fig-diagnostics-em-like-head` shows the last {glue:text}`diagnostics.window` positions of the sequence
+# for the EM-like run at the end of training. Attention is still spread thinly over all earlier positions (each weight is of the order of one
 # over the number of positions), but the advantage matrix already has a clear red-and-blue structure: for each query a few keys would gain
 # attention at the next step and the others would lose it, each row summing to zero.
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 T = int(chain.x.shape[0])
 window = slice(T - cfg.window, T)
 claims.glue("diagnostics.positions", T)
 claims.glue("diagnostics.window", cfg.window)
 title = f"EM-like schedule, step {cfg.steps}: the last {cfg.window} positions"
 fig = traces["em_like"].at(cfg.steps).plot_head(queries=window, keys=window, title=title)
-plotting.plt.show()
+plotting.glue_figure("fig-diagnostics-em-like-head", fig)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-diagnostics-em-like-head
+# :name: fig-diagnostics-em-like-head
+# :alt: Three heat maps over the last positions of the sequence, query position down and key position across, blank above the diagonal: the attention weights on a sequential scale, and the compatibility and the advantage matrices on blue-to-red scales centred at zero.
+#
+# The head of the EM-like run at the end of training, over the last positions of its sequence (positions counted
+# from the window's start): attention $\alpha_{ij}$, compatibility $b_{ij} = u_i \cdot v_j$ and advantage
+# $\alpha_{ij}(\mathbb{E}_\alpha[b] - b_{ij}) = -\partial L/\partial s_{ij}$; red in the advantage: gradient descent
+# moves attention toward that key.
+# ```
 
 # %% [markdown] tags=[]
 # ## A healthy run and a broken one
@@ -219,13 +242,25 @@ plotting.plt.show()
 # matched-learning-rate control of chapter 5). The **broken** run uses
 # {glue:text}`diagnostics.broken_routing_lr:g` on $W_Q$ and $W_K$ — a routing learning rate far too large,
 # the kind of mistake a mis-configured parameter group makes. The diagnostics were recorded densely over the
-# first {glue:text}`diagnostics.early_horizon` steps, then every {glue:text}`diagnostics.track_every` steps.
+# first {glue:text}`diagnostics.early_horizon` steps, then every {glue:text}`diagnostics.track_every` steps;
+# {numref}`fig-diagnostics-healthy-broken` shows both runs.
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 healthy, broken = traces["healthy"], traces["broken"]
 reading = runs.read_alarm(healthy, broken, cfg.steps)
 fig = figures.plot_healthy_vs_broken(healthy, broken, reading, cfg.steps)
-plotting.plt.show()
+plotting.glue_figure("fig-diagnostics-healthy-broken", fig)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-diagnostics-healthy-broken
+# :name: fig-diagnostics-healthy-broken
+# :alt: Four panels against the training step on a symmetric-log axis, the healthy run in green and the broken run in vermillion: training loss, normalized attention entropy, fraction of starved keys and routing-signal norm on a log axis, each crossed by a dashed vertical line at the alarm and a dotted one where the broken run's loss falls behind for good.
+#
+# The healthy run (learning rate 0.1 on every matrix) and the broken run (a much larger learning rate on $W_Q$ and
+# $W_K$): training loss, normalized attention entropy $H(\alpha)/\log n$, share of starved keys and the norm of
+# the routing signal $\partial L/\partial S$. Dashed: the step at which the diagnostics raise the alarm; dotted:
+# the step from which the broken run's loss stays behind the healthy run's.
+# ```
 
 # %% tags=["trained-output", "hide-input"]
 claims.glue("diagnostics.broken_routing_lr", cfg.broken_routing_lr)
@@ -264,18 +299,29 @@ print(
 # updated. The frame froze at a random pattern in one step; after {glue:text}`diagnostics.steps` steps the
 # broken run's loss is {glue:text}`diagnostics.broken_final_loss:.3f` nats against
 # {glue:text}`diagnostics.healthy_final_loss:.3f` for the healthy run, whose routing specialized properly
-# (symbol mutual information {glue:text}`diagnostics.healthy_final_mi_nats:.2f` nats). Side by side, at step
-# {glue:text}`diagnostics.snapshot_step`, for the first {glue:text}`diagnostics.window` positions of the
-# sequence:
+# (symbol mutual information {glue:text}`diagnostics.healthy_final_mi_nats:.2f` nats).
+# {numref}`fig-diagnostics-collapsed-heads` sets them side by side, at step {glue:text}`diagnostics.snapshot_step`,
+# for the first {glue:text}`diagnostics.window` positions of the sequence.
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 claims.glue("diagnostics.snapshot_step", cfg.snapshot_step)
 fig = figures.plot_collapsed_heads(healthy, broken, cfg.snapshot_step, cfg.window)
-plotting.plt.show()
+plotting.glue_figure("fig-diagnostics-collapsed-heads", fig)
 
 # %% [markdown] tags=[]
-# Top: the healthy run's attention is diffuse and its advantage matrix is dense — every key is still in play.
-# Bottom: the broken run's attention is a single bright cell per row, and its advantage matrix is blank
+# ```{glue:figure} fig-diagnostics-collapsed-heads
+# :name: fig-diagnostics-collapsed-heads
+# :alt: Six heat maps in two columns, the healthy run on the left and the broken run on the right, over the first positions of the sequence with query position down and key position across: attention on top, compatibility in the middle and advantage at the bottom, each with its own colour bar.
+#
+# The head of each run early in training, over the first positions of the sequence: attention $\alpha_{ij}$ (top),
+# compatibility $b_{ij}$ (middle) and advantage $\alpha_{ij}(\mathbb{E}_\alpha[b] - b_{ij})$ (bottom), the
+# healthy run on the left and the broken run on the right. Each panel has its own colour scale: compare the
+# advantage scales of the two runs.
+# ```
+
+# %% [markdown] tags=[]
+# Left: the healthy run's attention is diffuse and its advantage matrix is dense — every key is still in play.
+# Right: the broken run's attention is a single bright cell per row, and its advantage matrix is blank
 # except on those cells, where a one-hot row has nothing to redistribute. The compatibility matrix $B$ is
 # still informative in both (the error signal does not care about routing): it shows which values *would*
 # help, but the gate $\alpha_{ij}$ in the routing law hides them from the gradient.
@@ -290,17 +336,28 @@ plotting.plt.show()
 # for step — and diagnoses every one of its checkpoints on chapter 6's probe batch. Queries and keys are
 # labelled by token type (key token or value token), so the specialization measure asks whether the heads
 # route by token type, and key orthogonality is measured between the mean keys of the
-# {glue:text}`diagnostics.tunnel_vocab` tokens.
+# {glue:text}`diagnostics.tunnel_vocab` tokens. {numref}`fig-diagnostics-tunnel` follows the diagnostics along its
+# training.
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 tunnel = traces["tunnel"]
 tunnel_settings = wind_tunnels.BIJECTION_TUNNELS[cfg.tunnel_scale]  # chapter 6's model
 probe = wind_tunnels.bijection_probe_batch(
     tunnel_settings, seed=cfg.tunnel_seed, n=cfg.tunnel_probe
 )
 tunnel_floor = float(stats.entropy(probe.posterior).mean())  # mean posterior entropy (nats)
-fig = figures.plot_tunnel_trace(tunnel, tunnel_floor)
-plotting.plt.show()
+plotting.glue_figure("fig-diagnostics-tunnel", figures.plot_tunnel_trace(tunnel, tunnel_floor))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-diagnostics-tunnel
+# :name: fig-diagnostics-tunnel
+# :alt: Four panels against the training step on a symmetric-log axis for chapter 6's transformer: the probe loss falling toward a dashed Bayes floor, and one coloured curve per head for the normalized attention entropy, the routing-signal norm on a log axis and the mutual information between token types, with a dotted chance level.
+#
+# Chapter 6's bijection transformer, diagnosed at each checkpoint on its probe batch: the probe loss with the
+# Bayes floor (dashed), and per head the normalized attention entropy, the norm of the routing signal
+# $\partial L/\partial S$ and the mutual information between the token types of queries and of the keys they read,
+# with its value under uniform attention (dotted).
+# ```
 
 # %% tags=["trained-output", "hide-input"]
 tunnel_params = report.tunnel_params(cfg, int(probe.tokens.shape[0]))
@@ -348,7 +405,7 @@ encoder, encoder_trace, (eval_tokens, eval_targets) = traces[
 encoder_end = encoder_trace.at(cfg.encoder_steps)
 print(encoder_end.summary())
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 encoder_params = {"seed": seed, "V": 8, "L": 8, "steps": cfg.encoder_steps, "batch_size": 64}
 encoder_params.update(
     lr=3e-3, optimizer="AdamW", d_model=64, n_heads=4, n_layers=2, eval_sequences=256
@@ -363,13 +420,24 @@ fig = diagnostics.plot_overview(
 fig.suptitle(
     "nn.TransformerEncoder on bijection elimination: every head, before and after training"
 )
-plotting.plt.show()
+plotting.glue_figure("fig-diagnostics-encoder-overview", fig)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-diagnostics-encoder-overview
+# :name: fig-diagnostics-encoder-overview
+# :alt: Four bar charts with one pair of bars per head of the nn.TransformerEncoder, before and after training: normalized attention entropy, fraction of starved keys, mean key cosine over its random baseline with a dashed line at 1, and the variance share of the values' first principal component.
+#
+# The overview `diagnostics.plot_overview` draws for every head of the `torch.nn` encoder, at initialisation and
+# after training: normalized attention entropy (1: uniform), share of starved keys, the mean $|\cos|$ between keys
+# over that of random vectors (dashed: equal), and the share of the values' variance on their first principal
+# component.
+# ```
 
 # %% [markdown] tags=[]
 # After {glue:text}`diagnostics.encoder_steps` steps the encoder's loss on held-out sequences is
 # {glue:text}`diagnostics.encoder_final_loss:.3f` nats, between the context-blind level $\ln 8 =$
 # {glue:text}`diagnostics.encoder_blind_loss:.3f` and the Bayes floor
-# {glue:text}`diagnostics.encoder_bayes_floor:.3f`. The summary and the bars show what training did to each
+# {glue:text}`diagnostics.encoder_bayes_floor:.3f`. The summary and the bars of {numref}`fig-diagnostics-encoder-overview` show what training did to each
 # of the eight heads. Attention has sharpened everywhere, no head has collapsed, and the specialization
 # labels (token type: key or value) show the division of labour the task needs: at key positions, head
 # {glue:text}`diagnostics.encoder_best_head` puts {glue:text}`diagnostics.encoder_best_value_reading:.0%` of

@@ -247,10 +247,12 @@ def plot_matrix(
     diverging: bool = False,
     mask=None,
     vmax: float | None = None,
+    colorbar: bool = True,
 ):
     """Draw ``matrix`` as a heat map on ``ax`` (masked entries blank) and return the image.
 
-    Diverging maps are centred at zero with symmetric limits, so colour means sign.
+    Diverging maps are centred at zero with symmetric limits, so colour means sign. With ``colorbar=False`` the
+    panel gets no colour bar of its own (panels on one scale share one, drawn by the caller from the image).
     """
     m = np.asarray(matrix, dtype=float)
     if mask is not None:
@@ -266,6 +268,7 @@ def plot_matrix(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(False)
-    cbar = ax.figure.colorbar(im, ax=ax, shrink=0.85)
-    cbar.set_label(cbar_label)
+    if colorbar:
+        cbar = ax.figure.colorbar(im, ax=ax, shrink=0.85)
+        cbar.set_label(cbar_label)
     return im

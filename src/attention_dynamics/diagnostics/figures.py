@@ -37,7 +37,7 @@ def plot_head(
     b = head.compatibility[batch_index][q, k].numpy()
     adv = head.advantage_matrix[batch_index][q, k].numpy()
     if axes is None:
-        fig, axes = plotting.new_figure(3, width=3.5, height=3.1)
+        fig, axes = plotting.new_figure(3, width=4.2, height=3.4)  # stacked two to a row, within the column
     else:
         fig = axes[0].figure
     q0 = q.start or 0
@@ -49,7 +49,7 @@ def plot_head(
                          cbar_label="nats per unit value", **labels)
     plotting.plot_matrix(axes[2], adv, mask=vis, diverging=True,
                          title=r"advantage $\alpha_{ij}(\mathbb{E}_\alpha[b]-b_{ij})$",
-                         cbar_label="−∂L/∂s (nats per unit score)", **labels)
+                         cbar_label=r"$-\partial L/\partial s$ (nats per unit score)", **labels)
     fig.suptitle(title or f"{head.name} ({cap.module}){extent_note}")
     return fig
 
@@ -62,13 +62,13 @@ def plot_overview(diagnostics: AttentionDiagnostics | Sequence[AttentionDiagnost
     diags = [diagnostics] if hasattr(diagnostics, "heads") else list(diagnostics)  # one AttentionDiagnostics, or several
     labels = list(labels or [f"run {i}" for i in range(len(diags))])
     panels = [
-        ("normalized_attention_entropy", "attention entropy / max", "H(α)/log n (1 = uniform)"),
+        ("normalized_attention_entropy", "attention entropy / max", r"$H(\alpha)/\log n$ (1 = uniform)"),
         ("starved_fraction", "starved keys", "fraction of keys"),
-        ("key_orthogonality_ratio", "key |cos| vs random", "mean |cos| / random baseline"),
+        ("key_orthogonality_ratio", r"key $|\cos|$ against random", r"mean $|\cos|$ / random baseline"),
         ("value_pc1_fraction", "value PC1", "fraction of variance"),
     ]
     if axes is None:
-        fig, axes = plotting.new_figure(len(panels), width=2.9, height=2.8)
+        fig, axes = plotting.new_figure(len(panels), width=4.2, height=2.8)  # stacked two to a row, within the column
     else:
         fig = axes[0].figure
     names = [h.name for h in diags[0].heads]
@@ -78,26 +78,27 @@ def plot_overview(diagnostics: AttentionDiagnostics | Sequence[AttentionDiagnost
         for r, (d, lab) in enumerate(zip(diags, labels)):
             vals = [m[key] for m in d.metrics()]
             ax.bar(x + (r - (len(diags) - 1) / 2) * width, vals, width, label=lab, color=plotting.PALETTE[r % len(plotting.PALETTE)])
-        ax.set_xticks(x, names, rotation=90 if len(names) > 4 else 0)
+        ax.set_xticks(x, names, rotation=90 if len(names) > 8 else 0)
         ax.set_title(title)
         ax.set_ylabel(ylabel)
         ax.set_xlabel("head")
         if key == "key_orthogonality_ratio":
             ax.axhline(1.0, color="#555555", lw=1, ls="--")
-    if len(diags) > 1:
-        axes[0].legend()
+    if len(diags) > 1:  # one legend under the panels, clear of the bars and of the baseline at 1
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=len(diags))
     return fig
 
 
 def plot_routing_matrix(summary: SpecializationSummary, *, ax=None, query_name: str = "query label",
                         key_name: str = "key label", title: str | None = None, kind: str = "attention",
-                        vmax: float | None = None):
+                        vmax: float | None = None, colorbar: bool = True):
     """Draw a :class:`SpecializationSummary` as a label-by-label heat map on ``ax``; return the image.
 
     ``kind``: ``"attention"`` the routing matrix (mean attention mass per label pair);
     ``"excess"`` the routing matrix minus its chance level (uniform attention), diverging colours;
     ``"advantage"`` :attr:`SpecializationSummary.advantage_by_label` (red = gradient descent moves
-    attention toward that key label). ``vmax`` fixes the colour limit (to compare panels).
+    attention toward that key label). ``vmax`` fixes the colour limit (to compare panels); with ``colorbar=False``
+    the panel has no colour bar of its own (panels on one ``vmax`` can share one).
     """
     if ax is None:
         _, ax = plotting.new_figure(1, width=3.8, height=3.3)
@@ -111,7 +112,8 @@ def plot_routing_matrix(summary: SpecializationSummary, *, ax=None, query_name: 
         raise ValueError(f"kind must be one of {', '.join(choices)}, got {kind!r}")
     matrix, default_title, cbar_label, diverging = choices[kind]
     im = plotting.plot_matrix(ax, matrix, title=title or f"{summary.head}: {default_title}", xlabel=key_name,
-                              ylabel=query_name, cbar_label=cbar_label, diverging=diverging, vmax=vmax)
+                              ylabel=query_name, cbar_label=cbar_label, diverging=diverging, vmax=vmax,
+                              colorbar=colorbar)
     ax.set_xticks(range(len(summary.key_groups)), [str(g) for g in summary.key_groups])
     ax.set_yticks(range(len(summary.query_groups)), [str(g) for g in summary.query_groups])
     return im

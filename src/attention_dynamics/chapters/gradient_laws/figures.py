@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import gradients, plotting
+from ...training.schedules import SCHEDULES
 from .runs import WorkedExample
 
 __all__ = [
@@ -16,7 +17,7 @@ __all__ = [
 
 
 def plot_worked_example(example: WorkedExample):
-    """Return ``(fig, axes)``: attention, compatibility, advantage and routing gradient of the worked example (2 × 2)."""
+    """Return the figure: attention, compatibility, advantage and routing gradient of the worked example (2 × 2)."""
     fig, axes = plotting.new_figure(2, 2, width=3.7, height=3.2)
     fwd, m = example.forward, example.mask
     plotting.plot_matrix(axes[0, 0], fwd.alpha, mask=m, title=r"attention $\alpha_{ij}$", cbar_label="weight")
@@ -28,11 +29,11 @@ def plot_worked_example(example: WorkedExample):
     plotting.plot_matrix(axes[1, 1], example.score_grad, mask=m, diverging=True,
                          title=r"routing gradient $\partial L / \partial s_{ij}$", cbar_label="nats per unit of score")
     fig.suptitle(f"The routing law on a worked example (causal head, T = {m.shape[-1]})")
-    return fig, axes
+    return fig
 
 
 def plot_temperature_sweep(sweep: gradients.InverseTemperatureSweep):
-    """Return ``(fig, axes)``: (a) attention entropy and largest weight against β; (b) routing and value gradient
+    """Return the figure: (a) attention entropy and largest weight against β; (b) routing and value gradient
     norms and the entropy bound against the attention entropy (log–log, entropy falling to the right)."""
     fig, axes = plotting.new_figure(2, width=4.2, height=3.4)
     ax = axes[0]
@@ -55,23 +56,25 @@ def plot_temperature_sweep(sweep: gradients.InverseTemperatureSweep):
     ax.set_ylim(1e-10, None)
     ax.invert_xaxis()
     ax.legend(loc="lower left")
-    return fig, axes
+    return fig
 
 
-def plot_weight_step_along_training(traces: dict[str, dict[str, Any]], *, axes=None):
-    """Plot :func:`weight_step_along_training` traces (one per schedule): sign agreement and value cosine."""
-    if axes is None:
-        _, axes = plotting.new_figure(2, width=4.2, height=3.1)
-    for n, (name, tr) in enumerate(traces.items()):
-        colour = plotting.PALETTE[n]
-        axes[0].plot(tr["steps"], tr["sign_agreement"], color=colour, marker="o", ms=3, label=f"{name}: sticky chain")
-        axes[0].plot(tr["steps"], tr["ref_sign_agreement"], color=colour, ls="--", label=f"{name}: orthonormal inputs")
-        axes[1].plot(tr["steps"], tr["value_cosine"], color=colour, marker="o", ms=3, label=f"{name}: sticky chain")
-        axes[1].plot(tr["steps"], tr["ref_value_cosine"], color=colour, ls="--", label=f"{name}: orthonormal inputs")
+def plot_weight_step_along_training(traces: dict[str, dict[str, Any]]):
+    """Return the figure of :func:`weight_step_along_training` traces (one colour per schedule): (a) the share of
+    attended pairs whose attention moves with the advantage, (b) the cosine of the value law's step with the actual
+    one; solid on the sticky chain, dashed on orthonormal inputs; the legend below both panels."""
+    fig, axes = plotting.new_figure(2, width=4.2, height=3.1)
+    for name, tr in traces.items():
+        colour = plotting.schedule_color(name)
+        label = SCHEDULES[name].label if name in SCHEDULES else name
+        axes[0].plot(tr["steps"], tr["sign_agreement"], color=colour, marker="o", ms=3, label=f"{label}: sticky chain")
+        axes[0].plot(tr["steps"], tr["ref_sign_agreement"], color=colour, ls="--", label=f"{label}: orthonormal inputs")
+        axes[1].plot(tr["steps"], tr["value_cosine"], color=colour, marker="o", ms=3)
+        axes[1].plot(tr["steps"], tr["ref_value_cosine"], color=colour, ls="--")
     axes[0].axhline(0.5, color="grey", lw=0.8)
     axes[0].set(title="attention moves with the advantage", xlabel="training step",
                 ylabel="share of attended pairs", ylim=(0.3, 1.02))
-    axes[1].set(title="value step: law vs real", xlabel="training step", ylabel="cos(law Δv, actual Δv)",
-                ylim=(-0.05, 1.05))
-    axes[0].legend(fontsize=7, loc="lower right")
-    return axes
+    axes[1].set(title="value step: law against actual", xlabel="training step",
+                ylabel=r"$\cos(\Delta v_\mathrm{law}, \Delta v_\mathrm{actual})$", ylim=(-0.05, 1.05))
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2)
+    return fig

@@ -30,23 +30,23 @@ __all__ = [
 
 
 def plot_transition_rows(P: Mapping[str, torch.Tensor], row: int = 0):
-    """Return ``(fig, ax)``: row ``row`` of the nominal and the reference transition matrices as paired bars."""
+    """Return the figure: row ``row`` of the nominal and the reference transition matrices as paired bars."""
     fig, ax = plotting.new_figure(width=6.0, height=3.0)
     width, n = 0.4, sticky_chain.N_SYMBOLS
     for offset, kind in ((-width / 2, "nominal"), (width / 2, "reference")):
         ax.bar(np.arange(n) + offset, P[kind][row].numpy(), width=width, label=f"{kind} chain")
     ax.set_xticks(range(n))
-    ax.set_xlabel(f"next symbol j (from symbol i = {row})")
+    ax.set_xlabel(f"next symbol $j$ (from symbol $i$ = {row})")
     ax.set_ylabel(f"transition probability $P_{{{row}j}}$")
     ax.set_title(f"Row {row} of the two transition matrices")
     ax.legend()
-    return fig, ax
+    return fig
 
 
 def plot_protocol(runs: Mapping[tuple[str, int], Any], seeds: Sequence[int], speedup: Mapping[str, Any]):
-    """Return ``(fig, ax)``: each schedule's training loss (mean and range over ``seeds``), the paper's threshold,
-    ln 8 and EM-like's mean first step below the threshold."""
-    fig, ax = plotting.new_figure(width=6.4, height=3.6)
+    """Return the figure: each schedule's training loss (mean and range over ``seeds``), the paper's threshold,
+    ln 8 and EM-like's mean first step below the threshold; the legend below the panel."""
+    fig, ax = plotting.new_figure(width=6.4, height=4.2)
     for name in SCHEDULE_PAIR:
         curves = np.array([runs[(name, s)].losses for s in seeds])  # (seeds, steps)
         step_axis = np.arange(curves.shape[1])
@@ -54,44 +54,47 @@ def plot_protocol(runs: Mapping[tuple[str, int], Any], seeds: Sequence[int], spe
         ax.plot(step_axis, curves.mean(0), color=color, label=SCHEDULES[name].label)
         ax.fill_between(step_axis, curves.min(0), curves.max(0), color=color, alpha=0.2)
     ax.axhline(speedup["threshold"], color="0.3", ls="--", lw=1, label="SGD's mean final loss (threshold)")
-    ax.axhline(LN8, color="0.6", ls=":", lw=1, label="uniform prediction, ln 8")
+    ax.axhline(LN8, color="0.6", ls=":", lw=1, label=r"uniform prediction, $\ln 8$")
     ax.axvline(speedup["mean_first_step"], color=plotting.schedule_color("em_like"), ls="--", lw=1,
                label="EM-like: mean first step below threshold")
     ax.set_xlabel("training step")
     ax.set_ylabel("training loss (nats)")
     ax.set_title(f"The paper's protocol: mean and range over {len(seeds)} seeds")
-    ax.legend(fontsize=8)
-    return fig, ax
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2)
+    return fig
 
 
 def plot_long_runs(heavy: Mapping[str, Any], hmin: float, protocol_steps: int):
-    """Return ``(fig, axes)``: each schedule's long run of the first seed, (a) on its training sequence,
-    (b) on the held-out sequences, against H_min, ln 8 and (b) the exact filter; a grey line marks ``protocol_steps``."""
+    """Return the figure: each schedule's long run of the first seed, (a) on its training sequence,
+    (b) on the held-out sequences, against H_min, ln 8 and (b) the exact filter; a grey line marks ``protocol_steps``;
+    one legend below both panels."""
     long_runs = heavy["long_run"]["runs"]
-    fig, axes = plotting.new_figure(2, width=3.6, height=3.4, sharey=True)
+    fig, axes = plotting.new_figure(2, width=3.8, height=3.4, sharey=True)
     for name, rs in long_runs.items():
         run, color = rs[0], plotting.schedule_color(name)
         axes[0].plot(np.array(run["loss_steps"]) + 1, run["losses"], color=color, label=SCHEDULES[name].label)
         curve = run["heldout_curve"]
         axes[1].plot(np.array(curve["steps"]) + 1, curve["loss"], color=color)
     for ax, title in zip(axes, ("training sequence", "ten held-out sequences")):
-        ax.axhline(hmin, color="0.2", ls="--", lw=1, label="$H_{\\min}$")
-        ax.axhline(LN8, color="0.6", ls=":", lw=1, label="ln 8")
-        ax.axvline(protocol_steps, color="0.6", ls="-", lw=0.8)
+        ax.axhline(hmin, color="0.2", ls="--", lw=1, label=r"$H_{\min}$")
+        ax.axhline(LN8, color="0.6", ls=":", lw=1, label=r"$\ln 8$")
+        ax.axvline(protocol_steps, color="0.6", ls="-", lw=0.8, label="end of the paper's protocol")
         ax.set_xscale("log")
         ax.set_xlabel("training step (log scale)")
         ax.set_title(title)
     axes[1].axhline(long_runs["sgd"][0]["heldout"]["filtered_floor"], color="0.2", ls="-.", lw=1,
-                    label="exact filter")
+                    label="exact filter (held out)")
     axes[0].set_ylabel("loss (nats)")
-    axes[0].legend(fontsize=7)
-    axes[1].legend(fontsize=7, loc="lower left")
-    fig.suptitle(f"Long runs, seed {heavy['long_run']['seeds'][0]} (grey line: end of the paper's protocol)")
-    return fig, axes
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(axes[1].get_lines()[-1])
+    labels.append(handles[-1].get_label())
+    fig.legend(handles, labels, loc="outside lower center", ncols=3)
+    fig.suptitle(f"Long runs, seed {heavy['long_run']['seeds'][0]}")
+    return fig
 
 
 def plot_value_trajectories(runs: Mapping[tuple[str, int], Any], seed: int, steps: int):
-    """Return ``(fig, axes)``: the 8 value prototypes' displacements of ``seed``'s run under each of the paper's two
+    """Return the figure: the 8 value prototypes' displacements of ``seed``'s run under each of the paper's two
     schedules, projected on the first two principal components of both (:func:`~attention_dynamics.chapters.sticky_markov_chain.runs.trajectory_pca`)."""
     projected, explained = trajectory_pca({name: runs[(name, seed)].value_prototypes for name in SCHEDULE_PAIR})
     fig, axes = plotting.new_figure(2, width=3.6, height=3.4, sharex=True, sharey=True)
@@ -106,11 +109,11 @@ def plot_value_trajectories(runs: Mapping[tuple[str, int], Any], seed: int, step
         ax.set_xlabel(f"PC 1 of the displacements ({100 * explained[0]:.0f}%)")
     axes[0].set_ylabel(f"PC 2 ({100 * explained[1]:.0f}%)")
     fig.suptitle(f"Displacement of the 8 value prototypes over {steps} steps, seed {seed} (square: end)")
-    return fig, axes
+    return fig
 
 
 def plot_deep(heavy: Mapping[str, Any], loss_every: int = 10):
-    """Return ``(fig, ax)``: the deep variant's first run, training loss (recorded every ``loss_every`` steps)
+    """Return the figure: the deep variant's first run, training loss (recorded every ``loss_every`` steps)
     and test loss on its held-out sequence, against H_min (log scale)."""
     deep = heavy["deep"]
     run = deep["runs"][0]
@@ -124,8 +127,8 @@ def plot_deep(heavy: Mapping[str, Any], loss_every: int = 10):
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (nats, log scale)")
     ax.set_title(f"Deep variant, seed {run['seed']}")
-    ax.legend(fontsize=8)
-    return fig, ax
+    ax.legend(loc="lower left")  # H_min lies above the training loss's start: the lower left stays clear of it
+    return fig
 
 
 def plot_values_axis(results: Mapping[str, Any], m_step: Mapping[float, tuple[float, float]]):
@@ -133,21 +136,32 @@ def plot_values_axis(results: Mapping[str, Any], m_step: Mapping[float, tuple[fl
 
     ``m_step`` maps rho to (value-step ratio at initialisation, speed-up) on the same seeds.
     """
+    from matplotlib.ticker import NullFormatter
+
     axis = values_axis(results)
-    fig, ax = plotting.new_figure(width=5.2, height=3.4)
+    fig, ax = plotting.new_figure(width=6.0, height=4.0)
     ax.plot(axis["ratio"], axis["speedup"], "o-", color=plotting.schedule_color("em_like"),
-            label="gradient step, ×η_V on W_V only")
-    for k, (rho, (ratio, speed)) in enumerate(sorted(m_step.items())):
+            label=r"gradient step, $\times\eta_V$ on $W_V$ only")
+    rhos = sorted(m_step)
+    widest = max(ratio for ratio, _ in m_step.values())
+    for k, rho in enumerate(rhos):
+        ratio, speed = m_step[rho]
         ax.plot(ratio, speed, "s", color=plotting.schedule_color("m_step"),
-                label="closed-form M-step (ρ = 0.1, 0.3, 1, 3)" if k == 0 else None)
-        ax.annotate(f"ρ = {rho:g}", (ratio, speed), textcoords="offset points", xytext=(5, -10), fontsize=7)
+                label=r"closed-form M-step, $\rho$ = " + ", ".join(f"{r:g}" for r in rhos) if k == 0 else None)
+        left = ratio == widest  # the rightmost label goes to the left of its point, inside the axes
+        ax.annotate(rf"$\rho$ = {rho:g}", (ratio, speed), textcoords="offset points", xytext=(-6 if left else 6, -12),
+                    ha="right" if left else "left")
     ax.axhline(1.0, color="0.4", ls=":", lw=1)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("size of the W_V step / SGD's (η_V / 0.01; M-step: at initialisation)")
+    top = max([1.0, *axis["speedup"], *(speed for _, speed in m_step.values())])
+    ticks = [2.0**k for k in range(int(np.ceil(np.log2(top))) + 1)]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(r"size of the $W_V$ step / SGD's ($\eta_V / 0.01$; M-step: at initialisation)")
     ax.set_ylabel("speed-up over SGD (log scale)")
     ax.set_title("The values axis of the surface, paper's five seeds")
-    ax.legend(fontsize=7)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=1)
     return fig
 
 
@@ -157,7 +171,7 @@ def plot_condition_speedups(results: Mapping[str, Any], *, m_step: Mapping[str, 
     ``m_step`` (optional) maps a label to a speed-up drawn as a horizontal line (the closed-form M-step).
     """
     names = [n for n in CONDITIONS if n != "sgd"]
-    fig, ax = plotting.new_figure(width=6.6, height=3.6)
+    fig, ax = plotting.new_figure(width=plotting.MAX_FIGURE_WIDTH_IN, height=4.4)
     for offset, key, label in ((-0.17, "paper_seeds", "paper's 5 seeds"), (0.17, "twenty_seeds", "20 seeds")):
         block = results.get(key)
         if not block:
@@ -180,20 +194,21 @@ def plot_condition_speedups(results: Mapping[str, Any], *, m_step: Mapping[str, 
         ax.axhline(value, color=plotting.PALETTE[3 + k % 5], ls="--", lw=1, label=label)
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)))
-    short = {"values_only": "W_V", "readout_only": "W_O", "routing_only": "W_Q, W_K", "values_readout": "W_V, W_O",
-             "routing_values": "W_QK, W_V", "routing_readout": "W_QK, W_O", "all_three": "all"}
-    ax.set_xticklabels([f"{short[n]}\n" + "({:g}, {:g}, {:g})".format(*CONDITIONS[n]) for n in names], fontsize=7)
-    ax.set_xlabel("groups raised ×10; ratios (W_Q+W_K, W_V, W_O) / 0.01")
+    short = {"values_only": "$W_V$", "readout_only": "$W_O$", "routing_only": "$W_Q, W_K$",
+             "values_readout": "$W_V, W_O$", "routing_values": "$W_{QK}, W_V$", "routing_readout": "$W_{QK}, W_O$",
+             "all_three": "all"}
+    ax.set_xticklabels([f"{short[n]}\n" + "({:g}, {:g}, {:g})".format(*CONDITIONS[n]) for n in names])
+    ax.set_xlabel(r"groups raised $\times 10$; ratios ($W_Q{+}W_K$, $W_V$, $W_O$) / 0.01")
     ax.set_ylabel("speed-up over SGD (log scale)")
-    ax.set_title("The paper's metric, ×10 on each group and pair (95% bootstrap intervals)")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(r"The paper's metric, $\times 10$ on each group and pair (95% bootstrap intervals)")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2)
     return fig
 
 
 def plot_lr_surface(results: Mapping[str, Any]):
     """Plot the grid's speed-ups as one (η_V, η_O) heat map per routing ratio; return the figure.
 
-    Points not computed are left blank and marked "not run".
+    Points not computed are left blank (a frame around each panel shows where the grid is).
     """
     levels = list(results["config"]["grid_levels"])
     points = {tuple(p["ratios"]): p["speedup"] for p in results["grid"]}
@@ -208,14 +223,17 @@ def plot_lr_surface(results: Mapping[str, Any]):
                   norm=None, aspect="equal")
         for i in range(len(levels)):
             for j in range(len(levels)):
-                text = "not run" if math.isnan(grid[i, j]) else f"{grid[i, j]:.1f}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=7 if math.isnan(grid[i, j]) else 9,
-                        color="0.4" if math.isnan(grid[i, j]) else ("white" if grid[i, j] < 0.6 * vmax else "black"))
+                if not math.isnan(grid[i, j]):  # points not run stay blank
+                    ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=10,
+                            color="white" if grid[i, j] < 0.6 * vmax else "black")
         ax.set_xticks(range(len(levels)), [f"{o:g}" for o in levels])
         ax.set_yticks(range(len(levels)), [f"{v:g}" for v in levels])
-        ax.set_xlabel("η_O / 0.01")
-        ax.set_title(f"η_QK / 0.01 = {qk:g}", fontsize=10)
+        ax.set_xlabel(r"$\eta_O / 0.01$")
+        ax.set_title(rf"$\eta_{{QK}} / 0.01$ = {qk:g}", fontsize=10)
         ax.grid(False)
-    np.atleast_1d(axes)[0].set_ylabel("η_V / 0.01")
-    fig.suptitle("Speed-up over SGD on the paper's five seeds")
+        for spine in ax.spines.values():
+            spine.set_visible(True)
+            spine.set_color("0.6")
+    np.atleast_1d(axes)[0].set_ylabel(r"$\eta_V / 0.01$")
+    fig.suptitle("Speed-up over SGD on the paper's five seeds (blank: not run)")
     return fig

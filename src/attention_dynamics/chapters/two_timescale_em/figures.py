@@ -23,7 +23,7 @@ __all__ = [
 
 
 def plot_gmm_em(bridge: GmmBridge, curves: Mapping[str, Any]):
-    """Return ``(fig, axes)``: (a) the data by component and the means' EM paths (o start, * end);
+    """Return the figure: (a) the data by component and the means' EM paths (o start, * end);
     (b) the log-likelihood along EM, preconditioned ascent and plain ascent (:func:`likelihood_curves`)."""
     fig, axes = plotting.new_figure(2, width=4.3, height=3.4)
     ax = axes[0]
@@ -43,12 +43,12 @@ def plot_gmm_em(bridge: GmmBridge, curves: Mapping[str, Any]):
     ax.set(title="log-likelihood along the iterations", xlabel="iteration", ylabel="mean log-likelihood (nats)",
            ylim=(em_curve[0] - 1.0, em_curve[-1] + 0.5))
     ax.legend(loc="lower right")
-    return fig, axes
+    return fig
 
 
 def plot_settling_rates(runs: Sequence[Any], summary: Mapping[str, Any], *, tau: float = TAU, settle_window: int):
-    """Return ``(fig, axes)``: (a) each seed's frame and value change per window against ``tau``;
-    (b) the settling steps per seed, frame against values, with the diagonal of equal times."""
+    """Return the figure: (a) each seed's frame and value change per window against ``tau``; (b) the settling
+    steps per seed, frame against values, with the diagonal of equal times; one legend below both panels."""
     fig, axes = plotting.new_figure(2, width=4.4, height=3.3)
     ax = axes[0]
     for r in runs:
@@ -59,54 +59,55 @@ def plot_settling_rates(runs: Sequence[Any], summary: Mapping[str, Any], *, tau:
     ax.axhline(tau, color="black", ls="--", lw=1, label=rf"threshold $\tau$ = {tau:.0%}")
     ax.set(title=f"change per {settle_window} steps ({len(runs)} seeds)", xlabel="training step (window start)",
            ylabel="fraction moved in the window")
-    ax.legend(loc="upper right")
     ax = axes[1]
     frame, value = summary["frame_steps"], summary["value_steps"]
     lo, hi = min(frame.min(), value.min()) * 0.9, max(frame.max(), value.max()) * 1.1
-    ax.scatter(frame, value, color=plotting.PALETTE[2], s=30, zorder=3)
+    ax.scatter(frame, value, color=plotting.PALETTE[2], s=30, zorder=3, label="one seed's settling steps")
     ax.plot([lo, hi], [lo, hi], color="grey", lw=1, label="equal times")
     ax.set(title="settling steps per seed", xlabel=r"frame settles, $t_F$ (step)",
            ylabel=r"values settle, $t_P$ (step)", xlim=(lo, hi), ylim=(lo, hi))
-    ax.text(0.05, 0.92, "above the line: frame first", transform=ax.transAxes, fontsize=8)
-    ax.legend(loc="lower right")
+    ax.text(0.05, 0.92, "above the line: frame first", transform=ax.transAxes, fontsize=9)
+    handles = [h for a in axes for h in a.get_legend_handles_labels()[0]]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3)
     fig.suptitle("Frame versus precision at equal learning rates")
-    return fig, axes
+    return fig
 
 
 def plot_ratio_sweep(sweep: Mapping[float, Mapping[str, Any]], *, tau: float = TAU):
-    """Return ``(fig, axes)``: (a) settling steps of frame and values (medians and seeds) against the
-    value/routing learning-rate ratio; (b) the median t_P/t_F and the share of seeds whose frame settles first."""
+    """Return the figure: (a) settling steps of frame and values (medians and seeds) against the
+    value/routing learning-rate ratio; (b) the median t_P/t_F and the share of seeds whose frame settles first;
+    one legend below both panels."""
     ratios = sorted(sweep)
     fig, axes = plotting.new_figure(2, width=4.3, height=3.3)
     ax = axes[0]
-    for key, name, color, shift in (("frame_steps", r"frame, $t_F$", plotting.PALETTE[0], 0.97),
-                                    ("value_steps", r"values, $t_P$", plotting.PALETTE[1], 1.03)):
+    for key, name, color, shift in (("frame_steps", r"frame settles, $t_F$", plotting.PALETTE[0], 0.97),
+                                    ("value_steps", r"values settle, $t_P$", plotting.PALETTE[1], 1.03)):
         ax.plot(ratios, [np.median(sweep[r][key]) for r in ratios], color=color, marker="o", label=name)
         for r in ratios:
             ax.scatter(np.full(len(sweep[r][key]), r * shift), sweep[r][key], color=color, s=8, alpha=0.5)
     ax.set(title="settling steps (medians and seeds)", ylabel="settling step")
-    ax.legend()
     ax = axes[1]
     ax.plot(ratios, [sweep[r]["median_time_ratio"] for r in ratios], color=plotting.PALETTE[2], marker="o",
             label=r"median $t_P / t_F$")
     ax.plot(ratios, [sweep[r]["frame_first_fraction"] for r in ratios], color=plotting.PALETTE[4], marker="s",
-            label="fraction frame first")
+            label="fraction of seeds with the frame first")
     ax.axhline(1.0, color="grey", lw=1)
     ax.set(title="the dissociation against the ratio", ylabel="ratio / fraction")
-    ax.legend()
     for ax in axes:
         ax.set_xscale("log")
         ax.minorticks_off()
         ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
         ax.set_xlabel("value / routing learning rate")
+    handles = [h for a in axes for h in a.get_legend_handles_labels()[0]]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2)
     fig.suptitle(rf"Frame versus precision as the values' learning rate changes ($\tau$ = {tau:.0%})")
-    return fig, axes
+    return fig
 
 
-def plot_settling_comparison(comparison: Mapping[str, Any], *, ax=None):
-    """Plot the paired difference t_P − t_F (mean and interval) against the remaining-path fraction."""
-    if ax is None:
-        _, ax = plotting.new_figure(1, width=5.0, height=3.2)
+def plot_settling_comparison(comparison: Mapping[str, Any]):
+    """Return the figure: the paired difference t_P − t_F (mean and interval, and every seed) against the
+    remaining-path fraction, with zero and ± one recording interval marked; the legend below the panel."""
+    fig, ax = plotting.new_figure(1, width=5.6, height=3.6)
     rows = comparison["rows"]
     f = np.array([r["fraction"] for r in rows])
     mean = np.array([r["mean_difference"] for r in rows])
@@ -114,39 +115,45 @@ def plot_settling_comparison(comparison: Mapping[str, Any], *, ax=None):
     hi = np.array([r["high"] for r in rows])
     ax.errorbar(f, mean, yerr=[mean - lo, hi - mean], fmt="o-", color=plotting.PALETTE[0], capsize=3,
                 label=f"mean over {comparison['n_runs']} seeds, {comparison['confidence']:.0%} interval")
-    for r in rows:
+    for k, r in enumerate(rows):
         ax.scatter([r["fraction"]] * len(r["frame"]), np.subtract(r["values"], r["frame"]), s=8,
-                   color=plotting.PALETTE[1], alpha=0.5, zorder=1)
+                   color=plotting.PALETTE[1], alpha=0.5, zorder=1, label="one seed" if k == 0 else None)
     ax.axhline(0, color="grey", lw=1)
     ax.axhspan(-comparison["resolution"], comparison["resolution"], color="grey", alpha=0.15,
                label=f"± one recording interval ({comparison['resolution']} steps)")
     ax.set_xscale("log")
-    ax.set(xlabel="remaining path as a fraction of the whole (threshold)",
+    ax.set(xlabel=r"remaining path as a fraction $f$ of the whole (threshold)",
            ylabel=r"$t_P - t_F$ (steps; > 0: frame first)", title="values' minus frame's settling step")
-    ax.legend(fontsize=8, loc="best")
-    return ax
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2)
+    return fig
 
 
-def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], margin_fraction: float = 0.01, *, axes=None):
-    """Plot, per setting, the cost in bits of freezing W_Q, W_K at step t against t (seeds and mean)."""
-    if axes is None:
-        _, axes = plotting.new_figure(len(results), width=4.2, height=3.2)
+def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], margin_fraction: float = 0.01):
+    """Return the figure: per setting, the cost in bits of freezing W_Q, W_K at step t against t (seeds and mean,
+    symlog steps from 0), the margin and the step from which the frame is in place; one legend below the panels."""
+    from matplotlib.lines import Line2D
+
+    fig, axes = plotting.new_figure(len(results), width=4.2, height=3.2)
     axes = np.atleast_1d(axes)
     for ax, (title, result) in zip(axes, results.items()):
         s = freeze.freeze_frame_summary(result, margin_fraction)
-        steps = np.maximum(np.array(s["steps"]), 1)
+        steps = np.array(s["steps"], dtype=float)
         _, frozen, unfrozen, _ = freeze.freeze_table(result)
         to_bits = freeze.BITS if result["kind"] == "head" else 1.0
         for row, base in zip(frozen, unfrozen):
             ax.plot(steps, np.maximum((row - base) * to_bits, 1e-6), color=plotting.PALETTE[0], lw=0.8, alpha=0.4)
-        ax.plot(steps, np.maximum(s["cost_mean_bits"], 1e-6), "o-", color=plotting.PALETTE[0], label="mean over seeds")
-        ax.axhline(s["margin_bits"], color="black", ls="--", lw=1,
-                   label=f"margin: {margin_fraction:.0%} of the untrained gap")
+        ax.plot(steps, np.maximum(s["cost_mean_bits"], 1e-6), "o-", color=plotting.PALETTE[0])
+        ax.axhline(s["margin_bits"], color="black", ls="--", lw=1)
         if s["freeze_frame_step"] is not None:
-            ax.axvline(max(s["freeze_frame_step"], 1), color=plotting.PALETTE[2], lw=1, label="frame in place")
+            ax.axvline(s["freeze_frame_step"], color=plotting.PALETTE[2], lw=1)
         ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlim(-0.3, steps.max() * 1.5)  # a little room left of 0, where the frame may already be in place
         ax.set_yscale("log")
-        ax.set(title=title, xlabel="step t at which W_Q, W_K are frozen",
+        ax.set(title=title, xlabel=r"step $t$ at which $W_Q, W_K$ are frozen",
                ylabel="final cost over the unfrozen run (bits)")
-        ax.legend(fontsize=7, loc="upper right")
-    return axes
+    handles = [Line2D([], [], color=plotting.PALETTE[0], lw=0.8, alpha=0.4, label="one seed"),
+               Line2D([], [], color=plotting.PALETTE[0], marker="o", label="mean over seeds"),
+               Line2D([], [], color="black", ls="--", lw=1, label=f"margin: {margin_fraction:.0%} of the untrained gap"),
+               Line2D([], [], color=plotting.PALETTE[2], lw=1, label="frame in place")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=4 if len(results) > 1 else 2)
+    return fig
