@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import calibration, stats
+from attention_dynamics import calibration, plotting, stats
 from attention_dynamics.chapters.architectures import figures, report, runs, settings
 from attention_dynamics.diagnostics import routing_fit, state_clusters
 from attention_dynamics.models import factory
@@ -131,21 +131,30 @@ def test_figures_draw_without_error():
     matplotlib.use("Agg")
     batches = {t.name: families.evaluation_batch(t, 8, 0) for t in SMALL_TASKS}
     results = _fake_results({})
-    fig, _ = figures.plot_training_losses(results, SMALL_TASKS, runs.bayes_floor_nats(batches))
+    fig = figures.plot_training_losses(results, SMALL_TASKS, runs.bayes_floor_nats(batches))
+    plotting.check_figure(fig)
+    assert fig.get_size_inches()[0] <= plotting.MAX_FIGURE_WIDTH_IN
     gen = torch.Generator().manual_seed(0)
     alpha = torch.softmax(torch.randn(3, 5, dtype=torch.float64, generator=gen), -1)
     b = torch.randn(3, 5, dtype=torch.float64, generator=gen)
     fit = routing_fit.advantage_form_fit(alpha * b, alpha, b)
-    fig, _ = figures.plot_advantage_fits((fit.true, fit.fitted), fit, {"trained": [0.5, 0.6]}, ["layer 1", "layer 2"])
+    fig = figures.plot_advantage_fits((fit.true, fit.fitted), fit, {"trained": [0.5, 0.6]}, ["layer 1", "layer 2"],
+                                      mamba_title="Mamba layer 2")
+    plotting.check_figure(fig)
+    assert len(fig.axes) == 3 and fig.axes[1].get_title().startswith("Mamba layer 2\n")
     rng = np.random.default_rng(0)
     clustering = state_clusters.state_clustering(torch.as_tensor(rng.normal(size=(60, 4))),
                                        torch.softmax(torch.as_tensor(rng.normal(size=(60, 5))), -1))
-    fig, _ = figures.plot_state_clusters(clustering, title="random")
+    fig = figures.plot_state_clusters(clustering, title="random")
+    plotting.check_figure(fig)
     levels = runs.reference_levels(SMALL_TASKS, batches)
     for (family, task), run in results.items():
         run.kl_by_position = np.linspace(0.1, 0.2, len(batches[task].positions))
-    fig, ax = figures.plot_hmm_kl_by_position(results, levels)
+    fig = figures.plot_hmm_kl_by_position(results, levels)
+    plotting.check_figure(fig)  # the legend stays clear of the context-blind line
+    ax = fig.axes[0]
     assert len(ax.lines) == len(factory.FAMILIES) + 1
+    assert [line.get_color() for line in ax.lines[:-1]] == [plotting.family_color(f) for f in factory.FAMILIES]
 
 
 def test_a_does_not_realise_row_is_undecided_while_the_positive_control_fails():
@@ -258,7 +267,9 @@ def test_binding_longer_figure_pairs_each_seed_at_both_lengths():
 
     matplotlib.use("Agg")
     spread = _spread([0.77, 0.86, 0.75, 0.57, 0.82], [0.96, 0.97, 0.98, 0.97, 0.99])
-    fig, (ax_loss, ax_acc) = figures.plot_binding_longer(spread, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
+    fig = figures.plot_binding_longer(spread, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
+    plotting.check_figure(fig)
+    ax_loss, ax_acc = fig.axes
     assert len(ax_loss.lines) == 2 * 5 + 1  # each seed's curve and its last 20 %, and the chapter's length
     paired = [line for line in ax_acc.lines if line.get_marker() == "o"]
     assert len(paired) == 5 and len(ax_acc.containers) == 2  # one line per seed, two intervals
@@ -268,7 +279,9 @@ def test_binding_longer_figure_pairs_each_seed_at_both_lengths():
     spread["runs"]["binding_lstm_longer"] = [dict(r) for r in spread["runs"]["binding_mamba_longer"]]
     spread["intervals"]["binding_accuracy_lstm"] = spread["intervals"]["binding_accuracy_mamba"]
     spread["intervals"]["binding_accuracy_lstm_longer"] = spread["intervals"]["binding_accuracy_mamba_longer"]
-    fig, (ax_loss, ax_acc) = figures.plot_binding_longer(spread, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
+    fig = figures.plot_binding_longer(spread, paper_accuracy=0.978, bag_accuracy=0.3, chance=0.0625)
+    plotting.check_figure(fig)
+    ax_loss, ax_acc = fig.axes
     assert len(ax_loss.lines) == 2 * 2 * 5 + 1 and len(ax_acc.containers) == 4  # both families
     spread["runs"]["binding_lstm_longer"][0]["seed"] = 7
     with pytest.raises(ValueError, match="seeds"):

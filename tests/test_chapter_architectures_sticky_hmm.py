@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import calibration, compute
+from attention_dynamics import calibration, compute, plotting
 from attention_dynamics.chapters.architectures import figures, runs, sticky_hmm
 from attention_dynamics.chapters.architectures import sticky_report as report
 from attention_dynamics.models.factory import FAMILIES, build_model
@@ -154,7 +154,9 @@ def test_an_lstm_below_the_threshold_fails_paper_is_verdict_for_good():
 def test_sticky_curve_figure_draws_every_family_and_both_levels():
     stored = _stored({f: 0.1 for f in FAMILIES})
     stored["longer"] = {"lstm": stored["runs"]["lstm"]}
-    fig, ax = figures.plot_sticky_kl_curves(stored)
+    fig = figures.plot_sticky_kl_curves(stored)
+    plotting.check_figure(fig)  # the legend stays clear of the two levels
+    ax = fig.axes[0]
     assert len(ax.get_lines()) == 2 * len(FAMILIES) + 3 and ax.get_yscale() == "log"
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import claims
+from attention_dynamics import claims, plotting
 from attention_dynamics.chapters.bayesian_manifolds import figures, report, runs as chapter_runs, settings
 from attention_dynamics.diagnostics import wind_tunnel_geometry as wg
 from attention_dynamics.tasks import hmm
@@ -268,11 +268,15 @@ def _close(fig):
 def test_figures_draw_their_panels(cfg, runs):
     bij_run, hmm_run = runs
     n_states = cfg.hmm.n_states
-    fig, ax = figures.plot_hmm_posterior(chapter_runs.hmm_example_batch(cfg, torch.Generator().manual_seed(0)))
+    fig = figures.plot_hmm_posterior(chapter_runs.hmm_example_batch(cfg, torch.Generator().manual_seed(0)))
+    plotting.check_figure(fig)
+    ax = fig.axes[0]
     assert len(ax.collections) == n_states + 1 and len(ax.get_legend().get_texts()) == n_states
     _close(fig)
     batches = chapter_runs.hmm_eval_batches(cfg, seed=0)
-    fig, axes = figures.plot_training_losses(cfg, bij_run, hmm_run, batches[cfg.hmm.length], window=5)
+    fig = figures.plot_training_losses(cfg, bij_run, hmm_run, batches[cfg.hmm.length], window=5)
+    plotting.check_figure(fig)
+    axes = fig.axes
     line = axes[0].get_lines()[0]
     assert len(line.get_xdata()) == cfg.bijection.steps - 4 and len(axes[1].get_lines()) == 2
     V, L = cfg.bijection.V, cfg.bijection.L
@@ -280,15 +284,21 @@ def test_figures_draw_their_panels(cfg, runs):
     _close(fig)
     bij_batch = wt.bijection_batch_for_eval(cfg.bijection, seed=0, n=cfg.n_eval)
     cal = report.record_bijection_calibration(cfg, bij_run.model(), bij_batch, seed=0)
-    fig, axes = figures.plot_bijection_calibration(cfg, cal.report, cal.log_probs)
+    fig = figures.plot_bijection_calibration(cfg, cal.report, cal.log_probs)
+    plotting.check_figure(fig)
+    axes = fig.axes
     assert len(axes[0].get_lines()) == 2 and len(axes[0].collections) == 1 and len(axes[1].get_lines()) == 3
     _close(fig)
     hmm_cal = report.record_hmm_calibration(cfg, hmm_run, batches, seed=0)
-    fig, axes = figures.plot_hmm_calibration(hmm_cal.reports, hmm_cal.blind_reports)
+    fig = figures.plot_hmm_calibration(hmm_cal.reports, hmm_cal.blind_reports)
+    plotting.check_figure(fig)
+    axes = fig.axes
     n = len(cfg.hmm.test_lengths)
     assert len(axes[0].get_lines()) == 2 * n + 1 and len(axes[1].get_lines()) == n + 2
     _close(fig)
-    fig, ax = figures.figure_hmm_kl_through_training(hmm_cal.curve)
+    fig = figures.figure_hmm_kl_through_training(hmm_cal.curve)
+    plotting.check_figure(fig)
+    ax = fig.axes[0]
     assert len(ax.get_lines()) == 2 + 2 and ax.get_title()
     _close(fig)
 
@@ -299,24 +309,33 @@ def test_geometry_figures_draw_their_panels(cfg, runs):
     out = report.record_bijection_geometry(cfg, bij_run, probe, seed=0, generator=torch.Generator().manual_seed(0),
                                            spread=_spread((0.85, 0.81, 0.89), (0.95, 0.92, 0.97)), baseline_draws=50)
     n_layers = cfg.bijection.n_layers
-    fig, axes = figures.plot_geometry(out.report)
+    fig = figures.plot_geometry(out.report)
+    plotting.check_figure(fig)
+    axes = np.array(fig.axes[:4]).reshape(2, 2)  # the four panels; the colour bar comes last
     assert len(axes[0, 1].patches) == 3 * n_layers and len(axes[1, 0].patches) == n_layers
     assert len(axes[1, 1].get_lines()) == 2 and len(axes[0, 0].images) == 1
     _close(fig)
-    fig, axes = figures.figure_geometry_through_training(out.curve, out.nulls)
-    assert axes.shape == (2, 2) and [ax.get_title() for ax in axes.ravel()] == [n for n, _ in figures.GEOMETRY_PANELS]
+    fig = figures.figure_geometry_through_training(out.curve, out.nulls)
+    plotting.check_figure(fig)
+    assert [ax.get_title() for ax in fig.axes] == [n for n, _ in figures.GEOMETRY_PANELS]
     _close(fig)
     hmm_geo = report.glue_hmm_manifold(cfg, hmm_run.model(), seed=0)
-    fig, axes = figures.plot_value_manifolds(out.report, hmm_geo)
+    fig = figures.plot_value_manifolds(out.report, hmm_geo)
+    plotting.check_figure(fig)
+    axes = fig.axes[:2]  # the two panels; their colour bars come after
     assert [len(ax.collections[0].get_offsets()) for ax in axes] == [len(out.report.value_scores), len(hmm_geo.scores)]
     _close(fig)
     fp = wg.frame_and_calibration(bij_run, probe)
-    fig, ax = figures.plot_frame_and_calibration(fp)
-    assert len(fig.axes) == 2 and len(ax.get_legend().get_texts()) == n_layers + 1
+    fig = figures.plot_frame_and_calibration(fp)
+    plotting.check_figure(fig)
+    # one line per layer, the entropy error, the threshold and the two settling steps
+    assert len(fig.axes) == 2 and len(fig.legends[0].get_texts()) == n_layers + 4
     _close(fig)
     picks = figures.manifold_checkpoints(fp)
     assert picks[0] == 0 and picks[-1] == len(fp.steps) - 1
     assert fp.steps[picks[2]] == fp.frame_settle_step
-    fig, axes = figures.plot_manifold_through_training(fp)
+    fig = figures.plot_manifold_through_training(fp)
+    plotting.check_figure(fig)
+    axes = fig.axes[:4]  # the colour bar comes last
     assert len(axes) == 4 and [ax.get_title().split("\n")[0] for ax in axes] == [f"step {fp.steps[i]}" for i in picks]
     _close(fig)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import compute
+from attention_dynamics import compute, plotting
 from attention_dynamics.chapters.bayesian_manifolds import figures, long_tier, settings
 from attention_dynamics.chapters.bayesian_manifolds import long_tier_report as report
 from attention_dynamics.tasks import bijection, hmm
@@ -108,7 +108,9 @@ def test_geometry_claims_put_the_nulls_beside_the_trained_value(runs):
 def test_runs_table_and_figure(runs):
     table = report.runs_table(runs)
     assert list(table.columns) == list(long_tier.TUNNELS) and table.loc["steps", "hmm_long"] == 60
-    fig, axes = figures.plot_long_curves(runs["bijection_v20"], runs["hmm_long"])
+    fig = figures.plot_long_curves(runs["bijection_v20"], runs["hmm_long"])
+    plotting.check_figure(fig)
+    axes = fig.axes
     assert len(axes[0].lines) == 3 and len(axes[1].lines) == 3 + 3  # the model + 2 levels; 3 lengths + 3 levels
     assert axes[1].get_yscale() == "log"
     import matplotlib.pyplot as plt

@@ -120,12 +120,23 @@ levels = report.record_reference_levels(cfg, eval_bij, seed=seed)
 # ```
 #
 # `tasks.hmm.forward_filter` implements {eq}`eq-forward-filter`; the tests check it against a sum over every
-# hidden path and against `hmmlearn`'s `CategoricalHMM.predict_proba` on every prefix, to $10^{-10}$. The
-# posterior of one sequence:
+# hidden path and against `hmmlearn`'s `CategoricalHMM.predict_proba` on every prefix, to $10^{-10}$.
+# {numref}`fig-manifold-hmm-posterior` shows the posterior of one sequence.
 
-# %% tags=["hide-input"]
-fig, ax = figures.plot_hmm_posterior(runs.hmm_example_batch(cfg, generator))
-plotting.plt.show()
+# %% tags=["hide-input", "remove-output"]
+plotting.glue_figure(
+    "fig-manifold-hmm-posterior", figures.plot_hmm_posterior(runs.hmm_example_batch(cfg, generator))
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-hmm-posterior
+# :name: fig-manifold-hmm-posterior
+# :alt: Stacked areas of the exact filtering posterior over the five hidden states of one random HMM sequence, step t on the horizontal axis and probability from 0 to 1 on the vertical axis, with a coloured square above each step marking the observed symbol.
+#
+# The exact filtering posterior $p(s_t \mid o_0, \dots, o_t)$ of one sequence, computed by the forward algorithm
+# {eq}`eq-forward-filter`: at each step the coloured bands stack the probabilities of the hidden states, and the
+# square above the step is the symbol observed there.
+# ```
 
 # %% [markdown] tags=[]
 # ## Training at CPU scale
@@ -145,20 +156,32 @@ plotting.plt.show()
 # to the floor in minutes. `--scale paper` uses the sampled target, as Paper I. The two runs are independent
 # and train side by side, one per core:
 
-# %% tags=["trained-output", "hide-input"]
+# %% tags=["trained-output", "hide-input", "remove-output"]
 bij_run, hmm_run = runs.train_tunnels(cfg, seed=seed, device=device)
 bij_model, hmm_model = bij_run.model(), hmm_run.model()
 model_sizes = report.glue_training(cfg, bij_model, hmm_model)  # steps and parameter counts
 eval_hmm = runs.hmm_eval_batches(cfg, seed=seed)  # held out, at every test length
-fig, axes = figures.plot_training_losses(cfg, bij_run, hmm_run, eval_hmm[cfg.hmm.length])
-plotting.plt.show()
+plotting.glue_figure(
+    "fig-manifold-training-losses",
+    figures.plot_training_losses(cfg, bij_run, hmm_run, eval_hmm[cfg.hmm.length]),
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-training-losses
+# :name: fig-manifold-training-losses
+# :alt: Two line plots of training cross-entropy in nats per position against the training step, left for the bijection transformer and right for the HMM transformer, each a falling moving-average curve with a dashed horizontal line at the task's Bayes floor.
+#
+# Training loss of the two wind-tunnel transformers (moving average), bijection elimination on the left and HMM
+# filtering on the right. The dashed line is the exact Bayes floor: the closed form for the bijection, the mean
+# posterior entropy on held-out sequences for the HMM.
+# ```
 
 # %% [markdown] tags=[]
 # The bijection model ({glue:text}`manifolds.bij_parameters` parameters) trains for
 # {glue:text}`manifolds.bij_steps` steps, the HMM model ({glue:text}`manifolds.hmm_parameters` parameters) for
 # {glue:text}`manifolds.hmm_steps` (learning rate {glue:text}`manifolds.hmm_lr`, AdamW with warm-up and cosine decay);
-# both losses approach their floors (for the HMM the floor is the mean posterior entropy, estimated on held-out
-# sequences). Like the bijection model, the HMM model is trained on the exact answer as a soft target — the
+# both losses approach their floors ({numref}`fig-manifold-training-losses`; for the HMM the floor is the mean
+# posterior entropy, estimated on held-out sequences). Like the bijection model, the HMM model is trained on the exact answer as a soft target — the
 # cross-entropy against the forward filter's posterior at every step, not against a sampled state — which takes the
 # sampling noise out of its gradients.
 #
@@ -170,10 +193,22 @@ plotting.plt.show()
 # opposite sign cancel). Both are in `calibration`, with $\mathrm{KL}(\text{posterior}\,\|\,\text{model})$ in
 # bits, per position and averaged.
 
-# %% tags=["trained-output", "hide-input"]
+# %% tags=["trained-output", "hide-input", "remove-output"]
 bij_cal = report.record_bijection_calibration(cfg, bij_model, eval_bij, seed=seed)
-fig, axes = figures.plot_bijection_calibration(cfg, bij_cal.report, bij_cal.log_probs)
-plotting.plt.show()
+plotting.glue_figure(
+    "fig-manifold-bijection-calibration",
+    figures.plot_bijection_calibration(cfg, bij_cal.report, bij_cal.log_probs),
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-bijection-calibration
+# :name: fig-manifold-bijection-calibration
+# :alt: Two panels against the number of revealed pairs t. Left: the model's mean predictive entropy in bits as dots with a shaded band over sequences, on a dashed curve of the exact entropy log2(V - t). Right: the entropy error and the KL divergence by position on a log scale, with a dotted horizontal target line.
+#
+# The bijection transformer against the exact posterior on held-out sequences. Left: its predictive entropy (mean,
+# and its spread over sequences, shaded) beside the exact $\log_2(V - t)$ (dashed). Right: the per-sample entropy
+# error and $\mathrm{KL}(\text{posterior}\,\|\,\text{model})$ at each position, with the target (dotted).
+# ```
 
 # %% [markdown] tags=[]
 # The trained transformer's per-sample entropy error is {glue:text}`bijection.entropy_mae_bits:.4f` bits
@@ -186,17 +221,43 @@ plotting.plt.show()
 # against the sampled truth, where the Bayes accuracy is {glue:text}`bijection.bayes_top1_accuracy:.3f`
 # (the exact posterior's probability of the model's own guesses averages
 # {glue:text}`manifolds.bij_sampled_top1_bayes:.3f`: every guess is an allowed value). The entropy follows
-# $\log_2(V - t)$ all the way down to the last position, where exactly one value is left.
+# $\log_2(V - t)$ all the way down to the last position, where exactly one value is left
+# ({numref}`fig-manifold-bijection-calibration`).
 
-# %% tags=["trained-output", "hide-input"]
+# %% tags=["trained-output", "hide-input", "remove-output"]
 # Every HMM bound is stated against the context-blind level (tasks.hmm.context_blind_posterior).
 hmm_cal = report.record_hmm_calibration(cfg, hmm_run, eval_hmm, seed=seed)
-fig, axes = figures.plot_hmm_calibration(hmm_cal.reports, hmm_cal.blind_reports)
-plotting.plt.show()
+plotting.glue_figure(
+    "fig-manifold-hmm-calibration",
+    figures.plot_hmm_calibration(hmm_cal.reports, hmm_cal.blind_reports),
+)
 
-# %% tags=["trained-output", "hide-input"]
-fig, ax = figures.figure_hmm_kl_through_training(hmm_cal.curve, target=report.TRANSPORT_FRACTION)
-plotting.plt.show()
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-hmm-calibration
+# :name: fig-manifold-hmm-calibration
+# :alt: Two panels against the step t of the HMM sequence, one colour per test length. Left: the model's KL divergence to the exact filter in bits as solid lines and the context-blind predictor's as dashed lines. Right: the model's mean predictive entropy in bits beside the exact entropy as a black dashed line. A dotted vertical line marks the training length.
+#
+# HMM filtering at the training length and at longer test lengths. Left: the model's
+# $\mathrm{KL}(\text{filter}\,\|\,\text{model})$ at each step (solid) and that of the context-blind posterior
+# (dashed, same colour), which sees only the current observation and the matrices. Right: the mean predictive entropy against the exact one.
+# The dotted vertical line marks the length the model was trained at.
+# ```
+
+# %% tags=["trained-output", "hide-input", "remove-output"]
+plotting.glue_figure(
+    "fig-manifold-hmm-kl-training",
+    figures.figure_hmm_kl_through_training(hmm_cal.curve, target=report.TRANSPORT_FRACTION),
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-hmm-kl-training
+# :name: fig-manifold-hmm-kl-training
+# :alt: Line plot of the HMM transformer's KL divergence as a multiple of the context-blind level against the training step on a log axis, one line per test length, with a dashed horizontal line at 1 for the context-blind level and a dotted one at the transport bound.
+#
+# The HMM transformer's KL to the exact filter at every checkpoint, divided by the context-blind predictor's KL at
+# the same length, at the training length and the longest test length. The dashed line is the level of a predictor
+# with no memory; the dotted line is the chapter's transport bound.
+# ```
 
 # %% [markdown] tags=[]
 # At the training length $K =$ {glue:text}`manifolds.hmm_K_train` the HMM transformer's KL to the exact filter is
@@ -224,7 +285,7 @@ plotting.plt.show()
 # At $t = 0$, where the posterior is just the normalised column $E_{\cdot, o_0}$ and nothing needs to be remembered,
 # the KL is {glue:text}`manifolds.hmm_kl_first_step:.4f` bits; averaged over the later steps it is
 # {glue:text}`manifolds.hmm_kl_later_steps:.4f` bits, level along the sequence and below the context-blind curve
-# (dashed in the figure). Tested longer than it was trained, the model keeps most of its advantage: at
+# (dashed in {numref}`fig-manifold-hmm-calibration`). Tested longer than it was trained, the model keeps most of its advantage: at
 # {glue:text}`manifolds.hmm_K_mid` steps the KL is {glue:text}`manifolds.hmm_kl_mid:.4f` bits
 # ({glue:text}`manifolds.hmm_kl_ratio_mid:.2f` times the context-blind {glue:text}`manifolds.blind_kl_mid:.4f`) and at
 # {glue:text}`manifolds.hmm_K_long` steps, 2.5 times the training length, {glue:text}`hmm.length_gen_kl_bits:.4f` bits
@@ -232,7 +293,8 @@ plotting.plt.show()
 # entropy errors of 0.012 and 0.029 bits at 30 and 50. Transport carries over to lengths never trained on, a little
 # weaker than at the training length.
 #
-# **Through training.** The last figure follows the KL at every checkpoint as a multiple of the context-blind level,
+# **Through training.** {numref}`fig-manifold-hmm-kl-training` follows the KL at every checkpoint as a multiple of the
+# context-blind level,
 # at $K =$ {glue:text}`manifolds.hmm_K_train` and {glue:text}`manifolds.hmm_K_long`. The ratio falls steeply over the first thousand steps, crosses 1 (the
 # context-blind level) after about a third of training, and the gain from transport builds over the rest: shorter
 # runs of the same model stop near the context-blind level. Over the last 20 % of
@@ -275,16 +337,38 @@ report.manifold_frame(geo.manifold_table)
 # %% tags=["trained-output", "hide-input"]
 pd.DataFrame(nulls).rename_axis(f"seed {seed}").round(3)
 
-# %% tags=["hide-input", "trained-output"]
-fig, axes = figures.plot_geometry(geo)
-plotting.plt.show()
-
-# %% tags=["trained-output", "hide-input"]
-fig, axes = figures.figure_geometry_through_training(bij_geometry.curve, nulls)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure("fig-manifold-geometry", figures.plot_geometry(geo))
 
 # %% [markdown] tags=[]
-# **Keys.** The layer-0 keys of a sequence have a mean $|\cos|$ of {glue:text}`geometry.key_abs_cos_layer0:.3f` over all
+# ```{glue:figure} fig-manifold-geometry
+# :name: fig-manifold-geometry
+# :alt: Four panels on the bijection transformer's geometry. Top left: a heat map of the absolute cosine between the layer-0 keys of one sequence. Top right: bars of the mean absolute key cosine by layer for all positions, value tokens and key tokens, with a dashed isotropic baseline and a dotted line at Paper I's bound. Bottom left: bars of attention entropy by layer with a dashed line at uniform attention. Bottom right: query-key cosine by layer, attention-weighted and uniform.
+#
+# The geometry of the bijection transformer on held-out probe sequences. Top: $|\cos|$ between the layer-0 keys of
+# one sequence, and the mean key $|\cos|$ by layer and token type against the isotropic baseline (dashed) and
+# Paper I's bound (dotted). Bottom: attention entropy by layer against uniform attention (dashed), and the
+# query–key cosine weighted by attention against its uniform mean over the visible keys.
+# ```
+
+# %% tags=["trained-output", "hide-input", "remove-output"]
+plotting.glue_figure(
+    "fig-manifold-geometry-training",
+    figures.figure_geometry_through_training(bij_geometry.curve, nulls),
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-geometry-training
+# :name: fig-manifold-geometry-training
+# :alt: Four line plots against the training step on a log axis, one per geometry measure of the bijection transformer: key absolute cosine over all positions, key absolute cosine over key tokens, the attention entropy reduction from first to last layer and the value PC1 share, each with a dashed scrambled-values level, a dotted line at Paper I's bound and the end of training shaded.
+#
+# Four geometry measures of the bijection transformer at every checkpoint (the first is the untrained model,
+# drawn at step 1 on the log axis). Dashed: the trained model on scrambled values; dotted: Paper I's bound; shaded: the end of training,
+# where a plateau is judged.
+# ```
+
+# %% [markdown] tags=[]
+# **Keys.** The layer-0 keys of a sequence ({numref}`fig-manifold-geometry`, top) have a mean $|\cos|$ of {glue:text}`geometry.key_abs_cos_layer0:.3f` over all
 # positions and {glue:text}`geometry.key_abs_cos_layer0_key_tokens:.3f` over the key-token positions only, which is Paper
 # I's measure. Random vectors of the same dimension give {glue:text}`geometry.key_abs_cos_random_baseline:.3f`, so Paper
 # I's "below 0.1" asks for keys *more* orthogonal than random ones. The untrained model says what training did: the
@@ -312,8 +396,8 @@ plotting.plt.show()
 # trained model gives {glue:text}`geometry.attention_entropy_reduction_scrambled:.2f`, about what it gives on real
 # sequences: how broadly each layer attends is set by position and token type, not by what there is to eliminate.
 #
-# **Through training.** The second geometry figure follows four of these numbers at every checkpoint of the
-# run (step 0 is the untrained model; dashed: the scrambled-values control; shaded: the last 20 % of training). The
+# **Through training.** {numref}`fig-manifold-geometry-training` follows four of these numbers at every checkpoint of
+# the run (step 0 is the untrained model; dashed: the scrambled-values control; shaded: the last 20 % of training). The
 # book calls a metric *plateaued* when it moves by less than {glue:text}`manifolds.plateau_keys_all` ($|\cos|$) or
 # {glue:text}`manifolds.plateau_reduction` (the entropy reduction) over that band. The layer-0 key $|\cos|$ moves by
 # {glue:text}`manifolds.late_change_keys_all:.3f` there (key tokens: {glue:text}`manifolds.late_change_keys_key:.3f`) and
@@ -344,12 +428,24 @@ plotting.plt.show()
 # {glue:text}`geometry.value_pc1_entropy_spearman_this_seed_untrained:.2f`, and the trained model on scrambled values,
 # where there is no bijection to eliminate, {glue:text}`geometry.value_pc1_ratio_this_seed_scrambled:.2f` and
 # $\rho =$ {glue:text}`geometry.value_pc1_entropy_spearman_this_seed_scrambled:.2f`. Untrained, the attention output is already partly ordered by entropy — an average over the $2t + 1$ tokens a query sees carries position — though PC1 holds little of the variance; and on scrambled values the trained model keeps almost all of its ordering and most of its PC1 share. What training adds is the concentration on one direction, and that direction is ordered by position whether or not there is a bijection to eliminate: the ordering is no evidence that the model computes the posterior. The HMM, whose
-# posterior entropy varies from sequence to sequence at a fixed step, separates the two:
+# posterior entropy varies from sequence to sequence at a fixed step, separates the two
+# ({numref}`fig-manifold-value-manifolds`):
+
+# %% tags=["trained-output", "hide-input", "remove-output"]
+hmm_geo = report.glue_hmm_manifold(cfg, hmm_model, seed=seed)
+plotting.glue_figure("fig-manifold-value-manifolds", figures.plot_value_manifolds(geo, hmm_geo))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-value-manifolds
+# :name: fig-manifold-value-manifolds
+# :alt: Two scatter plots of the last layer's attention output projected on its first two principal components, PC1 across and PC2 up, left for the bijection transformer and right for the HMM transformer, every point coloured by its exact posterior entropy in bits on a viridis scale.
+#
+# The value manifold: the last layer's attention output at the prediction positions of held-out sequences,
+# projected on its first two principal components, for the bijection transformer (left) and the HMM transformer
+# (right). The colour of each point is the exact posterior's entropy there.
+# ```
 
 # %% tags=["trained-output", "hide-input"]
-hmm_geo = report.glue_hmm_manifold(cfg, hmm_model, seed=seed)
-fig, axes = figures.plot_value_manifolds(geo, hmm_geo)
-plotting.plt.show()
 report.manifold_frame(hmm_geo.manifold_table)
 
 # %% [markdown] tags=[]
@@ -384,14 +480,24 @@ report.manifold_frame(hmm_geo.manifold_table)
 # small total change is a tolerance of well under 1 % of the attention mass, which the slow drift of the last
 # thousand steps exceeds.
 
-# %% tags=["trained-output", "hide-input"]
+# %% tags=["trained-output", "hide-input", "remove-output"]
 fp = report.record_frame_and_calibration(cfg, bij_run, probe, seed=seed)
-fig, ax = figures.plot_frame_and_calibration(fp)
-plotting.plt.show()
+plotting.glue_figure("fig-manifold-frame-precision", figures.plot_frame_and_calibration(fp))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-frame-precision
+# :name: fig-manifold-frame-precision
+# :alt: Line plot against the training step on a log axis: each layer's attention similarity to the final model on the left axis with a dashed threshold line, the per-sample entropy error in black squares on a log right axis, a dotted vertical line where the frame settles and a dash-dotted one where the calibration settles.
+#
+# Frame and precision through the bijection run. Left axis: every layer's attention similarity to the final model
+# (one minus the total-variation distance), with the frame threshold (dashed) and the step from which the frame
+# stays above it (dotted). Right axis: the per-sample entropy error, with the step from which it stays within its
+# settling band (dash-dotted).
+# ```
 
 # %% [markdown] tags=[]
 # Every layer's attention is within 5 % of its final routing from step {glue:text}`frame_precision.frame_settle_step`
-# on (dotted line). The entropy error is then still {glue:text}`manifolds.mae_at_frame_settle:.4f` bits and falls another
+# on (dotted line in {numref}`fig-manifold-frame-precision`). The entropy error is then still {glue:text}`manifolds.mae_at_frame_settle:.4f` bits and falls another
 # {glue:text}`manifolds.mae_improvement_after_frame:.1f`-fold, to {glue:text}`manifolds.mae_final:.4f` bits, settling only at
 # step {glue:text}`frame_precision.calibration_settle_step` (dash-dotted line). That is the frame–precision dissociation at
 # CPU scale: the routing is in place early and what follows mostly refines precision. Three cautions. With the relative
@@ -402,14 +508,24 @@ plotting.plt.show()
 # zero along a cosine, which by itself makes late changes small. Paper I's timescales (a few hundred steps against tens
 # of thousands) come from runs some fifty times longer than this one.
 #
-# The value manifold itself, projected at four checkpoints on the final model's two principal directions, shows that
+# The value manifold itself, projected at four checkpoints on the final model's two principal directions
+# ({numref}`fig-manifold-through-training`), shows that
 # the early phase builds it and the precision phase refines it while the routing holds still (the rank correlation of
 # PC1 with the entropy is {glue:text}`manifolds.rho_at_frame_settle:.2f` when the frame settles and
 # {glue:text}`manifolds.rho_final:.2f` at the end).
 
-# %% tags=["hide-input", "trained-output"]
-fig, axes = figures.plot_manifold_through_training(fp)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure("fig-manifold-through-training", figures.plot_manifold_through_training(fp))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-through-training
+# :name: fig-manifold-through-training
+# :alt: Four scatter plots in a two-by-two grid, one per checkpoint of the bijection run from the untrained model to the end of training, each showing the last layer's attention output on the final model's first two principal directions, points coloured by posterior entropy, with the step and the rank correlation of PC1 with entropy in each title.
+#
+# The value manifold of the bijection transformer at four checkpoints: the untrained model, half the frame's settling
+# step, that step and the end of training. Every panel projects on the final model's two principal directions; the colour is
+# the posterior entropy, and each title gives the rank correlation $\rho$ of PC1 with it.
+# ```
 
 # %% [markdown] tags=[]
 # ## The long tier
@@ -437,8 +553,8 @@ long_runs = long_tier_report.load_runs()  # stored weights, loaded with weights_
 long_tier_report.runs_table(long_runs)
 
 # %% [markdown] tags=[]
-# The figure below follows both runs along training, from the measurements they stored; the text's numbers are
-# measured on the loaded models on fresh held-out sequences (2,000 per length).
+# {numref}`fig-manifold-long-tier` follows both runs along training, from the measurements they stored; the text's
+# numbers are measured on the loaded models on fresh held-out sequences (2,000 per length).
 #
 # **The bijection at Paper I's size.** The loaded model's per-sample entropy error is
 # {glue:text}`bijection_v20.entropy_mae_bits:.5f` bits, against the target of 0.01 bits and Paper I's 0.007; the
@@ -467,11 +583,25 @@ long_tier_report.runs_table(long_runs)
 # {glue:text}`long_tier.hmm_late_change_20:.4f` at $K = 20$ (the plateau amount is
 # {glue:text}`long_tier.ratio_plateau`).
 
-# %% tags=["trained-output", "hide-input"]
+# %% tags=["trained-output", "hide-input", "remove-output"]
 bij_v20 = long_tier_report.record_bijection_v20(long_runs["bijection_v20"])
 hmm_long = long_tier_report.record_hmm_long(long_runs["hmm_long"])
-fig, axes = figures.plot_long_curves(long_runs["bijection_v20"], long_runs["hmm_long"])
-plotting.plt.show()
+plotting.glue_figure(
+    "fig-manifold-long-tier",
+    figures.plot_long_curves(long_runs["bijection_v20"], long_runs["hmm_long"]),
+)
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-manifold-long-tier
+# :name: fig-manifold-long-tier
+# :alt: Two line plots against the training step of the long tier. Top: the V = 20 bijection model's entropy error in bits on a log scale, with a dotted target line and a dashed line at Paper I's value. Bottom: the long HMM model's KL over the context-blind level on a log scale, one line per test length, with lines at the context-blind level, the chapter's transport bound and the long tier's bound. The end of training is shaded in both.
+#
+# The two long-tier runs along training, from the held-out measurements they stored. Top: the bijection model's
+# entropy error at Paper I's size, with the book's target (dotted) and Paper I's value (dashed). Bottom: the HMM
+# model's KL as a multiple of the context-blind level at each test length, with the level (dashed), the chapter's
+# transport bound (dash-dotted) and the long tier's bound (dotted); shaded: the end of training, where a plateau is
+# judged.
+# ```
 
 # %% [markdown] tags=[]
 # **The geometry at $V = 20$.** The same measurements as in the geometry section, on the loaded $V = 20$ model, with

@@ -173,9 +173,10 @@ parameter_table
 # on a CPU, and the chapter has to run in minutes, so Mamba sets the budget for all. Paper I's models are
 # about {glue:text}`architectures.size_ratio:.0f` times larger and train {glue:text}`architectures.step_ratio_low:.0f`
 # to {glue:text}`architectures.step_ratio_high:.0f` times longer. The fifteen runs are independent and share the two
-# cores ({func}`~attention_dynamics.training.families.compare_architectures`).
+# cores ({func}`~attention_dynamics.training.families.compare_architectures`); {numref}`fig-arch-training-losses`
+# shows their training losses.
 
-# %% tags=["hide-input", "trained-output"]
+# %% tags=["hide-input", "trained-output", "remove-output"]
 report.glue_training_settings(cfg)
 results = compare_architectures(
     tasks,
@@ -199,9 +200,17 @@ run_params = {
     "tasks": {t.name: dict(t.sizes) for t in tasks},
 }
 floors = runs.bayes_floor_nats(eval_batches)
-fig, axes = figures.plot_training_losses(results, tasks, floors)
-fig.suptitle("Training loss of five parameter-matched models on three wind tunnels")
-plotting.plt.show()
+plotting.glue_figure("fig-arch-training-losses", figures.plot_training_losses(results, tasks, floors))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-arch-training-losses
+# :name: fig-arch-training-losses
+# :alt: Three line plots of training cross-entropy in nats against the training step, one per wind tunnel (bijection, HMM, binding), each with one coloured curve per model family (Transformer, Mamba, LSTM, whole-window MLP, context-blind MLP) and a dashed black line at the task's Bayes floor.
+#
+# Training loss (moving average) of the five parameter-matched models on the three wind tunnels, one colour per
+# model family. The dashed line in each panel is the task's Bayes floor, the mean entropy of the exact posterior
+# on the evaluation sequences.
+# ```
 
 # %% [markdown] tags=[]
 # ## Results
@@ -256,7 +265,7 @@ display(Markdown(summary))
 #   {glue:text}`architectures.paper_hmm_transformer:.3f` bits is about
 #   {glue:text}`architectures.paper_hmm_vs_blind:.0%` of the context-blind entropy-error level at its length
 #   ($K$ = 20: {glue:text}`architectures.paper_hmm_blind_mae_bits:.3f` bits), so even there transport is a
-#   modest margin. The figure below looks step by step.
+#   modest margin. {numref}`fig-arch-hmm-kl-by-position` looks step by step.
 # - **Binding.** The clearest result. At the chapter's budget the transformer answers
 #   {glue:text}`architectures.binding_accuracy_transformer:.1%` of queries and the LSTM
 #   {glue:text}`architectures.lstm_binding_longer_short_mean:.1%` (mean over {glue:text}`architectures.spread_n_seeds`
@@ -282,20 +291,29 @@ display(Markdown(summary))
 #   ({glue:text}`architectures.paper_binding_transformer:.1%`, {glue:text}`architectures.paper_binding_mamba:.1%`,
 #   {glue:text}`architectures.paper_binding_lstm:.1%`), and the two gaps are of different kinds: Mamba's shortfall
 #   at the chapter's budget was training time — it binds, but learns to later than the transformer — while the
-#   LSTM's does not move with four times the training. The figure after the next shows both. The whole-window MLP
+#   LSTM's does not move with four times the training. {numref}`fig-arch-binding-longer` shows both. The whole-window MLP
 #   also stops at the bag level ({glue:text}`architectures.binding_accuracy_mlp_window:.1%`): a lookup needs weights
 #   that depend on which position matches the query, which fixed weights cannot provide.
 #
 
-# %% tags=["hide-input", "trained-output"]
-fig, ax = figures.plot_hmm_kl_by_position(results, levels)
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure("fig-arch-hmm-kl-by-position", figures.plot_hmm_kl_by_position(results, levels))
 for f in factory.FAMILIES:
     claims.glue(f"architectures.hmm_kl_t0_{f}", results[(f, "hmm")].kl_by_position[0])
     claims.glue(f"architectures.hmm_kl_later_{f}", results[(f, "hmm")].kl_by_position[1:].mean())
 claims.glue(
     "architectures.hmm_blind_kl_later", levels.context_blind_kl_by_position["hmm"][1:].mean()
 )
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-arch-hmm-kl-by-position
+# :name: fig-arch-hmm-kl-by-position
+# :alt: Line plot of the KL divergence to the exact HMM filter in bits on a log scale against the step t, one coloured line with dots per model family, and a black dashed line for the context-blind posterior from step 1 on; the legend stands to the right of the plot.
+#
+# HMM filtering (Paper I's random HMMs): each model's $\mathrm{KL}(\text{posterior}\,\|\,\text{model})$ at every
+# step, averaged over the held-out sequences, one colour per model family. The dashed line is the context-blind
+# posterior {eq}`eq-hmm-context-blind` from the second step on (at the first step it is the filter itself).
+# ```
 
 # %% [markdown] tags=[]
 # At $t = 0$ there is nothing to transport — the context-blind posterior *is* the filter — so the KL there
@@ -324,21 +342,33 @@ claims.glue(
 # runs, the longest made, and decided by the 95 % interval of their mean.
 #
 
-# %% tags=["hide-input"]
-fig, axes = figures.plot_binding_longer(
-    spread,
-    paper_accuracy=settings.PAPER_I_RESULTS["mamba"]["binding_accuracy"],
-    bag_accuracy=associative_recall.bag_of_values_accuracy(cfg.binding_pairs, cfg.binding_values),
-    chance=levels.context_blind["binding"]["accuracy"],
+# %% tags=["hide-input", "remove-output"]
+plotting.glue_figure(
+    "fig-arch-binding-longer",
+    figures.plot_binding_longer(
+        spread,
+        paper_accuracy=settings.PAPER_I_RESULTS["mamba"]["binding_accuracy"],
+        bag_accuracy=associative_recall.bag_of_values_accuracy(cfg.binding_pairs, cfg.binding_values),
+        chance=levels.context_blind["binding"]["accuracy"],
+    ),
 )
-fig.suptitle("Binding at four times the chapter's budget: Mamba binds, the LSTM does not")
-plotting.plt.show()
 
 # %% [markdown] tags=[]
-# Left: the training loss of every seed's longer run (log scale; the thick end is the last 20 % of training, the
-# dotted line where the chapter's own runs stop). Mamba's loss keeps falling through the chapter's
+# ```{glue:figure} fig-arch-binding-longer
+# :name: fig-arch-binding-longer
+# :alt: Two stacked panels for Mamba and the LSTM on binding. Top: each seed's training loss of the run four times as long, on a log scale against the training step, one colour per family, the end of each curve thick and a dotted vertical line where the chapter's runs end. Bottom: each seed's binding accuracy at the chapter's length and at the longer length joined by a line, with black squares for the mean and its 95 % interval and horizontal lines at Paper I's Mamba accuracy, the realised threshold, the bag-of-values level and chance.
+#
+# Binding at the chapter's budget and trained four times as long, on the same seeds, one colour per model family.
+# Top: the training loss of every seed's longer run, the end of each run drawn thick; the dotted line marks where the
+# chapter's own runs end. Bottom: each seed's accuracy at both lengths, the mean with its confidence interval, and the
+# reference levels (Paper I's Mamba accuracy, the realised threshold, the bag-of-values level and chance).
+# ```
+
+# %% [markdown] tags=[]
+# In {numref}`fig-arch-binding-longer`, top: the training loss of every seed's longer run (log scale; the thick end
+# is the last 20 % of training, the dotted line where the chapter's own runs stop). Mamba's loss keeps falling through the chapter's
 # {glue:text}`architectures.steps` steps and on towards zero; the LSTM's drops within the first few hundred steps
-# and then stays nearly flat. Right: each seed's accuracy at both lengths, with the mean and its 95 % interval.
+# and then stays nearly flat. Bottom: each seed's accuracy at both lengths, with the mean and its 95 % interval.
 # Every Mamba seed moves up to near-perfect accuracy; the LSTM's stay at the bag level.
 #
 
@@ -374,14 +404,23 @@ sticky = sticky_hmm.load()  # computed once: python -m attention_dynamics comput
 sticky_report.glue_sticky(sticky, setup)
 sticky_report.record_sticky_claims(sticky)
 
-# %% tags=["hide-input"]
-fig, ax = figures.plot_sticky_kl_curves(sticky)
-plotting.plt.show()
+# %% tags=["hide-input", "remove-output"]
+plotting.glue_figure("fig-arch-sticky-kl", figures.plot_sticky_kl_curves(sticky))
+
+# %% [markdown] tags=[]
+# ```{glue:figure} fig-arch-sticky-kl
+# :name: fig-arch-sticky-kl
+# :alt: Line plot of the KL divergence to the exact filter in bits on a log scale against the training step on the sticky HMMs, one coloured curve per model family with the last fifth of each run thick, dashed curves for the runs four times as long, and black horizontal lines for the context-blind level (dashed) and the transport threshold (dotted); the legend stands to the right of the plot.
+#
+# Sticky HMMs: each model's exact KL to the filter on every training step's fresh batch (averaged over blocks of
+# steps), one colour per model family, the end of each run thick and the runs four times as long dashed. The
+# black lines are the context-blind level (dashed) and the transport threshold, a fraction of it (dotted).
+# ```
 
 # %% [markdown] tags=[]
 # The table gives each model's KL to the filter on the held-out sequences, as a multiple of the context-blind level,
 # with how much its KL still fell over the last 20% of training and, where one was made, the same multiple after a
-# run four times as long. The figure shows the curves.
+# run four times as long. {numref}`fig-arch-sticky-kl` shows the curves.
 #
 # - **Transformer: realises transport.** Its KL is {glue:text}`hmm_sticky.kl_bits_transformer:.4f` bits,
 #   {glue:text}`architectures.sticky_ratio_transformer:.2f` × the context-blind level, within the bound of
@@ -491,25 +530,36 @@ hmm_task = tasks[1]
 fits = report.record_mamba_routing_fits(results, tasks, cfg, seed=seed, params=run_params)
 {name: [round(f.r2, 3) for f in layer_fits] for name, layer_fits in fits.items()}
 
-# %% tags=["hide-input", "trained-output"]
-fig, axes = figures.plot_advantage_fits(
-    softmax_points,
-    fits["trained on binding"][-1],
-    {name: [f.r2 for f in layer_fits] for name, layer_fits in fits.items()},
-    ["layer 1", "layer 2"],
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure(
+    "fig-arch-advantage-fits",
+    figures.plot_advantage_fits(
+        softmax_points,
+        fits["trained on binding"][-1],
+        {name: [f.r2 for f in layer_fits] for name, layer_fits in fits.items()},
+        ["layer 1", "layer 2"],
+        mamba_title="Mamba layer 2, trained on binding",
+    ),
 )
-axes[1].set_title(
-    f"Mamba layer 2, trained on binding\n$R^2$ = {fits['trained on binding'][-1].r2:.2f}"
-)
-fig.suptitle("The routing law beyond attention: exact for softmax routing, partial for Mamba")
-plotting.plt.show()
 
 # %% [markdown] tags=[]
-# Left: for softmax routing with logits from a small network on the content pair, every entry of the
-# autograd gradient lies on the diagonal — the advantage form is exact. Middle: Mamba's true routing-logit
-# gradient against its best advantage-form fit, for the last layer of the model trained on binding
-# (symmetric-log axes: the gradient is heavy-tailed). Right: the explained share $R^2$ per layer, at
-# initialisation and after training on each task; the dashed line is the softmax case. The advantage form
+# ```{glue:figure} fig-arch-advantage-fits
+# :name: fig-arch-advantage-fits
+# :alt: Three panels. Top left: a scatter of the autograd routing gradient against the advantage form for softmax routing with network logits, points along a dashed diagonal. Top right: a scatter on symmetric-log axes of Mamba's true routing-logit gradient against its best advantage-form fit, with a dashed diagonal. Bottom: grouped bars of the R-squared of the advantage form for Mamba's two layers, at initialisation and after training on each task, under a dashed line at 1 for softmax routing.
+#
+# The routing law beyond attention. Top left: softmax routing with logits from a network on the content pair, the
+# autograd gradient against the advantage form {eq}`eq-routing-law-any-logits` (dashed: equality). Top right:
+# Mamba's true routing-logit gradient against its best advantage-form fit {eq}`eq-mamba-advantage-gain`, last
+# layer of the model trained on binding, on symmetric-log axes. Bottom: the share $R^2$ of Mamba's routing gradient
+# that the advantage form explains, per layer and model; the dashed line is the softmax case.
+# ```
+
+# %% [markdown] tags=[]
+# In {numref}`fig-arch-advantage-fits`, top left: for softmax routing with logits from a small network on the
+# content pair, every entry of the autograd gradient lies on the diagonal — the advantage form is exact. Top
+# right: Mamba's true routing-logit gradient against its best advantage-form fit, for the last layer of the model
+# trained on binding (symmetric-log axes: the gradient is heavy-tailed). Bottom: the explained share $R^2$ per
+# layer, at initialisation and after training on each task; the dashed line is the softmax case. The advantage form
 # explains most of the routing gradient of the model trained on binding ({glue:text}`architectures.mamba_fit_binding:.2f`
 # averaged over its layers), less on the bijection ({glue:text}`architectures.mamba_fit_bijection:.2f`) and least on
 # the HMM ({glue:text}`architectures.mamba_fit_hmm:.2f`). What it leaves is the gain term of
@@ -540,13 +590,25 @@ mamba_clusters, purity_table = report.record_state_clusters(
 )
 purity_table
 
-# %% tags=["hide-input", "trained-output"]
-fig, axes = figures.plot_state_clusters(mamba_clusters, title="Mamba final-layer states")
-fig.suptitle("Mamba's states on HMM filtering: five clusters — of what?")
-plotting.plt.show()
+# %% tags=["hide-input", "trained-output", "remove-output"]
+plotting.glue_figure(
+    "fig-arch-state-clusters",
+    figures.plot_state_clusters(mamba_clusters, title="Mamba final-layer states"),
+)
 
 # %% [markdown] tags=[]
-# Mamba's states do fall into five discrete clusters — but they are the five *observation symbols*, not the
+# ```{glue:figure} fig-arch-state-clusters
+# :name: fig-arch-state-clusters
+# :alt: Two scatter plots of Mamba's final-layer states on HMM filtering in the plane of their first two principal components, left coloured by the most probable hidden state and right by the current observation, and below them a bar chart of the k-means purity of the five clusters against chance, the most probable state, the current observation and the exact posteriors, each bar labelled with its value.
+#
+# Mamba's final-layer states on held-out HMM sequences, projected on their first two principal components and
+# coloured by the most probable hidden state under the exact posterior (left) and by the current observation
+# (right). Below: the purity of five k-means clusters against each labelling, beside chance and the purity of
+# clustering the exact posteriors themselves.
+# ```
+
+# %% [markdown] tags=[]
+# Mamba's states do fall into five discrete clusters ({numref}`fig-arch-state-clusters`) — but they are the five *observation symbols*, not the
 # five hidden states. The clusters are {glue:text}`architectures.cluster_observation_purity:.2f` pure against the
 # current observation and {glue:text}`architectures.mamba_hmm_cluster_purity:.2f` against the most probable state,
 # hardly above chance ({glue:text}`architectures.cluster_chance:.2f`; the exact posteriors themselves cluster at

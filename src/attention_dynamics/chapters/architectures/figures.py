@@ -1,5 +1,9 @@
 """Chapter 7's figures: training losses, the routing-law fits, the state clusters, the HMM's KL by step, binding
-at runs four times as long, and the sticky tunnel's KL curves."""
+at runs four times as long, and the sticky tunnel's KL curves.
+
+Each function returns its figure, made for the book's column (at most
+:data:`~attention_dynamics.plotting.MAX_FIGURE_WIDTH_IN` wide, text of at least 8 pt, legends clear of the reference
+lines), and every model family keeps the book's colour (:func:`attention_dynamics.plotting.family_color`)."""
 
 from __future__ import annotations
 
@@ -22,20 +26,24 @@ __all__ = []
 
 
 def family_color(family: str):
-    """Return the fixed colour of a model family (the same in every figure of the chapter)."""
+    """Return the fixed colour of a model family: the book's (:func:`attention_dynamics.plotting.family_color`)."""
 
-    return plotting.PALETTE[FAMILIES.index(family) % len(plotting.PALETTE)]
+    return plotting.family_color(family)
 
 
 def plot_training_losses(results: Mapping[tuple[str, str], RunResult], tasks: Sequence[WindTunnel],
                          floors_nats: Mapping[str, float], *, window: int = 25):
-    """Return ``(fig, axes)``: the training loss (nats, moving average over ``window`` steps) of every family, one panel per task.
+    """Return the figure of the training loss (nats, moving average over ``window`` steps) of every family, one panel
+    per task (two panels to a row).
 
-    ``floors_nats``: the Bayes floor of each task's loss (the mean posterior entropy), drawn dashed.
+    ``floors_nats``: the Bayes floor of each task's loss (the mean posterior entropy), drawn dashed. The legend fills
+    the spare panel of an odd number of tasks (three or more), and stands below the panels otherwise.
     """
 
-    fig, axes = plotting.new_figure(len(tasks), width=3.5, height=2.9)
-    for ax, task in zip(np.atleast_1d(axes), tasks):
+    spare = len(tasks) >= 3 and len(tasks) % 2 == 1
+    fig, axes = plotting.new_figure(len(tasks) + spare, width=3.6, height=2.8)
+    axes = np.atleast_1d(axes)
+    for ax, task in zip(axes, tasks):
         for family in FAMILIES:
             if (family, task.name) not in results:
                 continue
@@ -45,18 +53,26 @@ def plot_training_losses(results: Mapping[tuple[str, str], RunResult], tasks: Se
         ax.set_title(f"{task.name} ({TASK_PRIMITIVES[task.name]})")
         ax.set_xlabel("training step")
         ax.set_ylabel("cross-entropy (nats)")
-    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8)
-    return fig, axes
+    handles, labels = axes[0].get_legend_handles_labels()
+    if spare:
+        axes[-1].axis("off")
+        axes[-1].legend(handles, labels, loc="center", frameon=False)
+    else:
+        fig.legend(handles, labels, loc="outside lower center", ncols=3, frameon=False)
+    return fig
 
 
 def plot_advantage_fits(softmax: tuple[np.ndarray, np.ndarray], mamba: AdvantageFit, r2_rows: Mapping[str, Sequence[float]],
-                        layer_labels: Sequence[str]):
-    """Return ``(fig, axes)``: (a) softmax routing, autograd vs the advantage form; (b) Mamba, true logit
-    gradient vs its best advantage-form fit; (c) R² by layer for each Mamba model in ``r2_rows``."""
+                        layer_labels: Sequence[str], *, mamba_title: str = "Mamba selective scan"):
+    """Return the figure of (a) softmax routing, autograd vs the advantage form; (b) Mamba, true logit
+    gradient vs its best advantage-form fit (``mamba_title`` above its $R^2$); (c) R² by layer for each Mamba model in
+    ``r2_rows``, across the width of the figure below the two scatter plots. Its axes, in order: (a), (b), (c)."""
 
+    import matplotlib.pyplot as plt
 
-    fig, axes = plotting.new_figure(3, width=3.7, height=3.3)
+    fig = plt.figure(figsize=(7.6, 6.6), layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=(1.25, 1))
+    axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])]
     truth, law = softmax
     ax = axes[0]
     ax.scatter(law, truth, s=4, alpha=0.5, color=family_color("transformer"))
@@ -73,11 +89,10 @@ def plot_advantage_fits(softmax: tuple[np.ndarray, np.ndarray], mamba: Advantage
     ticks = [*(-(10.0 ** powers[::-1])), 0.0, *(10.0 ** powers)]
     for axis in (ax.xaxis, ax.yaxis):  # heavy-tailed: linear near 0, logarithmic beyond
         axis._set_axes_scale(matplotlib.scale.SymmetricalLogScale(axis, linthresh=linthresh))
-        axis.set_ticks(ticks)
-    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title=f"Mamba selective scan\n$R^2$ = {mamba.r2:.2f}",
-           xlabel=r"best advantage-form fit $\lambda_i A_{ij}$ (nats, symlog)",
+        axis.set_ticks(ticks if axis is ax.yaxis or len(ticks) <= 3 else ticks[::2])  # the x labels are wider
+    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title=f"{mamba_title}\n$R^2$ = {mamba.r2:.2f}",
+           xlabel=r"best fit $\lambda_i A_{ij}$ (nats, symlog)",
            ylabel=r"true $\partial L/\partial \ln|w_{ij}|$ (nats, symlog)")
-    ax.tick_params(labelsize=7)
     ax = axes[2]
     n = len(r2_rows)
     width = 0.8 / max(n, 1)
@@ -86,20 +101,24 @@ def plot_advantage_fits(softmax: tuple[np.ndarray, np.ndarray], mamba: Advantage
         colour = "0.6" if k == 0 else plotting.PALETTE[(5, 8, 9, 6)[(k - 1) % 4]]
         ax.bar(x + (k - (n - 1) / 2) * width, values, width=width, label=label, color=colour)
     ax.axhline(1.0, color=family_color("transformer"), lw=1.2, ls="--", label="softmax routing (exact)")
-    ax.set(xticks=x, xticklabels=list(layer_labels), ylim=(0, 1.5), yticks=np.linspace(0, 1, 6),
-           ylabel=r"$R^2$ of the advantage form", title="advantage share of\nMamba's routing gradient",
+    ax.set(xticks=x, xticklabels=list(layer_labels), ylim=(0, 1.05), yticks=np.linspace(0, 1, 6),
+           ylabel=r"$R^2$ of the advantage form", title="advantage share of Mamba's routing gradient",
            xlabel="Mamba layer")
-    ax.legend(loc="upper center", ncol=2, fontsize=6.5, columnspacing=0.8, handlelength=1.5)
-    return fig, axes
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # clear of the softmax line
+    return fig
 
 
 def plot_state_clusters(result: StateClustering, *, title: str, max_points: int = 3000):
-    """Return ``(fig, axes)``: the states' first two principal components coloured by the most probable hidden
-    state and by each labelling in ``result.other_labels``, and the k-means purity against each labelling next to
-    chance and to the purity of clustering the exact posteriors."""
+    """Return the figure of the states' first two principal components coloured by the most probable hidden
+    state and by each labelling in ``result.other_labels``, and (below, across the figure) the k-means purity
+    against each labelling next to chance and to the purity of clustering the exact posteriors."""
+
+    import matplotlib.pyplot as plt
 
     colourings = {"most probable state": result.labels, **result.other_labels}
-    fig, axes = plotting.new_figure(len(colourings) + 1, width=3.6, height=3.3)
+    fig = plt.figure(figsize=(7.6, 7.0), layout="constrained")
+    grid = fig.add_gridspec(2, len(colourings), height_ratios=(1.35, 1))
+    axes = [fig.add_subplot(grid[0, k]) for k in range(len(colourings))] + [fig.add_subplot(grid[1, :])]
     n = min(max_points, len(result.labels))
     for ax, (name, labels) in zip(axes, colourings.items()):
         for k, value in enumerate(np.unique(labels)):
@@ -108,28 +127,27 @@ def plot_state_clusters(result: StateClustering, *, title: str, max_points: int 
                        label=str(int(value)))
         ax.set(title=f"{title}\ncoloured by {name}", xlabel=f"PC 1 ({100 * result.explained_variance[0]:.0f}% of variance)",
                ylabel=f"PC 2 ({100 * result.explained_variance[1]:.0f}% of variance)")
-        ax.legend(title=name, fontsize=7, title_fontsize=7, markerscale=3, loc="upper center",
-                  bbox_to_anchor=(0.5, -0.3), ncol=len(np.unique(labels)), columnspacing=0.6, handletextpad=0.1)
+        ax.legend(title=name, markerscale=3, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False,
+                  ncols=len(np.unique(labels)), columnspacing=0.6, handletextpad=0.1)
     ax = axes[-1]
-    names = ["chance", "most\nprobable\nstate", *[k.replace(" ", "\n") for k in result.other_purities], "exact\nposteriors"]
+    names = ["chance", "most probable\nstate", *[k.replace(" ", "\n", 1) for k in result.other_purities], "exact\nposteriors"]
     values = [result.chance, result.purity, *result.other_purities.values(), result.posterior_purity]
     colours = [plotting.PALETTE[7], family_color("mamba"), *[plotting.PALETTE[9]] * len(result.other_purities), "0.4"]
-    ax.bar(range(len(values)), values, color=colours)
+    ax.bar(range(len(values)), values, color=colours, width=0.6)
     for i, v in enumerate(values):
-        ax.text(i, v + 0.02, f"{v:.2f}", ha="center", fontsize=8)
-    ax.set_xticks(range(len(values)), names, fontsize=7)
-    ax.set(ylim=(0, 1.12), ylabel="k-means purity (5 clusters)", title="purity of the clusters\nagainst each labelling")
-    return fig, axes
+        ax.text(i, v + 0.02, f"{v:.2f}", ha="center", fontsize=9)
+    ax.set_xticks(range(len(values)), names)
+    ax.set(ylim=(0, 1.15), ylabel="k-means purity\n(5 clusters)", title="purity of the clusters against each labelling")
+    return fig
 
 
 def plot_hmm_kl_by_position(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels, *, task: str = "hmm",
                             families: Sequence[str] = FAMILIES, ax=None):
-    """Return ``(fig, ax)``: KL to the exact filter (bits) at every step of the HMM, per family, with the
-    context-blind level — what transport has to beat."""
-
+    """Return the figure of the KL to the exact filter (bits) at every step of the HMM, per family, with the
+    context-blind level — what transport has to beat. The legend stands to the right of the axes, clear of the level."""
 
     if ax is None:
-        fig, ax = plotting.new_figure(1, width=5.0, height=3.2)
+        fig, ax = plotting.new_figure(1, width=7.4, height=3.4)
     else:
         fig = ax.figure
     blind = levels.context_blind_kl_by_position[task]
@@ -140,28 +158,30 @@ def plot_hmm_kl_by_position(results: Mapping[tuple[str, str], RunResult], levels
             continue
         ax.plot(steps, run.kl_by_position, marker="o", ms=3, color=family_color(family), label=FAMILY_LABELS[family])
     # at t = 0 the context-blind posterior is the filter itself (KL 0, off a log axis)
-    ax.plot(steps[1:], blind[1:], color="black", ls="--", lw=1.2, label="context-blind (exact best), t ≥ 1")
-    ax.set(yscale="log", xlabel="step t", ylabel="KL(posterior ‖ model) (bits)", title="HMM filtering, step by step")
+    ax.plot(steps[1:], blind[1:], color="black", ls="--", lw=1.2, label="context-blind\n(exact best), $t \\geq 1$")
+    ax.set(yscale="log", xlabel=r"step $t$", ylabel=r"$\mathrm{KL}(\mathrm{posterior}\,\|\,\mathrm{model})$ (bits)",
+           title="HMM filtering, step by step")
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.legend(fontsize=7, ncol=2)
-    return fig, ax
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return fig
 
 
 def plot_binding_longer(spread: Mapping[str, Any], *, paper_accuracy: float, bag_accuracy: float, chance: float):
-    """Return ``(fig, axes)``: the evidence that decides the binding verdicts stated at a longer run (``spread``: the
+    """Return the figure of the evidence that decides the binding verdicts stated at a longer run (``spread``: the
     seed-spread results with their longer runs, :data:`~attention_dynamics.chapters.architectures.binding_spread.BINDING_SEED_SPREAD`).
 
-    Left: the training loss of every seed's longer run, per family (block means; the last 20 % of training thick).
-    Right: each seed's accuracy after the chapter's steps and after the longer run (paired), with the 95 % interval
+    Top: the training loss of every seed's longer run, per family (block means; the last 20 % of training thick).
+    Bottom: each seed's accuracy after the chapter's steps and after the longer run (paired), with the 95 % interval
     of the mean of each, the realised threshold, Paper I's accuracy for Mamba (``paper_accuracy``), the
-    bag-of-values level and chance.
+    bag-of-values level and chance. The two panels are stacked, each with its legend to its right; its axes are
+    ``fig.axes`` (loss, accuracy).
     """
 
     families = [f for f in FAMILIES if f"binding_{f}_longer" in spread["runs"]]
     if not families:
         raise ValueError("the spread results hold no longer binding runs")
     chapter_steps = spread["settings"]["binding"]["steps"]
-    fig, (ax_loss, ax_acc) = plotting.new_figure(2, width=8.4, height=3.4)
+    fig, (ax_loss, ax_acc) = plotting.new_figure(1, 2, width=7.6, height=3.1)
     for k, family in enumerate(families):
         short, longer = spread["runs"][f"binding_{family}"], spread["runs"][f"binding_{family}_longer"]
         if [r["seed"] for r in short] != [r["seed"] for r in longer]:
@@ -172,39 +192,40 @@ def plot_binding_longer(spread: Mapping[str, Any], *, paper_accuracy: float, bag
             x = (np.arange(len(curve)) + 0.5) * run["steps"] / len(curve)
             last = x >= 0.8 * run["steps"]
             ax_loss.plot(x, curve, color=color, lw=1.0, alpha=0.8,
-                         label=f"{FAMILY_LABELS[family]}, one line per seed" if i == 0 else None)
+                         label=f"{FAMILY_LABELS[family]}, one line\nper seed" if i == 0 else None)
             ax_loss.plot(x[last], curve[last], color=color, lw=3.0, alpha=0.8)
         offset = 0.12 * k
-        for run_short, run_long in zip(short, longer):
+        for i, (run_short, run_long) in enumerate(zip(short, longer)):
             ax_acc.plot([offset, 1 + offset], [run_short["accuracy"], run_long["accuracy"]], color=color, lw=1.0,
-                        marker="o", ms=4, alpha=0.7)
+                        marker="o", ms=4, alpha=0.7, label=f"{FAMILY_LABELS[family]}, each seed" if i == 0 else None)
         for x, key in ((0, f"binding_accuracy_{family}"), (1, f"binding_accuracy_{family}_longer")):
             ci = spread["intervals"][key]
             ax_acc.errorbar([x + offset + 0.06], [ci["mean"]], yerr=[[ci["mean"] - ci["low"]], [ci["high"] - ci["mean"]]],
                             color="black", marker="s", ms=4, capsize=3,
                             label="mean, 95 % interval" if (k, x) == (0, 0) else None)
-    ax_loss.axvline(chapter_steps, color="grey", ls=":", lw=1.2, label="the chapter's run ends")
+    ax_loss.axvline(chapter_steps, color="grey", ls=":", lw=1.2, label="the chapter's\nrun ends")
     longer_steps = spread["runs"][f"binding_{families[0]}_longer"][0]["steps"]
     ax_loss.set(yscale="log", xlabel="training step", ylabel="training loss (nats)",
                 title=f"Binding, trained {longer_steps // chapter_steps}× as long (last 20 % thick)")
-    ax_loss.legend(fontsize=7)
+    ax_loss.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     for level, style, label in ((paper_accuracy, "-", "Paper I, Mamba"),
                                 (REALISED_BINDING_ACCURACY, "--", "realised threshold"),
                                 (bag_accuracy, "-.", "bag of values (exact)"), (chance, ":", "chance")):
         ax_acc.axhline(level, color="black", ls=style, lw=1.0, label=label)
     ax_acc.set(xticks=[0.1, 1.1], xticklabels=[f"{chapter_steps} steps", f"{longer_steps} steps"], xlim=(-0.4, 1.6),
                ylim=(0, 1.02), ylabel="binding accuracy", title="Each seed, at both lengths")
-    ax_acc.legend(fontsize=7, loc="center right")
-    return fig, (ax_loss, ax_acc)
+    ax_acc.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return fig
 
 
 def plot_sticky_kl_curves(stored: Mapping[str, Any], *, ax=None):
-    """Return ``(fig, ax)``: every family's KL to the exact filter (bits) over training on the sticky tunnel — the
+    """Return the figure of every family's KL to the exact filter (bits) over training on the sticky tunnel — the
     exact KL on each step's fresh batch, averaged over blocks of steps, the last 20% of each run drawn thick, a
-    longer run dashed — with the context-blind level and the transport threshold (a fraction of it)."""
+    longer run dashed — with the context-blind level and the transport threshold (a fraction of it). The legend
+    stands to the right of the axes, clear of the two levels."""
 
     if ax is None:
-        fig, ax = plotting.new_figure(1, width=5.6, height=3.4)
+        fig, ax = plotting.new_figure(1, width=7.6, height=3.6)
     else:
         fig = ax.figure
     levels = sticky_levels(stored)
@@ -224,10 +245,10 @@ def plot_sticky_kl_curves(stored: Mapping[str, Any], *, ax=None):
             ax.plot(x, curve, color=family_color(family), lw=1.0, ls="--",
                     label=f"{FAMILY_LABELS[family]}, {longer['steps'] // run['steps']}× longer")
     blind = levels.context_blind[STICKY_HMM]["kl_bits"]
-    ax.axhline(blind, color="black", ls="--", lw=1.2, label="context-blind (exact best)")
+    ax.axhline(blind, color="black", ls="--", lw=1.2, label="context-blind\n(exact best)")
     ax.axhline(realised_threshold(STICKY_HMM, "kl_bits", levels), color="black", ls=":", lw=1.2,
                label="transport threshold")
-    ax.set(yscale="log", xlabel="training step", ylabel="KL(posterior ‖ model) (bits)",
+    ax.set(yscale="log", xlabel="training step", ylabel=r"$\mathrm{KL}(\mathrm{posterior}\,\|\,\mathrm{model})$ (bits)",
            title="Sticky HMMs: KL to the exact filter over training")
-    ax.legend(fontsize=7, ncol=2)
-    return fig, ax
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return fig
