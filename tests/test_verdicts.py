@@ -279,6 +279,24 @@ def test_staged_rows_are_fed_by_the_stored_results():
     assert {cid for s in v.STAGED for cid in s.row.deciding} <= set(ledger)
 
 
+def test_every_new_claim_of_a_staged_row_is_written_out_in_its_chapters_folder():
+    """The claims a staged row reads that the committed ledger lacks are recorded, their ids written out literally, in
+    the folder of the chapter whose section the row links to (what tests/test_chapters.py checks once they are in the
+    ledger)."""
+    import ast
+
+    ledger = {c["id"] for c in _ledger()}
+    for staged in v.STAGED:
+        pc = staged.row
+        slug = pc.section[0].split("/")[-1].split("-", 1)[1].replace("-", "_")
+        folder = REPO_ROOT / "src" / "attention_dynamics" / "chapters" / slug
+        literals = {node.value for path in folder.glob("*.py") for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+        wanted = {*pc.deciding, *pc.context, *v.caveat_claim_ids(pc.caveat)} - ledger
+        assert wanted, staged.name
+        assert wanted <= literals, f"{staged.name}: not written out in chapters/{slug}: {sorted(wanted - literals)}"
+
+
 def test_switched_on_rows_have_their_claims_in_the_committed_ledger():
     """A staged row is switched on only once the committed ledger holds the claims that decide it."""
     ledger = {c["id"] for c in _ledger()}
