@@ -1079,23 +1079,39 @@ def test_every_chapter_has_its_text_form_in_sync():
 
 
 def test_verdict_rendering_takes_a_verdict_it_does_not_know():
-    """A verdict added later ("depends on the definition") is counted, marked and coloured like the others."""
+    """A verdict added later (one the rendering does not know) is counted, marked and coloured like the others."""
     from attention_dynamics import verdicts as v
 
     tables = _ext_module("book_tables")
     claim = v.PAPER_CLAIMS[0]
-    found = [v.Verdict(claim, "reproduces"), v.Verdict(claim, "depends on the definition"),
-             v.Verdict(claim, "depends on the definition")]
+    found = [v.Verdict(claim, "reproduces"), v.Verdict(claim, "holds in part later"),
+             v.Verdict(claim, "holds in part later")]
     counts = tables.verdict_counts(found, v.VERDICTS)
     assert list(counts)[:len(v.VERDICTS)] == list(v.VERDICTS), "the known verdicts first, in their order"
     assert counts["reproduces"] == 1 and counts["does not reproduce"] == 0
-    assert counts["depends on the definition"] == 2
-    assert tables.verdict_class("depends on the definition") == "verdict-depends-on-the-definition"
-    assert tables.verdict_mark("depends on the definition") == tables.OTHER_MARK
+    assert counts["holds in part later"] == 2
+    assert tables.verdict_class("holds in part later") == "verdict-holds-in-part-later"
+    assert tables.verdict_mark("holds in part later") == tables.OTHER_MARK
     assert tables.verdict_mark("does not reproduce") == "✗"
     # Every verdict, known or not, gets a colour: the generic .verdict rule, in both themes.
     assert re.search(r"\.verdict, \.claim-status \{[^}]*color: var\(--verdict-other\)", tables.BOOK_CSS)
     assert tables.BOOK_CSS.count("--verdict-other:") == 2
+
+
+def test_every_verdict_of_the_rule_has_its_mark_and_colour():
+    """Each verdict the rule gives ("depends on the definition", "reproduces where decided", …) has a mark of its
+    own kind and a colour class set in both themes (the browser test measures its contrast)."""
+    from attention_dynamics import verdicts as v
+
+    tables = _ext_module("book_tables")
+    for verdict in v.VERDICTS:
+        assert verdict in tables.VERDICT_MARKS, verdict
+        rule = re.search(r"([^{}]*\." + re.escape(tables.verdict_class(verdict)) + r"\b[^{}]*)\{([^}]*)\}",
+                         tables.BOOK_CSS)
+        assert rule, f"no CSS rule for {tables.verdict_class(verdict)}"
+        variable = re.search(r"color: var\((--verdict-[a-z]+)\)", rule.group(2)).group(1)
+        assert tables.BOOK_CSS.count(f"{variable}:") == 2, f"{variable} is not set in both themes"
+    assert tables.verdict_mark("depends on the definition") != tables.OTHER_MARK
 
 
 def test_every_paper_claim_has_a_short_name_or_a_readable_fallback():

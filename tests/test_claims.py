@@ -296,3 +296,14 @@ def test_a_claim_that_cannot_be_decided_carries_its_reason_and_passes_the_ledger
     assert ledger_problems([claim]) == []
     forged = {**claim.to_json(), "undecided_because": None}
     assert any("stored status" in p for p in ledger_problems([forged]))
+
+
+def test_recorded_claims_are_kept_for_the_chapter_that_records_them():
+    from attention_dynamics import claims as c
+
+    first = c.record("test.kept_a", 1.0, description="d", unit="", lower=0.0)
+    c.record("test.kept_b", 2.0, description="d", unit="")
+    again = c.record("test.kept_a", -1.0, description="d", unit="", lower=0.0, explanation="below")
+    kept = {x.id: x for x in c.recorded_claims()}
+    assert kept["test.kept_a"] is again and kept["test.kept_a"] is not first and kept["test.kept_a"].status == "fail"
+    assert "test.kept_b" in kept

@@ -198,3 +198,15 @@ def test_monte_carlo_entropy_rate_brackets_the_closed_form():
     mc = sc.monte_carlo_entropy_rate(P, 100_000, seed=4)
     assert 0 < mc["standard_error"] < 0.01
     assert abs(mc["estimate"] - sc.entropy_rate_nats(P)) < 5 * mc["standard_error"]
+
+
+def test_share_of_the_way_from_ln8_to_hmin_and_its_phrase():
+    hmin = 1.8
+    assert sc.UNIFORM_LOSS_NATS == pytest.approx(math.log(8))
+    assert sc.share_of_way(math.log(8), hmin) == 0.0 and sc.share_of_way(hmin, hmin) == pytest.approx(1.0)
+    assert sc.share_of_way((math.log(8) + hmin) / 2, hmin) == pytest.approx(0.5)
+    # the default H_min is the reference chain's
+    reference = sc.bayes_floor_nats(sc.transition_matrix("reference"))
+    assert sc.share_of_way(reference) == pytest.approx(1.0)
+    assert sc.position_phrase(sc.share_of_way((math.log(8) + hmin) / 2 + 1e-9, hmin)).startswith("still")
+    assert sc.position_phrase(0.59).startswith("more than halfway")

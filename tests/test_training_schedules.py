@@ -130,3 +130,98 @@ def test_warmup_cosine_is_linear_then_a_half_cosine_to_zero():
     assert lrs[50] == pytest.approx(0.5) and lrs[-1] == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.99)))
     with pytest.raises(ValueError, match="warmup_steps must be a positive integer"):
         warmup_cosine(opt, 100, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The exact M-step over W_V, and the linearised one matched to a gradient step
+# ---------------------------------------------------------------------------------------------
+
+
+def _m_step_problem(T=60, d_in=5, d_k=3, d_v=4, C=3, seed=1):
+    from attention_dynamics.training.schedules import attended_inputs
+
+    params, x, y = _example(T=T, d_in=d_in, d_k=d_k, d_v=d_v, C=C, seed=seed)
+    return params, x, y, attended_inputs(x, params)
+
+
+def test_attended_inputs_are_the_heads_attention_applied_to_the_inputs():
+    """x̄ W_V equals the head's context g (the dense reference forward pass)."""
+    params, x, y, xbar = _m_step_problem()
+    fwd = single_head_forward(x, params, y)
+    torch.testing.assert_close(xbar @ params.W_V, fwd.g, rtol=0, atol=1e-12)
+
+
+def test_exact_m_step_reaches_the_minimiser():
+    """The inner solve ends where the gradient (by autograd) vanishes, below every perturbation tried, and at the
+    minimum an independent solver (scipy's L-BFGS from zero, in M = W_V W_O) finds."""
+    from attention_dynamics.training.schedules import exact_value_m_step, value_cross_entropy
+
+    params, x, y, xbar = _m_step_problem()
+    target, info = exact_value_m_step(xbar, params.W_V, params.W_O, y)
+    W = target.clone().requires_grad_(True)
+    loss = value_cross_entropy(W, xbar, params.W_O, y)
+    (grad,) = torch.autograd.grad(loss, W)
+    assert float(grad.abs().max()) < 1e-9 and info["grad_max"] < 1e-9
+    assert float(loss.detach()) < float(value_cross_entropy(params.W_V, xbar, params.W_O, y))
+    g = torch.Generator().manual_seed(3)
+    for scale in (1e-3, 1e-1, 1.0):
+        for _ in range(20):
+            moved = target + scale * torch.randn(target.shape, generator=g, dtype=torch.float64)
+            assert float(value_cross_entropy(moved, xbar, params.W_O, y)) >= float(loss.detach()) - 1e-12
+    C = params.W_O.shape[1]
+
+    def f(m):
+        M = torch.as_tensor(m.reshape(xbar.shape[1], C))
+        return float(torch.nn.functional.cross_entropy(xbar @ M, y))
+
+    best = scipy.optimize.minimize(f, np.zeros(xbar.shape[1] * C), method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15})
+    assert abs(best.fun - float(loss.detach())) < 1e-8
+
+
+def test_the_m_step_objective_is_convex_along_random_lines():
+    """Second differences of the cross-entropy in W_V (attention and W_O fixed) are never negative."""
+    from attention_dynamics.training.schedules import value_cross_entropy
+
+    params, x, y, xbar = _m_step_problem()
+    g = torch.Generator().manual_seed(5)
+    for _ in range(20):
+        start = torch.randn(params.W_V.shape, generator=g, dtype=torch.float64)
+        direction = torch.randn(params.W_V.shape, generator=g, dtype=torch.float64)
+        values = np.array([float(value_cross_entropy(start + t * direction, xbar, params.W_O, y))
+                           for t in np.linspace(-2, 2, 41)])
+        assert (values[:-2] - 2 * values[1:-1] + values[2:]).min() > -1e-12
+
+
+def test_exact_m_step_schedule_lands_on_the_minimiser():
+    """One fit step of ``exact_m_step``: W_V becomes the exact minimiser, W_Q, W_K, W_O take SGD's 0.01 step."""
+    from attention_dynamics.training.schedules import exact_value_m_step
+
+    params, x, y, xbar = _m_step_problem()
+    reference = SingleHeadModule(params)
+    autograd_head_loss(reference, (x, y)).backward()
+    target, _ = exact_value_m_step(xbar, params.W_V, params.W_O, y)
+    model = SingleHeadModule(params)
+    fit(model, lambda s: (x, y), steps=1, optimizer=make_optimizer(model, "exact_m_step"),
+        backward=make_backward("exact_m_step"))
+    torch.testing.assert_close(model.W_V.detach(), target, rtol=0, atol=1e-12)
+    for matrix in ("W_Q", "W_K", "W_O"):
+        expected = getattr(params, matrix) - 0.01 * getattr(reference, matrix).grad
+        torch.testing.assert_close(getattr(model, matrix).detach(), expected, rtol=0, atol=1e-14)
+
+
+def test_m_step_matched_to_a_gradient_step_by_norm_and_by_first_order_decrease():
+    """ρ by norm makes the two first steps equally long; ρ by decrease makes ⟨∇L, step⟩ equal; their ratio is 1/cos."""
+    from attention_dynamics.training.schedules import m_step_direction, m_step_matched_rho
+
+    params, x, y = _example(T=40)
+    result = closed_form_head_pass(x, params, y)
+    grad, counts = result.grads["W_V"], result.soft_counts
+    direction = m_step_direction(x, grad, counts)
+    by_norm = m_step_matched_rho(x, grad, counts, 0.1, match="norm")
+    by_decrease = m_step_matched_rho(x, grad, counts, 0.1, match="decrease")
+    assert abs(float(torch.linalg.norm(by_norm * direction)) - float(torch.linalg.norm(0.1 * grad))) < 1e-12
+    assert abs(float((grad * by_decrease * direction).sum()) - float(0.1 * (grad * grad).sum())) < 1e-14
+    cosine = float((grad * direction).sum() / (torch.linalg.norm(grad) * torch.linalg.norm(direction)))
+    assert by_decrease == pytest.approx(by_norm / cosine, rel=1e-12)
+    with pytest.raises(ValueError):
+        m_step_matched_rho(x, grad, counts, 0.1, match="size")

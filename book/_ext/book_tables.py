@@ -6,7 +6,8 @@
 
 The verdicts (:func:`attention_dynamics.verdicts.assess` over the ledger) are rendered three ways:
 ``verdicts-table`` (one row per claim of the paper, with the book's deciding numbers beside the
-paper's value), ``verdicts-scoreboard`` (the counts per verdict and one line per verdict naming its
+paper's value, grouped by the definition or part they decide, and each definition's own verdict under the row's;
+then the book's own cross-checks in a second table), ``verdicts-scoreboard`` (the counts per verdict and one line per verdict naming its
 claims, each a link to its row: the front page opens with it) and, injected at build time at the
 top of every chapter page (:func:`add_chapter_verdicts`), a box with that chapter's verdicts and
 its numbers in the ledger. A verdict the rendering does not know (a new one added to
@@ -200,9 +201,10 @@ def _paper(c: dict) -> str:
 # --------------------------------------------------------------------------------------------
 
 #: A mark beside each verdict, so that the verdict does not rest on its colour alone.
-VERDICT_MARKS = {"reproduces": "✓", "partly": "◐", "not decided at this scale": "?", "does not reproduce": "✗"}
-#: The mark of a verdict this rendering does not know yet (e.g. "depends on the definition").
-OTHER_MARK = "◇"
+VERDICT_MARKS = {"reproduces": "✓", "reproduces where decided": "✓", "partly": "◐", "depends on the definition": "◇",
+                 "not decided at this scale": "?", "does not reproduce where decided": "✗", "does not reproduce": "✗"}
+#: The mark of a verdict this rendering does not know yet (one added to the rule later).
+OTHER_MARK = "•"
 #: What each status of a ledger number looks like beside the number.
 STATUS_MARKS = {"pass": "✓", "fail": "✗", "undecided": "?", "new": "·"}
 
@@ -218,7 +220,9 @@ SHORT_NAMES = {
     "frame_precision_toy": "routing settles before the values (toy task)",
     "frame_precision_wind_tunnel": "frame before precision in the wind tunnels",
     "sticky_speedup": "the EM-like schedule's 2.3× speed-up",
+    "sticky_m_step_on_values": "the speed-up as an M-step on the values",
     "sticky_plateau": "both schedules still near ln 8 after 1000 steps",
+    "sticky_trajectories": "longer, more coherent value trajectories",
     "bijection_calibration": "calibration on bijection elimination",
     "hmm_filtering": "HMM filtering and length generalisation",
     "geometry": "the geometry of keys, values and attention",
@@ -285,28 +289,58 @@ def _read_ledger(env) -> list[dict] | None:
     return json.loads(path.read_text(encoding="utf-8"))["claims"]
 
 
-def _ours_lines(ledger_by_id: dict[str, dict], evidence: tuple[str, ...]) -> nodes.Node:
-    """The deciding numbers, one line each: value with unit (and interval), what it is, its status."""
+def _ours_lines(ledger_by_id: dict[str, dict], groups) -> nodes.Node:
+    """The deciding numbers, one line each: value with unit (and interval), what it is, its status; grouped under
+    the name of the definition or part they decide (``groups``: the paper claim's
+    :attr:`~attention_dynamics.verdicts.PaperClaim.groups`, one unnamed group for plain evidence)."""
     box = nodes.container(classes=["verdict-ours"])
-    for cid in evidence:
-        c = ledger_by_id[cid]
-        para = nodes.paragraph(classes=["ours-line"])
-        para += nodes.inline(text=_ours(c), classes=["ours-value"])
-        para += nodes.Text(" ")
-        para += nodes.inline(text=cid.split(".", 1)[-1].replace("_", " "), classes=["ours-what"])
-        para += nodes.Text(" ")
-        para += _status_mark(c["status"])
-        box += para
+    for group in groups:
+        if group.name:
+            box += nodes.paragraph(text=group.name, classes=["ours-group"])
+        for cid in group.evidence:
+            c = ledger_by_id[cid]
+            para = nodes.paragraph(classes=["ours-line"])
+            para += nodes.inline(text=_ours(c), classes=["ours-value"])
+            para += nodes.Text(" ")
+            para += nodes.inline(text=cid.split(".", 1)[-1].replace("_", " "), classes=["ours-what"])
+            para += nodes.Text(" ")
+            para += _status_mark(c["status"])
+            box += para
     return box
 
 
+def _verdict_entry(x) -> nodes.entry:
+    """The verdict cell: the row's verdict, then each definition's (or part's) own verdict, or what is not decided
+    at this scale beside a decided part, and the budget note."""
+    entry = nodes.entry()
+    para = nodes.paragraph()
+    para += _verdict_node(x.verdict)
+    entry += para
+    if x.by_group:
+        for name, verdict in x.by_group.items():
+            line = nodes.paragraph(classes=["verdict-definition"])
+            line += nodes.Text(f"{name}: ")
+            line += _verdict_node(verdict)
+            entry += line
+    else:
+        for text in x.lines():
+            entry += nodes.paragraph(text=text, classes=["verdict-definition"])
+    if x.claim.budget_limited:
+        entry += nodes.paragraph(text=f"Failures count as undecided: {x.claim.budget_limited}.",
+                                 classes=["claim-explanation"])
+    return entry
+
+
 class VerdictsTable(SphinxDirective):
-    """Render one row per claim of the paper: statement · paper · ours · verdict.
+    """Render one row per claim of the paper: statement · paper · ours · verdict; then the book's cross-checks.
 
     The verdicts come from the ledger (``book/claims.json``) through
     :func:`attention_dynamics.verdicts.assess`. "ours" lists the deciding ledger numbers with their
-    units, each with its status; the statement's cell links to the section that shows the evidence.
-    Each row has the id :func:`row_id` of its claim, which the scoreboard and the chapter boxes link to.
+    units, each with its status, grouped by the definition (or part) they decide; under the row's verdict, each
+    definition's own verdict, or what is not decided at this scale. The statement's cell carries the caveat, filled
+    from the ledger, and links to the section that shows the evidence. Each row has the id :func:`row_id` of its
+    claim, which the scoreboard and the chapter boxes link to. A second table lists the book's own cross-checks
+    (:data:`attention_dynamics.verdicts.CROSS_CHECKS`) the same way.
     """
 
     def run(self):
@@ -316,16 +350,24 @@ class VerdictsTable(SphinxDirective):
         if ledger is None:
             return [nodes.paragraph(text="The ledger has not been written yet: run `make book`.")]
         by_id = {c["id"]: c for c in ledger}
-        found = v.assess(ledger)
-        table = _table(["the paper says", "paper", "ours", "verdict"], [], [40, 13, 33, 14], ["verdicts-table"])
+        out = [self._table(v.assess(ledger), by_id)]
+        checks = v.assess(ledger, v.CROSS_CHECKS)
+        if checks:
+            out.append(nodes.paragraph(text="The book's cross-checks: results the book adds beside the paper's "
+                                            "claims, decided the same way.", classes=["claims-chapter-title"]))
+            out.append(self._table(checks, by_id, header="the book checks"))
+        return out
+
+    def _table(self, found, by_id: dict[str, dict], header: str = "the paper says") -> nodes.table:
+        table = _table([header, "paper", "ours", "verdict"], [], [40, 13, 33, 14], ["verdicts-table"])
         tbody = table.next_node(nodes.tbody)
         for x in found:
             pc = x.claim
             row = nodes.row(ids=[row_id(pc.id)])
             first = nodes.entry()
             first += nodes.paragraph(text=pc.statement)
-            if pc.caveat:
-                first += nodes.paragraph(text=pc.caveat, classes=["claim-explanation"])
+            if x.caveat:
+                first += nodes.paragraph(text=x.caveat, classes=["claim-explanation"])
             where = nodes.paragraph(classes=["verdict-where"])
             docname, anchor, title = pc.section
             where += nodes.Text("Shown in ")
@@ -336,18 +378,11 @@ class VerdictsTable(SphinxDirective):
             entry += nodes.paragraph(text=pc.paper_value)
             row += entry
             entry = nodes.entry()
-            entry += _ours_lines(by_id, pc.evidence)
+            entry += _ours_lines(by_id, pc.groups)
             row += entry
-            entry = nodes.entry()
-            para = nodes.paragraph()
-            para += _verdict_node(x.verdict)
-            entry += para
-            if pc.budget_limited:
-                entry += nodes.paragraph(text=f"Failures count as undecided: {pc.budget_limited}.",
-                                         classes=["claim-explanation"])
-            row += entry
+            row += _verdict_entry(x)
             tbody += row
-        return [table]
+        return table
 
 
 class VerdictsScoreboard(SphinxDirective):
@@ -400,6 +435,7 @@ def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonit
     from attention_dynamics import verdicts as v
 
     found = [x for x in v.assess(ledger) if x.claim.section[0] == f"book/{chapter}"]
+    checks = [x for x in v.assess(ledger, v.CROSS_CHECKS) if x.claim.section[0] == f"book/{chapter}"]
     box = nodes.admonition(classes=["chapter-verdicts"])
     box += nodes.title(text="What this chapter finds" if found else "What this chapter does")
     if found:
@@ -411,6 +447,15 @@ def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonit
             para += nodes.Text(": ")
             para += _verdict_doc_link(env, x.claim.id, short_name(x.claim))
             para += nodes.Text(f" — paper: {x.claim.paper_value}")
+            item += para
+            listing += item
+        for x in checks:
+            item = nodes.list_item()
+            para = nodes.paragraph()
+            para += _verdict_node(x.verdict)
+            para += nodes.Text(": ")
+            para += _verdict_doc_link(env, x.claim.id, short_name(x.claim))
+            para += nodes.Text(" — the book's cross-check")
             item += para
             listing += item
         box += listing
@@ -507,15 +552,16 @@ BOOK_CSS = """
 /* Verdict and status colours: at least 4.5:1 against the page in the light and the dark theme
    (the browser test measures it). Each verdict also carries a mark (✓ ◐ ? ✗), so colour is never
    the only signal. A verdict without a colour of its own (one added later) takes --verdict-other. */
-html { --verdict-reproduces: #17692a; --verdict-partly: #7a5300; --verdict-undecided: #475569;
-       --verdict-fails: #b00020; --verdict-other: #5b3fa8; }
-html[data-theme="dark"] { --verdict-reproduces: #7ee28f; --verdict-partly: #f2c94c; --verdict-undecided: #cbd5e1;
-       --verdict-fails: #ff8a80; --verdict-other: #c6a8ff; }
+html { --verdict-reproduces: #17692a; --verdict-partly: #7a5300; --verdict-depends: #1d4ed8;
+       --verdict-undecided: #475569; --verdict-fails: #b00020; --verdict-other: #5b3fa8; }
+html[data-theme="dark"] { --verdict-reproduces: #7ee28f; --verdict-partly: #f2c94c; --verdict-depends: #93c5fd;
+       --verdict-undecided: #cbd5e1; --verdict-fails: #ff8a80; --verdict-other: #c6a8ff; }
 .verdict, .claim-status { font-weight: 600; color: var(--verdict-other); }
-.verdict-reproduces, .claim-status-pass { color: var(--verdict-reproduces); }
+.verdict-reproduces, .verdict-reproduces-where-decided, .claim-status-pass { color: var(--verdict-reproduces); }
 .verdict-partly { color: var(--verdict-partly); }
+.verdict-depends-on-the-definition { color: var(--verdict-depends); }
 .verdict-not-decided-at-this-scale, .claim-status-undecided { color: var(--verdict-undecided); }
-.verdict-does-not-reproduce, .claim-status-fail { color: var(--verdict-fails); }
+.verdict-does-not-reproduce, .verdict-does-not-reproduce-where-decided, .claim-status-fail { color: var(--verdict-fails); }
 .claim-status-new { color: inherit; font-weight: normal; }
 
 /* The scoreboard (front page, verdict page) and each chapter's box. */
@@ -538,6 +584,8 @@ table.claims-ledger td, table.verdicts-table td { vertical-align: top; }
 .claim-id { font-family: var(--pst-font-family-monospace, monospace); font-size: 0.85em; margin-bottom: 0.2em; }
 .claim-explanation, .verdict-where { font-size: 0.85em; color: var(--pst-color-text-muted, #555); }
 .verdict-ours p.ours-line { margin: 0 0 0.3em; font-size: 0.9em; }
+.verdict-ours p.ours-group { margin: 0.4em 0 0.15em; font-size: 0.85em; font-style: italic; }
+p.verdict-definition { margin: 0.15em 0; font-size: 0.85em; }
 .ours-value { font-weight: 600; }
 .ours-what { color: var(--pst-color-text-muted, #555); }
 .ours-line .claim-status { font-weight: normal; white-space: nowrap; }

@@ -39,6 +39,7 @@ __all__ = [
     "measure_tolerances",
     "compare_ledgers",
     "margin_problems",
+    "recorded_claims",
 ]
 
 #: Prefix of the glue names under which a claim's full record is stored in a notebook.
@@ -195,7 +196,18 @@ def record(
         **refs,
     )
     _glue_claim(claim, glue_value=glue_value)
+    _RECORDED[claim.id] = claim
     return claim
+
+
+#: The claims recorded in this process (a chapter's kernel), by id: the latest record of an id wins.
+_RECORDED: dict[str, Claim] = {}
+
+
+def recorded_claims() -> list[Claim]:
+    """Return the claims recorded so far in this process (e.g. by the chapter running now), in recording order,
+    so that a chapter can state what follows from them (:func:`attention_dynamics.verdicts.verdict_of`)."""
+    return list(_RECORDED.values())
 
 
 def glue(name: str, value: Any) -> None:

@@ -47,11 +47,16 @@ COMPUTE_DIR = BUILD_DIR / "compute"
 
 #: The stored results, by name: ``module:attribute`` of each chapter's :class:`StoredResult` (imported on use).
 _REGISTRY = {
+    "feedback_predictions": "attention_dynamics.chapters.routing_content_feedback.feedback_predictions:FEEDBACK_PREDICTIONS",
     "frame_freeze": "attention_dynamics.chapters.two_timescale_em.freeze:FRAME_FREEZE",
+    "frame_definitions": "attention_dynamics.chapters.two_timescale_em.frame_definitions:FRAME_DEFINITIONS",
     "sticky_chain_paper_scale": "attention_dynamics.chapters.sticky_markov_chain.paper_scale:PAPER_SCALE",
     "sticky_chain_lr_surface": "attention_dynamics.chapters.sticky_markov_chain.lr_surface:LR_SURFACE",
+    "sticky_chain_speedup_budget": "attention_dynamics.chapters.sticky_markov_chain.speedup_budget:SPEEDUP_BUDGET",
     "bijection_seed_spread": "attention_dynamics.chapters.bayesian_manifolds.seed_spread:BIJECTION_SEED_SPREAD",
     "long_tier": "attention_dynamics.chapters.bayesian_manifolds.long_tier:LONG_TIER",
+    "bijection_frame_definitions":
+        "attention_dynamics.chapters.bayesian_manifolds.frame_definitions:BIJECTION_FRAME_DEFINITIONS",
     "sticky_hmm": "attention_dynamics.chapters.architectures.sticky_hmm:STICKY_HMM_RUNS",
     "binding_seed_spread": "attention_dynamics.chapters.architectures.binding_spread:BINDING_SEED_SPREAD",
 }

@@ -59,6 +59,9 @@ __all__ = [
     "empirical_conditional_entropy_nats",
     "monte_carlo_entropy_rate",
     "filtered_cross_entropy_nats",
+    "UNIFORM_LOSS_NATS",
+    "share_of_way",
+    "position_phrase",
 ]
 
 N_SYMBOLS = 8
@@ -175,6 +178,29 @@ def bayes_floor_nats(P: torch.Tensor | np.ndarray) -> float:
 def bayes_floor_bits(P: torch.Tensor | np.ndarray) -> float:
     """Return the paper's H_min in bits (the mean row entropy of P divided by ln 2)."""
     return bayes_floor_nats(P) / float(np.log(2.0))
+
+
+#: The loss of the uniform prediction over the eight symbols, ln 8 nats: where every run starts (its plateau).
+UNIFORM_LOSS_NATS = float(np.log(N_SYMBOLS))
+
+
+def share_of_way(loss: float, hmin: float | None = None) -> float:
+    """Return how much of the way from ln 8 (the uniform prediction) down to H_min a loss (nats) has covered.
+
+    0 at ln 8, 1 at H_min (default: the reference chain's :func:`bayes_floor_nats`); below 0 above ln 8, above 1
+    below H_min (a head can go below H_min on its one training sequence).
+    """
+    if hmin is None:
+        hmin = bayes_floor_nats(transition_matrix("reference"))
+    return (UNIFORM_LOSS_NATS - float(loss)) / (UNIFORM_LOSS_NATS - float(hmin))
+
+
+def position_phrase(share: float) -> str:
+    """Return where a loss lies, in words, from its :func:`share_of_way`, by the halfway bound of chapter 5's
+    plateau claims ("still near ln 8" read as: within the first half of the way down)."""
+    if share < 0.5:
+        return "still in the first half of the way from ln 8 down to H_min"
+    return "more than halfway from ln 8 down to H_min"
 
 
 def entropy_rate_nats(P: torch.Tensor | np.ndarray) -> float:

@@ -24,7 +24,16 @@ positions, ``u_i`` the error signal of the mean loss and ``ū_i = N u_i`` the pe
   1996), with ``rho`` in the role of the mixture variance σ². W_Q, W_K, W_O take an SGD step of
   0.01 from the same forward pass.
 
-The closed form is :func:`value_m_step`; :func:`m_step_objective` is J itself, for checking.
+The closed form is :func:`value_m_step`; :func:`m_step_objective` is J itself, for checking. Its targets are
+linearised (one gradient's worth of error per query), so it is a preconditioned gradient step; two step sizes
+match it to the ×10 gradient step on the values (:func:`m_step_matched_rho`): equal norm of the first step,
+or equal first-order decrease of the loss.
+
+- ``exact_m_step`` — the genuine M-step: at the current attention (the E-step) and readout, W_V is set to the
+  exact minimiser of the cross-entropy itself. The logits ``x̄_i W_V W_O`` (``x̄_i = Σ_j alpha_ij x_j``, the
+  attended inputs) are linear in W_V, so the problem is convex (multinomial logistic regression of the
+  targets on the attended inputs); :func:`exact_value_m_step` solves it by Newton's method with a line search.
+  W_Q, W_K, W_O take an SGD step of 0.01 from the same forward pass.
 
 Learning-rate ratio schedules (:func:`lr_ratio_schedule`) scale SGD's 0.01 by a factor per group:
 ``W_Q``+``W_K`` (routing), ``W_V`` (values) and ``W_O`` (readout). They are named
@@ -59,6 +68,10 @@ __all__ = [
     "m_step_objective",
     "make_backward",
     "warmup_cosine",
+    "m_step_matched_rho",
+    "attended_inputs",
+    "value_cross_entropy",
+    "exact_value_m_step",
 ]
 
 #: The M-step's target distance rho (the mixture variance σ² of the analogy): 1, the variance of
@@ -82,8 +95,8 @@ class Schedule:
     value_update: str = "gradient"
 
     def __post_init__(self) -> None:
-        if self.value_update not in ("gradient", "m_step"):
-            raise ValueError(f"value_update must be 'gradient' or 'm_step', got {self.value_update!r}")
+        if self.value_update not in ("gradient", "m_step", "exact_m_step"):
+            raise ValueError(f"value_update must be 'gradient', 'm_step' or 'exact_m_step', got {self.value_update!r}")
         for name in ("query_key_lr", "readout_lr", "value_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
@@ -101,6 +114,7 @@ SCHEDULES: dict[str, Schedule] = {
     "sgd_matched": Schedule("sgd_matched", "SGD, lr 0.1 everywhere", 0.1, 0.1, 0.1),
     "m_step": Schedule("m_step", f"closed-form M-step (ρ = {DEFAULT_M_STEP_RHO:g})", 0.01, 0.01,
                        DEFAULT_M_STEP_RHO, "m_step"),
+    "exact_m_step": Schedule("exact_m_step", "exact M-step over W_V", 0.01, 0.01, 1.0, "exact_m_step"),
 }
 #: The two schedules of the paper's experiment.
 PAPER_SCHEDULES = ("sgd", "em_like")
@@ -200,16 +214,22 @@ def make_backward(
     """Return the ``backward(model, (x, y))`` routine of ``schedule`` for :func:`attention_dynamics.training.fit`.
 
     It fills every ``.grad`` from the closed-form engine. For the M-step it puts ``S⁻¹ ∇_{W_V}L`` in
-    ``W_V.grad``, so the optimiser's step of size rho on W_V *is* the closed-form M-step.
+    ``W_V.grad``, so the optimiser's step of size rho on W_V *is* the closed-form M-step; for the exact M-step
+    it puts ``(W_V − W_V*) / value_lr``, so the step lands on :func:`exact_value_m_step`'s minimiser.
     """
     s = get_schedule(schedule)
 
     def backward(model: SingleHeadModule, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = batch
-        result = closed_form_head_pass(x, model.head_params(), y, block_size=block_size)
+        params = model.head_params()
+        result = closed_form_head_pass(x, params, y, block_size=block_size)
         grads = dict(result.grads)
         if s.value_update == "m_step":
             grads["W_V"] = m_step_direction(x, grads["W_V"], result.soft_counts)
+        elif s.value_update == "exact_m_step":
+            # a step of size value_lr along (W_V − W_V*) / value_lr lands exactly on the minimiser W_V*
+            target, _ = exact_value_m_step(attended_inputs(x, params), params.W_V, params.W_O, y)
+            grads["W_V"] = ((params.W_V.double() - target) / s.value_lr).to(params.W_V.dtype)
         for name, grad in grads.items():
             getattr(model, name).grad = grad
         return result.loss
@@ -225,3 +245,83 @@ def warmup_cosine(optimizer: torch.optim.Optimizer, steps: int, warmup_steps: in
         return min(1.0, (step + 1) / warmup_steps) * 0.5 * (1.0 + math.cos(math.pi * min(step, steps) / steps))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def m_step_matched_rho(x: torch.Tensor, grad_W_V: torch.Tensor, soft_counts: torch.Tensor, lr: float, *,
+                       match: str) -> float:
+    """Return the M-step's rho that matches a gradient step of size ``lr`` on W_V, at the given point.
+
+    ``match="norm"``: ‖rho S⁻¹∇L‖ = ‖lr ∇L‖ (the same size of first step); ``match="decrease"``: the same
+    first-order decrease of the loss, rho ⟨∇L, S⁻¹∇L⟩ = lr ‖∇L‖². They differ by the cosine between the two
+    directions: rho_decrease = rho_norm / cos.
+    """
+    direction = m_step_direction(x, grad_W_V, soft_counts).double()
+    g = grad_W_V.double()
+    if match == "norm":
+        return float(lr * torch.linalg.norm(g) / torch.linalg.norm(direction))
+    if match == "decrease":
+        return float(lr * (g * g).sum() / (g * direction).sum())
+    raise ValueError(f"match must be 'norm' or 'decrease', got {match!r}")
+
+
+def attended_inputs(x: torch.Tensor, params) -> torch.Tensor:
+    """Return x̄ ``(T, d_in)``, x̄_i = Σ_{j ≤ i} alpha_ij x_j: the inputs mixed by the head's causal attention.
+
+    The head's context is ``g_i = x̄_i W_V``, so at fixed attention the logits ``x̄_i W_V W_O`` are linear in W_V.
+    Computed densely in ``x``'s dtype (float32 in training: the M-step then minimises exactly for these x̄).
+    """
+    dt = x.dtype
+    scores = (x @ params.W_Q.to(dt)) @ (x @ params.W_K.to(dt)).T / math.sqrt(params.W_Q.shape[1])  # (T, T)
+    T = x.shape[0]
+    scores.masked_fill_(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ x
+
+
+def value_cross_entropy(W_V: torch.Tensor, xbar: torch.Tensor, W_O: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Return the mean cross-entropy (nats) of the logits ``xbar W_V W_O`` against ``y``: the M-step's objective."""
+    return torch.nn.functional.cross_entropy(xbar @ W_V @ W_O, y)
+
+
+def exact_value_m_step(xbar: torch.Tensor, W_V: torch.Tensor, W_O: torch.Tensor, y: torch.Tensor, *,
+                       max_iter: int = 50, tol: float = 1e-10) -> tuple[torch.Tensor, dict[str, float]]:
+    """Return ``(W_V*, info)``: the W_V ``(d_in, d_v)`` float64 that minimises :func:`value_cross_entropy` exactly.
+
+    The loss depends on W_V only through ``M = W_V W_O`` ``(d_in, C)``; it is convex in M (logistic regression
+    of the targets on the attended inputs). Newton's method runs in M from the current ``W_V W_O``, with the
+    Hessian's pseudo-inverse (a common shift of all logits changes nothing, so the Hessian is singular along
+    those directions) and a backtracking line search, until the largest gradient entry is below ``tol``. Then
+    ``W_V* = W_V + (M* − W_V W_O) W_O⁺``, the smallest change of W_V that realises M* (W_O must have full
+    column rank). ``info``: ``iterations``, ``grad_max`` (at M*), ``loss`` (nats, at W_V*).
+    """
+    X, W, Wo = xbar.double(), W_V.double(), W_O.double()
+    N, C = X.shape[0], Wo.shape[1]
+    if torch.linalg.matrix_rank(Wo) < C:
+        raise ValueError("W_O must have full column rank for every M = W_V W_O to be reachable")
+    Y = torch.nn.functional.one_hot(y, C).double()
+    M = W @ Wo  # (d_in, C)
+
+    def loss_grad(M: torch.Tensor) -> tuple[float, torch.Tensor, torch.Tensor]:
+        logits = X @ M
+        logp = torch.log_softmax(logits, -1)
+        p = logp.exp()
+        return float(-(Y * logp).sum() / N), X.T @ (p - Y) / N, p
+
+    loss, grad, p = loss_grad(M)
+    iterations = 0
+    while float(grad.abs().max()) > tol and iterations < max_iter:
+        # Hessian of the mean cross-entropy in M: Σ_i (x̄_i x̄_iᵀ) ⊗ (diag p_i − p_i p_iᵀ) / N, (d_in·C, d_in·C)
+        cov = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]  # (N, C, C)
+        H = torch.einsum("ia,ib,icd->acbd", X, X, cov).reshape(M.numel(), M.numel()) / N
+        step = -(torch.linalg.pinv(H, hermitian=True, rtol=1e-12) @ grad.reshape(-1)).reshape(M.shape)
+        slope = float((grad * step).sum())
+        t = 1.0
+        while True:  # Armijo backtracking: the full Newton step is taken near the minimum
+            new_loss, new_grad, new_p = loss_grad(M + t * step)
+            if new_loss <= loss + 1e-4 * t * slope or t < 1e-10:
+                break
+            t *= 0.5
+        M, loss, grad, p = M + t * step, new_loss, new_grad, new_p
+        iterations += 1
+    target = W + (M - W @ Wo) @ torch.linalg.pinv(Wo)
+    return target, {"iterations": iterations, "grad_max": float(grad.abs().max()),
+                    "loss": float(value_cross_entropy(target, X, Wo, y))}

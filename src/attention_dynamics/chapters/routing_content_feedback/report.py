@@ -1,5 +1,7 @@
-"""Chapter 3's ledger claims and glued numbers: the task's reference levels, the full run's summary, and the
-first-order predictions (value-step ratio, compatibility change, advantage change) with their bounds."""
+"""Chapter 3's ledger claims and glued numbers: the task's reference levels, the full run's summary, the
+first-order predictions (value-step ratio, compatibility change, advantage change) with their bounds, and every
+prediction of the feedback claim over five seeds (the stored result
+:mod:`~attention_dynamics.chapters.routing_content_feedback.feedback_predictions`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from ...tasks import specialization as recall
 from ...tasks.specialization import SpecializationBatch
 from ...training.recall_head import SpecializationRun
 from ...settling import first_true
+from ...verdicts import render_caveat
+from .feedback_predictions import FILE as FEEDBACK_FILE
 from .runs import first_step_reaching, milestones, moments
 
 __all__ = [
@@ -22,6 +26,12 @@ __all__ = [
     "record_compatibility_change",
     "record_advantage_change",
     "glue_advantage_trace",
+    "DB_BOUND",
+    "WEIGHT_STEP_BOUND",
+    "record_feedback_claims",
+    "glue_feedback",
+    "FEEDBACK_DIRECTIONS",
+    "glue_feedback_directions",
 ]
 
 
@@ -128,3 +138,95 @@ def glue_advantage_trace(trace: Mapping[str, np.ndarray], advantage: np.ndarray)
     peak = int(np.argmax(advantage))
     claims.glue("ch3.adv_gain_correct_at_peak", float(trace["gain_correct"][peak]))
     claims.glue("ch3.adv_rule_at_peak", float(trace["rule_agreement"][peak]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Every prediction of the feedback claim, over five seeds (stored result ``feedback_predictions``)
+# ---------------------------------------------------------------------------------------------
+
+DB_BOUND = 0.1  # the Δb prediction "holds" within 10 % relative error (no-change predictor: 100 %)
+WEIGHT_STEP_BOUND = 0.9  # free activations give 1, an unrelated change 0.5 (signs) or 0 (cosine)
+
+
+def record_feedback_claims(result: Mapping[str, Any]) -> dict[str, claims.Claim]:
+    """Record the feedback row's claims from the stored result (each a mean over seeds, decided by its interval);
+    return them by id."""
+    params = {"seeds": result["seeds"], "scale": result["scale"], "settings": result["settings"],
+              "data": FEEDBACK_FILE}
+    m = result["moments"]
+    out: dict[str, claims.Claim] = {}
+
+    def record(claim_id: str, stat: Mapping[str, float], **kw: Any) -> None:
+        out[claim_id] = claims.record(claim_id, stat["mean"], interval=(stat["low"], stat["high"]), **kw)
+
+    record("dynamics.db_prediction_rel_err_init", m["init"]["db_rel_err"], unit="", upper=DB_BOUND,
+           description="relative error of the Δb prediction (u recomputed after a value-only step, smallest η) at "
+           "initialisation, mean over five recall heads; holds below 10 % (predicting no change: 100 %)",
+           explanation="the error signal's own response is not negligible here", params=params)
+    record("dynamics.db_prediction_rel_err_transition", m["transition"]["db_rel_err"], unit="", upper=DB_BOUND,
+           description="the same at the middle of the routing transition (half the rise of the attention on the "
+           "answer's source), mean over five recall heads",
+           explanation="once routing forms the readout's response to the step is as large as the term the "
+           "prediction keeps: the first-order Δb picture does not hold", params=params)
+    record("dynamics.feedback_gain_margin_init", m["init"]["gain_margin"], unit="fraction of queries", lower=0.0,
+           description="share of queries whose answer's source gains advantage under a value step, minus the share "
+           "for the other sources (the control), at initialisation, mean over five recall heads",
+           explanation="at initialisation a value step does not favour the answer's source over the others",
+           params=params)
+    record("dynamics.feedback_gain_margin_end", m["end"]["gain_margin"], unit="fraction of queries", lower=0.0,
+           description="the same at the end of training, once routing has formed",
+           explanation="once routing has formed a value step lowers the answer source's advantage and raises the "
+           "others': the loop is reversed", params=params)
+    ws = result["weight_step"]
+    sticky = {**params, "seeds": result["sticky_seeds"], "head": "sticky chain at initialisation"}
+    record("dynamics.weight_step_value_cosine_seeds", ws["value_cosine"], unit="cosine", lower=WEIGHT_STEP_BOUND,
+           description="cosine between the value law's Δv and a real step on W_V's, sticky-chain head at "
+           "initialisation, mean over the paper's five seeds (free values: 1)",
+           explanation="a step on W_V mixes the values through the inputs' Gram matrix: the value law does not give "
+           "its direction", params=sticky)
+    record("dynamics.weight_step_sign_agreement_seeds", ws["sign_agreement"], unit="fraction", lower=WEIGHT_STEP_BOUND,
+           description="share of attended pairs whose attention moves with the sign of their advantage under a real "
+           "step on W_Q, W_K, sticky-chain head at initialisation, mean over the paper's five seeds (free scores: 1; "
+           "a coin: 0.5)",
+           explanation="through the weights the routing law's signs are close to a coin's", params=sticky)
+    return out
+
+
+def glue_feedback(result: Mapping[str, Any]) -> None:
+    """Glue, for chapter 3's prose, each moment's mean step, Δb error, loss ratio and gain shares (mean and interval),
+    and the weight steps' means."""
+    claims.glue("ch3.fb_n_seeds", len(result["seeds"]))
+    for name, m in result["moments"].items():
+        claims.glue(f"ch3.fb_{name}_step", float(np.mean(m["step"])))
+        for key in ("db_rel_err", "loss_ratio", "gain_correct", "gain_other_source", "gain_margin"):
+            for end in ("mean", "low", "high"):
+                claims.glue(f"ch3.fb_{name}_{key}_{end}", m[key][end])
+    for key, stat in result["weight_step"].items():
+        for end in ("mean", "low", "high"):
+            claims.glue(f"ch3.fb_weight_{key}_{end}", stat[end])
+
+
+#: The directions chapter 3's prose states, each chosen by the status of the claim that decides it (pass | fail |
+#: undecided), so that no sentence states a direction its claim does not.
+FEEDBACK_DIRECTIONS = {
+    "ch3.fb_db_init_phrase": "{dynamics.db_prediction_rel_err_init?holds|does not hold|is not decided}",
+    "ch3.fb_db_transition_phrase": "{dynamics.db_prediction_rel_err_transition?still holds|no longer holds|is not "
+                                   "decided}",
+    "ch3.fb_margin_init_phrase": "{dynamics.feedback_gain_margin_init?a value step favours the answer's source over the "
+                                 "others|a value step favours the other sources over the answer's|a value step favours "
+                                 "neither, within the interval}",
+    "ch3.fb_margin_end_phrase": "{dynamics.feedback_gain_margin_end?a value step still favours the answer's source|a "
+                                "value step lowers the answer source's advantage and raises the others'|the sign is not "
+                                "decided}",
+    "ch3.fb_weight_phrase": "{dynamics.weight_step_value_cosine_seeds?follows|does not follow|is not decided for}",
+}
+
+
+def glue_feedback_directions(recorded: Sequence[claims.Claim]) -> dict[str, str]:
+    """Glue, and return, each phrase of :data:`FEEDBACK_DIRECTIONS` filled from the claims at hand (e.g.
+    ``claims.recorded_claims()`` after :func:`record_feedback_claims`)."""
+    ledger = {c.id: c.to_json() for c in recorded}
+    out = {name: render_caveat(template, ledger) for name, template in FEEDBACK_DIRECTIONS.items()}
+    for name, text in out.items():
+        claims.glue(name, text)
+    return out

@@ -1,5 +1,5 @@
 """Chapter 5's figures: the chains' transition rows, the protocol's loss curves, the long runs, the value
-trajectories, the deep variant and the learning-rate surface."""
+trajectories, the deep variant, the learning-rate surface, and the speed-up against the budget and the loss level."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ __all__ = [
     "plot_values_axis",
     "plot_condition_speedups",
     "plot_lr_surface",
+    "plot_speedup_budget",
 ]
 
 
@@ -236,4 +237,35 @@ def plot_lr_surface(results: Mapping[str, Any]):
             spine.set_color("0.6")
     np.atleast_1d(axes)[0].set_ylabel(r"$\eta_V / 0.01$")
     fig.suptitle("Speed-up over SGD on the paper's five seeds (blank: not run)")
+    return fig
+
+
+def plot_speedup_budget(result: Mapping[str, Any]):
+    """Return the figure: (a) the paper's metric against the budget, per schedule, with intervals; (b) SGD's steps
+    over each schedule's to reach each loss level, with intervals (stored result
+    :mod:`~attention_dynamics.chapters.sticky_markov_chain.speedup_budget`)."""
+    fig, axes = plotting.new_figure(2, width=4.2, height=3.4)
+    budgets = sorted(int(b) for b in result["budgets"])
+    labels = {"em_like": "EM-like (×10 on W_V)", "sgd_matched": "×10 on every matrix", "m_step": "M-step (ρ = 1)"}
+    for name, label in labels.items():
+        rows = [result["budgets"][str(b)][name] for b in budgets]
+        y = np.array([r["speedup"] for r in rows])
+        err = [y - [r["low"] for r in rows], np.array([r["high"] for r in rows]) - y]
+        axes[0].errorbar(budgets, y, yerr=err, marker="o", capsize=3, color=plotting.schedule_color(name), label=label)
+        levels = [(k, result["levels"][k][name]) for k in result["levels"] if result["levels"][k][name]]
+        share = [100 * (result["ln8"] - result["levels"][k]["loss"]) / (result["ln8"] - result["hmin_nats"])
+                 for k, _ in levels]
+        ratio = np.array([r["point"] for _, r in levels])
+        err = [ratio - [r["low"] for _, r in levels], np.array([r["high"] for _, r in levels]) - ratio]
+        axes[1].errorbar(share, ratio, yerr=err, marker="o", capsize=3, color=plotting.schedule_color(name))
+    for ax in axes:
+        ax.axhline(2.3, color="0.3", ls="--", lw=1, label="the paper's 2.3×")
+        ax.axhline(1.0, color="0.6", ls=":", lw=1)
+        ax.set_yscale("log")
+    axes[0].set(xscale="log", xlabel="budget (steps; threshold: SGD's mean loss after it)",
+                ylabel="speed-up over SGD (paper's metric)", title="the metric against the budget")
+    axes[1].set(xlabel="share of the way from ln 8 down to H_min (%)", ylabel="SGD's steps / schedule's",
+                title="time to reach a loss level")
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     return fig

@@ -1,5 +1,6 @@
 """Chapter 4's figures: EM against gradient ascent on the mixture, the settling rates, the paired settling
-differences, the learning-rate sweep and the freeze-the-frame costs."""
+differences, the learning-rate sweep, the freeze-the-frame costs, and the order of frame and precision under four
+definitions."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ __all__ = [
     "plot_ratio_sweep",
     "plot_settling_comparison",
     "plot_freeze_frame",
+    "plot_frame_definitions",
 ]
 
 
@@ -156,4 +158,30 @@ def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], margin_fraction:
                Line2D([], [], color="black", ls="--", lw=1, label=f"margin: {margin_fraction:.0%} of the untrained gap"),
                Line2D([], [], color=plotting.PALETTE[2], lw=1, label="frame in place")]
     fig.legend(handles=handles, loc="outside lower center", ncols=4 if len(results) > 1 else 2)
+    return fig
+
+
+def plot_frame_definitions(result: Mapping[str, Any]):
+    """Return the figure: per optimiser, the share of seeds whose frame settles first against the run length,
+    one line per definition with its Clopper–Pearson interval (above 1/2: the frame first), from the stored result
+    :mod:`~attention_dynamics.chapters.two_timescale_em.frame_definitions`."""
+    opts = list(result["toy"])
+    fig, axes = plotting.new_figure(len(opts), width=4.0, height=3.2, sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, opt in zip(axes, opts):
+        block = result["toy"][opt]
+        hs = sorted(int(h) for h in block["horizons"])
+        for k, d in enumerate(result["definitions"]):
+            rows = [block["horizons"][str(h)][d] for h in hs]
+            y = np.array([r["share"] for r in rows])
+            shift = np.array(hs) * (1 + 0.04 * (k - 1.5))  # side by side, so the intervals do not hide each other
+            ax.errorbar(shift, y, yerr=[y - [r["low"] for r in rows], np.array([r["high"] for r in rows]) - y],
+                        marker="o", capsize=3, color=plotting.PALETTE[k], label=d.replace("_", ", "))
+        ax.axhline(0.5, color="0.4", ls=":", lw=1)
+        ax.set(xscale="log", title=f"{opt}: which settles first", xlabel="run length (steps)",
+               ylabel="share of seeds: frame first", ylim=(-0.03, 1.03))
+        ax.set_xticks(hs, [str(h) for h in hs])
+        ax.minorticks_off()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False)
     return fig

@@ -1,16 +1,16 @@
 """Freezing the frame (chapter 4's stored result ``frame_freeze``): stop ``W_Q`` and ``W_K`` at step t, train
 everything else to the end, and compare the final loss with the unfrozen run's.
 
-If the frame is in place at t, the frozen run ends where the unfrozen one does; :func:`freeze_frame_step` is the
-first t from which it does for every seed, within a margin stated against the untrained model's gap. Run on chapter
-4's recall head and on chapter 6's bijection wind tunnel (all query/key weights,
+If the frame is in place at t, the frozen run ends where the unfrozen one does;
+:func:`~attention_dynamics.diagnostics.frame_order.freeze_frame_step` (in the library: chapter 6 reads the tunnel's
+runs too) is the first t from which it does for every seed, within a margin stated against the untrained model's gap.
+Run on chapter 4's recall head and on chapter 6's bijection wind tunnel (all query/key weights,
 :func:`~attention_dynamics.training.wind_tunnels.freeze_query_key`). The runs are computed once by
 ``python -m attention_dynamics compute frame_freeze`` and loaded by the chapter from ``data/frame_freeze.json``."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -18,30 +18,33 @@ import numpy as np
 import torch
 
 from ... import calibration
+from ...diagnostics.frame_order import (
+    BITS,
+    FRAME_FREEZE_FILE,
+    freeze_frame_step,
+    freeze_frame_summary,
+    freeze_table,
+    total_steps,
+)
 from ...paths import data_path
 from ...results import Job, StoredResult, load_results, save_results
 from ...training import wind_tunnels
 from ...training.recall_head import train_specialization_head
 
+# BITS, freeze_table, freeze_frame_step, freeze_frame_summary and total_steps are the library's
+# (:mod:`attention_dynamics.diagnostics.frame_order`), imported here for the chapter's report and figures.
 __all__ = [
-    "BITS",
     "head_freeze_run",
     "tunnel_freeze_run",
     "KINDS",
     "freeze_run",
-    "freeze_frame_step",
-    "freeze_frame_summary",
     "SPECS",
     "FILE",
-    "total_steps",
     "freeze_jobs",
     "assemble_freeze",
     "FRAME_FREEZE",
     "load_freeze_results",
 ]
-
-
-BITS = 1.0 / math.log(2.0)
 
 
 def head_freeze_run(seed: int, freeze_at: int | None, settings: Mapping[str, Any]) -> dict[str, float]:
@@ -88,58 +91,6 @@ def freeze_run(kind: str, seed: int, freeze_at: int | None, settings: Mapping[st
     return {"seed": int(seed), "freeze_at": freeze_at, **KINDS[kind][0](seed, freeze_at, settings)}
 
 
-def freeze_table(result: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Return ``(freeze_steps, frozen (seeds, steps), unfrozen (seeds,), initial (seeds,))`` of a result."""
-    seeds, steps = result["seeds"], result["freeze_steps"]
-    by = {(r["seed"], r["freeze_at"]): r for r in result["runs"]}
-    frozen = np.array([[by[(s, t)]["final"] for t in steps] for s in seeds])
-    unfrozen = np.array([by[(s, None)]["final"] for s in seeds])
-    initial = np.array([by[(s, None)]["initial"] for s in seeds])
-    return np.array(steps), frozen, unfrozen, initial
-
-
-def freeze_frame_step(result: Mapping[str, Any], margin_fraction: float = 0.01) -> int | None:
-    """Return the earliest freeze step from which on every seed's frozen run ends within the margin.
-
-    The margin, per seed, is ``margin_fraction`` of that seed's untrained gap (initial − final of the
-    unfrozen run): a frozen run is "within" when its final value exceeds the unfrozen one's by at most
-    that. The step must hold for every later freeze step too. None if no freeze step qualifies.
-    """
-    steps, frozen, unfrozen, initial = freeze_table(result)
-    margin = margin_fraction * (initial - unfrozen)  # (seeds,)
-    ok = ((frozen - unfrozen[:, None]) <= margin[:, None]).all(axis=0)  # (steps,)
-    for k in range(len(steps)):
-        if ok[k:].all():
-            return int(steps[k])
-    return None
-
-
-def freeze_frame_summary(result: Mapping[str, Any], margin_fraction: float = 0.01) -> dict[str, Any]:
-    """Return the freeze curve's numbers: the cost of freezing at each step (mean, min, max over seeds).
-
-    ``cost`` is the frozen run's final value minus the unfrozen one's (per seed), in bits;
-    ``margin_bits`` the mean margin of :func:`freeze_frame_step`; ``unfrozen_sd_bits`` the seed-to-seed
-    standard deviation of the unfrozen runs' final values; ``gap_bits`` the mean untrained gap.
-    """
-    steps, frozen, unfrozen, initial = freeze_table(result)
-    to_bits = BITS if result["kind"] == "head" else 1.0
-    cost = (frozen - unfrozen[:, None]) * to_bits
-    return {
-        "steps": steps.tolist(),
-        "cost_mean_bits": cost.mean(0).tolist(),
-        "cost_min_bits": cost.min(0).tolist(),
-        "cost_max_bits": cost.max(0).tolist(),
-        "freeze_frame_step": freeze_frame_step(result, margin_fraction),
-        "margin_fraction": margin_fraction,
-        "margin_bits": float(margin_fraction * (initial - unfrozen).mean() * to_bits),
-        "gap_bits": float((initial - unfrozen).mean() * to_bits),
-        "unfrozen_final_bits": float(unfrozen.mean() * to_bits),
-        "unfrozen_sd_bits": float(unfrozen.std(ddof=1) * to_bits) if len(unfrozen) > 1 else float("nan"),
-        "n_seeds": len(unfrozen),
-        "total_steps": total_steps(result),
-    }
-
-
 #: What ``data/frame_freeze.json`` holds (``book``). The head: chapter 4's book settings. The tunnel: chapter 6's
 #: book-scale bijection transformer (its model, batch and learning rate) for a quarter of its steps with a
 #: proportionally shorter warm-up (2 shared cores: a reduced but stated budget). ``fast``: the tests' smoke run.
@@ -159,14 +110,8 @@ SPECS: dict[str, dict[str, dict[str, Any]]] = {
                    "seeds": [0], "freeze_steps": [0, 10]},
     },
 }
-#: The file the chapter loads.
-FILE = "frame_freeze.json"
-
-
-def total_steps(kind_result: Mapping[str, Any]) -> int:
-    """Return the training steps of one kind's runs."""
-    settings = kind_result["settings"]
-    return int(settings["tunnel"]["steps"] if "tunnel" in settings else settings["steps"])
+#: The file the chapter loads (chapter 6 re-reads the tunnel's runs through the library's name for it).
+FILE = FRAME_FREEZE_FILE
 
 
 def freeze_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:

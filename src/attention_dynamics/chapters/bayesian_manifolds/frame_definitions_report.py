@@ -1,0 +1,103 @@
+"""Chapter 6's claims and glued numbers on frame versus precision over six seeds (from the stored result
+:mod:`~attention_dynamics.chapters.bayesian_manifolds.frame_definitions`): the share of seeds whose frame settles first
+by the parameter path, the function and the chapter's own rules, and the freeze intervention re-read from the stored
+freeze runs. The frame row of the wind tunnel (``frame_precision_wind_tunnel`` on the verdict page) is decided by
+these four claims, one definition each."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ... import claims
+from ...diagnostics.frame_order import FRAME_FREEZE_FILE, freeze_frame_summary, order_explanation
+from ...verdicts import render_caveat
+from .frame_definitions import FILE
+
+__all__ = ["TUNNEL_DEFINITION_WORDS", "record_tunnel_order_claims", "glue_tunnel_frame_definitions",
+           "INTERVENTION_PHRASE", "tunnel_order_table"]
+
+#: What each definition reads, in words (the claims' descriptions).
+TUNNEL_DEFINITION_WORDS = {
+    "path": "remaining path ≤ 10 % (every layer's attention rows against every layer's value vectors)",
+    "function": "mean attention entropy (linear) against the KL divergence from the exact posterior (log), each "
+                "within 10 % of its total change for good",
+    "similarity": "chapter 6's rules: every layer's attention ≥ 95 % similar to the final one for good, against the "
+                  "entropy error within 10 % of its total change (log)",
+}
+
+
+def record_tunnel_order_claims(result: Mapping[str, Any], freeze: Mapping[str, Any],
+                               margin_fraction: float = 0.01) -> dict[str, claims.Claim]:
+    """Record chapter 6's order claims on the wind tunnel (path, function, the chapter's similarity rules) and the
+    freeze intervention re-read from ``freeze`` (``data/frame_freeze.json``,
+    :func:`~attention_dynamics.diagnostics.frame_order.load_frame_freeze`); return them by id."""
+    out: dict[str, claims.Claim] = {}
+    tunnel = result["settings"]["tunnel"]
+
+    def order(claim_id: str, definition: str) -> None:
+        row = result["definitions"][definition]
+        out[claim_id] = claims.record(
+            claim_id, row["share"], unit="fraction of seeds", lower=0.5, interval=(row["low"], row["high"]),
+            description=f"chapter 6's bijection transformer (AdamW, warm-up and cosine decay, {tunnel['steps']} "
+            f"steps): share of seeds whose frame settles strictly first by {TUNNEL_DEFINITION_WORDS[definition]} "
+            "(95% Clopper–Pearson interval)",
+            explanation=order_explanation(row),
+            params={"seeds": result["seeds"], "definition": definition, "frame_steps": row["frame"],
+                    "precision_steps": row["precision"], "settings": result["settings"], "data": FILE})
+
+    order("frame_precision.tunnel_order_path_adam", "path")
+    order("frame_precision.tunnel_order_function_adam", "function")
+    order("frame_precision.tunnel_order_similarity_adam", "similarity")
+    summary = freeze_frame_summary(freeze["tunnel"], margin_fraction)
+    in_place_at_start = summary["freeze_frame_step"] == 0
+    claims.glue("ch6.fd_freeze_cost_bits", summary["cost_mean_bits"][0])
+    claims.glue("ch6.fd_freeze_margin_bits", summary["margin_bits"])
+    out["frame_precision.tunnel_order_intervention_adam"] = claims.record(
+        "frame_precision.tunnel_order_intervention_adam", 1.0 if in_place_at_start else 0.0,
+        unit="fraction of seeds", lower=0.5,
+        description="the freeze intervention on the wind tunnel (stored runs, a quarter of chapter 6's budget): "
+        "1 if freezing every layer's W_Q, W_K at initialisation already ends within 1 % of the untrained gap on every "
+        "seed (the frame 'in place' at step 0, before anything else), else 0",
+        undecided_because="a frame frozen at initialisation costs less than the margin "
+        f"({summary['cost_mean_bits'][0]:.4f} bits against {summary['margin_bits']:.4f}): the intervention cannot time "
+        "the frame at this budget, so it decides no order" if in_place_at_start else
+        "the stored freeze runs hold final values only, not the calibration curve the order needs",
+        params={"seeds": freeze["tunnel"]["seeds"], "freeze_steps": freeze["tunnel"]["freeze_steps"],
+                "settings": freeze["tunnel"]["settings"], "margin_fraction": margin_fraction,
+                "data": FRAME_FREEZE_FILE})
+    return out
+
+
+#: What the intervention says about the order, chosen by its claim's status (pass | fail | undecided).
+INTERVENTION_PHRASE = ("{frame_precision.tunnel_order_intervention_adam?puts the frame first|puts the precision "
+                       "first|cannot time the frame at this budget and decides no order}")
+
+
+def glue_tunnel_frame_definitions(result: Mapping[str, Any], recorded=None) -> None:
+    """Glue, for chapter 6's prose, the seeds and every definition's share, interval, verdict and median steps; with
+    ``recorded`` (the claims at hand, e.g. ``claims.recorded_claims()``) also the intervention's phrase
+    (``ch6.fd_intervention_phrase``)."""
+    claims.glue("ch6.fd_n_seeds", len(result["seeds"]))
+    for d, row in result["definitions"].items():
+        for key in ("share", "low", "high", "verdict"):
+            claims.glue(f"ch6.fd_{d}_{key}", row[key])
+        claims.glue(f"ch6.fd_{d}_frame_median", float(np.median(row["frame"])))
+        claims.glue(f"ch6.fd_{d}_precision_median", float(np.median(row["precision"])))
+    if recorded is not None:
+        claims.glue("ch6.fd_intervention_phrase",
+                    render_caveat(INTERVENTION_PHRASE, {c.id: c.to_json() for c in recorded}))
+
+
+def tunnel_order_table(result: Mapping[str, Any]):
+    """Return a pandas DataFrame: per definition, the share of seeds whose frame settles first with its interval and
+    verdict, and the median frame and precision steps."""
+    import pandas as pd
+
+    steps = result["settings"]["tunnel"]["steps"]
+    rows = [{"definition": d, f"{steps} steps": f"{r['share']:.0%} [{r['low']:.0%}, {r['high']:.0%}] {r['verdict']}",
+             "frame (median step)": float(np.median(r["frame"])),
+             "precision (median step)": float(np.median(r["precision"]))}
+            for d, r in result["definitions"].items()]
+    return pd.DataFrame(rows).set_index("definition")

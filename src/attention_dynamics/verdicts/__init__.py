@@ -1,0 +1,169 @@
+"""The paper's claims, one by one, and what the book's ledger says about each.
+
+The claims ledger holds every *number* the book states; a reader wants the verdict on each *claim of the
+paper*. :data:`PAPER_CLAIMS` lists those claims in the paper's order, each with its statement, the paper's
+own value, the section of the book that tests it, and the ledger claims that decide it or only describe it
+(``context``). :func:`assess` turns the statuses of the deciding claims into a verdict by one rule, so the
+verdict page (``book/verdicts.md``) is generated from the ledger and changes when the ledger does.
+
+A claim is decided in one of three ways:
+
+- by its ``evidence``: one group of ledger claims, decided by :func:`verdict_from_statuses`;
+- by ``definitions``: several reasonable readings of what the claim measures (settling by the parameter
+  path or by the function, under SGD or Adam, …), each a group of ledger claims decided separately. When the
+  readings agree the row takes their common verdict; when one reading reproduces and another does not, the
+  verdict is **"depends on the definition"** (:func:`combine_definitions`), and the page shows each reading's
+  verdict;
+- by ``parts``: the regimes in which one prediction is tested (free activations early, after routing forms,
+  weight steps); the row's verdict pools their statuses and the page names the verdict of each part.
+
+A pass beside a measurement that cannot decide is not "partly": the verdict says which part is decided
+("reproduces where decided; not decided at this scale: …"). Caveats that state a number or a direction are
+templates filled from the ledger (:func:`render_caveat`), so they change when the ledger does.
+
+The book's own cross-checks (results that are not claims of the paper, such as the Xu–Jordan bridge) are
+listed in :data:`CROSS_CHECKS` and rendered on the same page. Rows whose ledger claims the chapters do not
+record yet are kept in :data:`STAGED` and switched on by name in :data:`SWITCHED_ON` once they do.
+
+The rule and its data types are in :mod:`attention_dynamics.verdicts.rule`, the rows in
+:mod:`attention_dynamics.verdicts.rows`; this module puts them together and assesses them against a ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+from .rows import BASE_CLAIMS, CROSS_CHECKS, STAGED, SWITCHED_ON
+from .rule import (
+    VERDICTS,
+    Definition,
+    PaperClaim,
+    Staged,
+    Verdict,
+    _kinds,
+    caveat_claim_ids,
+    combine_definitions,
+    render_caveat,
+    verdict_from_statuses,
+)
+
+__all__ = ["VERDICTS", "Definition", "PaperClaim", "Verdict", "Staged", "PAPER_CLAIMS", "CROSS_CHECKS", "STAGED",
+           "SWITCHED_ON", "paper_claims", "verdict_from_statuses", "combine_definitions", "render_caveat",
+           "caveat_claim_ids", "assess", "verdict_of", "problems"]
+
+
+def paper_claims(switched_on: Iterable[str] | None = None) -> tuple[PaperClaim, ...]:
+    """Return the paper's claims in order, with the :data:`STAGED` rows named in ``switched_on`` (default
+    :data:`SWITCHED_ON`) in place: a staged row replaces the row with its id, or follows the row it names."""
+    on = set(SWITCHED_ON if switched_on is None else switched_on)
+    unknown = on - {s.name for s in STAGED}
+    if unknown:
+        raise ValueError(f"no staged rows named {sorted(unknown)}")
+    rows = list(BASE_CLAIMS)
+    for staged in STAGED:
+        if staged.name not in on:
+            continue
+        ids = [r.id for r in rows]
+        if staged.row.id in ids:
+            rows[ids.index(staged.row.id)] = staged.row
+        elif staged.after in ids:
+            rows.insert(ids.index(staged.after) + 1, staged.row)
+        else:
+            raise ValueError(f"staged row {staged.name!r}: no row {staged.after!r} to follow")
+    return tuple(rows)
+
+
+PAPER_CLAIMS: tuple[PaperClaim, ...] = paper_claims()
+
+
+def _ledger_index(ledger: Iterable[object]) -> dict[str, dict]:
+    out = {}
+    for c in ledger:
+        d = c if isinstance(c, Mapping) else c.to_json()
+        out[d["id"]] = d
+    return out
+
+
+def _summary(verdict: str, groups: Sequence[tuple[str, str]], undecided: Sequence[str], *, by_definition: bool) -> str:
+    """The verdict in words: each definition's (or part's) verdict, or which claims are not decided."""
+    if groups and any(name for name, _ in groups):
+        joined = "; ".join(f"{name}: {v}" for name, v in groups)
+        if by_definition and len({v for _, v in groups}) == 1:
+            return f"{verdict} under every definition ({', '.join(name for name, _ in groups)})"
+        return f"{verdict} — {joined}"
+    if verdict in ("reproduces where decided", "does not reproduce where decided"):
+        return f"{verdict}; not decided at this scale: {', '.join(undecided)}"
+    return verdict
+
+
+def assess(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None = None) -> list[Verdict]:
+    """Return the verdict on every paper claim (default :data:`PAPER_CLAIMS`) from a ledger (Claim objects or their
+    JSON dicts)."""
+    index = _ledger_index(ledger)
+    verdicts = []
+    for pc in PAPER_CLAIMS if paper_claims is None else paper_claims:
+        missing = [cid for cid in pc.deciding if cid not in index]
+        if missing:
+            raise KeyError(f"paper claim {pc.id!r}: the ledger has no claim {', '.join(missing)}")
+        budget = pc.budget_limited is not None
+        statuses = {cid: index[cid]["status"] for cid in pc.deciding}
+        groups = []
+        for g in pc.groups:
+            group_statuses = [statuses[cid] for cid in g.evidence]
+            groups.append((g.name, verdict_from_statuses(group_statuses, budget_limited=budget)
+                           if _kinds(group_statuses, budget) else "not decided at this scale"))
+        if pc.definitions:
+            verdict = combine_definitions(v for _, v in groups)
+        else:
+            verdict = verdict_from_statuses(statuses.values(), budget_limited=budget)
+        undecided = [cid for cid, st in statuses.items() if st == "undecided" or (budget and st == "fail")]
+        named = [(n, v) for n, v in groups if n]
+        verdicts.append(Verdict(pc, verdict, statuses, dict(named),
+                                _summary(verdict, named, undecided, by_definition=bool(pc.definitions)),
+                                render_caveat(pc.caveat, index), tuple(undecided)))
+    return verdicts
+
+
+def verdict_of(row_id: str, ledger: Iterable[object]) -> Verdict:
+    """Return the verdict on one paper claim (staged or not) from the claims at hand, e.g. those a chapter has just
+    recorded, so that its prose can state the verdict the page will show. Its caveat is filled only when every
+    claim it reads is at hand (else ``None``)."""
+    rows = {pc.id: pc for pc in paper_claims([s.name for s in STAGED])} | {pc.id: pc for pc in CROSS_CHECKS}
+    if row_id not in rows:
+        raise KeyError(f"no paper claim {row_id!r}")
+    pc = rows[row_id]
+    index = _ledger_index(ledger)
+    if not set(caveat_claim_ids(pc.caveat)) <= set(index):
+        pc = PaperClaim(pc.id, pc.statement, pc.paper_value, pc.section, pc.evidence, pc.context, pc.budget_limited,
+                        None, pc.definitions, pc.parts)
+    return assess(index.values(), [pc])[0]
+
+
+def problems(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None = None) -> list[str]:
+    """Return what is wrong with the paper-claim list (default: :data:`PAPER_CLAIMS` and :data:`CROSS_CHECKS`)
+    against a ledger (empty when sound).
+
+    Unknown evidence, context or caveat ids, duplicate paper-claim ids, a paper claim (or one of its definitions
+    or parts) whose evidence decides nothing (only ``new`` claims), a caveat that cannot be filled.
+    """
+    rows = (*PAPER_CLAIMS, *CROSS_CHECKS) if paper_claims is None else tuple(paper_claims)
+    index = _ledger_index(ledger)
+    ids = set()
+    out = []
+    for pc in rows:
+        if pc.id in ids:
+            out.append(f"{pc.id}: duplicate paper-claim id")
+        ids.add(pc.id)
+        for cid in (*pc.deciding, *pc.context, *caveat_claim_ids(pc.caveat)):
+            if cid not in index:
+                out.append(f"{pc.id}: {cid} is not in the ledger")
+        for g in pc.groups:
+            if all(index.get(cid, {}).get("status") in (None, "new") for cid in g.evidence):
+                where = f" ({g.name})" if g.name else ""
+                out.append(f"{pc.id}{where}: no deciding evidence (every evidence claim is 'new' or missing)")
+        if not any(p.startswith(f"{pc.id}: ") and "not in the ledger" in p for p in out):
+            try:
+                render_caveat(pc.caveat, index)
+            except (KeyError, ValueError, TypeError) as err:
+                out.append(f"{pc.id}: caveat cannot be filled ({err})")
+    return out

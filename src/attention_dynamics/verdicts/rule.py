@@ -1,0 +1,240 @@
+"""The verdict rule: how the statuses of a paper claim's deciding ledger claims become its verdict.
+
+A paper claim (:class:`PaperClaim`) is decided by one group of ledger claims (``evidence``), by several named
+readings of what it measures (``definitions``: disagreement gives "depends on the definition",
+:func:`combine_definitions`) or by the regimes one prediction is tested in (``parts``: their statuses are
+pooled). :func:`verdict_from_statuses` decides one group; :func:`render_caveat` fills a caveat template from the
+ledger, so that a caveat stating a number or a direction changes when the ledger does. The rows themselves are
+in :mod:`attention_dynamics.verdicts.rows`; :mod:`attention_dynamics.verdicts` assesses them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from ..claims import format_value
+
+__all__ = ["VERDICTS", "Definition", "PaperClaim", "Verdict", "Staged", "verdict_from_statuses", "combine_definitions",
+           "render_caveat", "caveat_claim_ids"]
+
+#: The verdicts, from best to worst.
+VERDICTS = ("reproduces", "reproduces where decided", "partly", "depends on the definition",
+            "not decided at this scale", "does not reproduce where decided", "does not reproduce")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One reading of a paper claim (or one regime it is tested in): a name, what it measures, its deciding claims."""
+
+    name: str
+    description: str
+    evidence: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.evidence:
+            raise ValueError(f"definition {self.name!r} needs at least one deciding ledger claim")
+
+
+@dataclass(frozen=True)
+class PaperClaim:
+    """One claim of the paper: what it says, where the book tests it, which ledger claims decide it.
+
+    ``section``: ``(chapter docname, section anchor, section title)``. Exactly one of ``evidence`` (one group),
+    ``definitions`` (alternative readings: disagreement gives "depends on the definition") or ``parts`` (regimes
+    of one prediction: their statuses are pooled) holds the deciding claims. ``budget_limited``: the book's
+    account of why its failing evidence is a matter of training budget, not a finding (a plateau or a longer run
+    would be needed to call it a failure); the failures then count as undecided. ``caveat``: what a reader must
+    know to read the verdict, a template whose ``{claim.id:format}`` fields :func:`render_caveat` fills.
+    """
+
+    id: str
+    statement: str
+    paper_value: str
+    section: tuple[str, str, str]
+    evidence: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    budget_limited: str | None = None
+    caveat: str | None = None
+    definitions: tuple[Definition, ...] = ()
+    parts: tuple[Definition, ...] = ()
+
+    def __post_init__(self) -> None:
+        given = [name for name in ("evidence", "definitions", "parts") if getattr(self, name)]
+        if len(given) != 1:
+            raise ValueError(f"paper claim {self.id!r}: give exactly one of evidence, definitions or parts, got {given}")
+        names = [g.name for g in (*self.definitions, *self.parts)]
+        if not all(names) or len(set(names)) != len(names):
+            raise ValueError(f"paper claim {self.id!r}: definitions and parts need distinct, non-empty names")
+
+    @property
+    def groups(self) -> tuple[Definition, ...]:
+        """Return the named groups of deciding claims (one unnamed group for plain ``evidence``)."""
+        return self.definitions or self.parts or (Definition("", "", self.evidence),)
+
+    @property
+    def deciding(self) -> tuple[str, ...]:
+        """Return every deciding ledger claim id, in order, without repeats."""
+        return tuple(dict.fromkeys(cid for g in self.groups for cid in g.evidence))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict on one :class:`PaperClaim`, with the statuses it was decided from.
+
+    ``by_group``: definition or part name → its own verdict (empty for plain evidence); ``summary``: the verdict
+    in words, naming what is decided and what is not; ``caveat``: the claim's caveat filled from the ledger.
+    """
+
+    claim: PaperClaim
+    verdict: str
+    statuses: Mapping[str, str] = field(default_factory=dict)
+    by_group: Mapping[str, str] = field(default_factory=dict)
+    summary: str = ""
+    caveat: str | None = None
+    undecided: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        """Return what the verdict page shows under the verdict: each definition's or part's verdict, or the
+        claims not decided at this scale when the rest is decided."""
+        if self.by_group:
+            return [f"{name}: {verdict}" for name, verdict in self.by_group.items()]
+        if self.verdict in ("reproduces where decided", "does not reproduce where decided"):
+            return [f"not decided at this scale: {', '.join(self.undecided)}"]
+        return []
+
+    def readings_text(self) -> str:
+        """Return the definitions (or parts) grouped by their verdict, for prose: "does not reproduce (A), reproduces
+        (B; C)" (worst first), or the verdict's own lines when there are no groups."""
+        if not self.by_group:
+            return "; ".join(self.lines())
+        grouped: dict[str, list[str]] = {}
+        for name, verdict in self.by_group.items():
+            grouped.setdefault(verdict, []).append(name)
+        order = sorted(grouped, key=lambda v: -VERDICTS.index(v))
+        return ", ".join(f"{v} ({'; '.join(grouped[v])})" for v in order)
+
+    def decided_by(self) -> list[str]:
+        """Return the deciding ledger claims and their statuses, grouped by definition or part."""
+        out = []
+        for g in self.claim.groups:
+            listed = ", ".join(f"{cid}: {self.statuses[cid]}" for cid in g.evidence)
+            out.append(f"{g.name} — {listed}" if g.name else listed)
+        return out
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A row the chapters cannot feed yet: it replaces the row with its id (or, new, follows the row ``after``)."""
+
+    name: str
+    row: PaperClaim
+    after: str | None = None
+
+
+def _kinds(statuses: Iterable[str], budget_limited: bool) -> list[str]:
+    kinds = []
+    for status in statuses:
+        if status not in ("pass", "fail", "undecided", "new"):
+            raise ValueError(f"unknown claim status {status!r}")
+        if status == "new":
+            continue
+        kinds.append("undecided" if status == "fail" and budget_limited else status)
+    return kinds
+
+
+def verdict_from_statuses(statuses: Iterable[str], *, budget_limited: bool = False) -> str:
+    """Return the verdict that the statuses of one group of deciding ledger claims give.
+
+    All pass: "reproduces"; all fail: "does not reproduce"; all undecided: "not decided at this scale"; pass
+    and fail (with or without undecided): "partly"; pass and undecided only: "reproduces where decided"; fail and
+    undecided only: "does not reproduce where decided". With ``budget_limited`` a failure counts as undecided
+    (the book cannot call it a finding at its training budget). ``new`` statuses decide nothing; at least one
+    deciding status is needed.
+    """
+    found = set(_kinds(statuses, budget_limited))
+    if not found:
+        raise ValueError("a verdict needs at least one deciding claim (pass, fail or undecided)")
+    if found == {"pass"}:
+        return "reproduces"
+    if found == {"fail"}:
+        return "does not reproduce"
+    if found == {"undecided"}:
+        return "not decided at this scale"
+    if found == {"pass", "undecided"}:
+        return "reproduces where decided"
+    if found == {"fail", "undecided"}:
+        return "does not reproduce where decided"
+    return "partly"
+
+
+#: What each verdict decides: the directions it contains (undecided parts add none).
+_DIRECTIONS = {"reproduces": {"pass"}, "reproduces where decided": {"pass"}, "partly": {"pass", "fail"},
+               "not decided at this scale": set(), "does not reproduce where decided": {"fail"},
+               "does not reproduce": {"fail"}, "depends on the definition": {"pass", "fail"}}
+
+
+def combine_definitions(verdicts: Iterable[str]) -> str:
+    """Return the verdict of a claim decided under several definitions, from each definition's verdict.
+
+    Definitions that decide something must decide the same thing (the same set of directions, pass and/or
+    fail), else the verdict is "depends on the definition". When they agree: their common verdict if all are
+    equal, else the agreed direction "where decided" (some definitions decide nothing at this scale) or
+    "partly" (every deciding definition is mixed).
+    """
+    verdicts = list(verdicts)
+    if not verdicts:
+        raise ValueError("need at least one definition's verdict")
+    unknown = set(verdicts) - set(_DIRECTIONS)
+    if unknown:
+        raise ValueError(f"unknown verdicts {sorted(unknown)}")
+    decided = [frozenset(_DIRECTIONS[v]) for v in verdicts if _DIRECTIONS[v]]
+    if not decided:
+        return "not decided at this scale"
+    if len(set(decided)) > 1 or "depends on the definition" in verdicts:
+        return "depends on the definition"
+    if len(set(verdicts)) == 1:
+        return verdicts[0]
+    agreed = decided[0]
+    if agreed == {"pass"}:
+        return "reproduces where decided"
+    if agreed == {"fail"}:
+        return "does not reproduce where decided"
+    return "partly"
+
+
+# ``{claim.id}``, ``{claim.id:.2f}``, ``{claim.id@low:.0%}`` (an interval end), ``{claim.id?if pass|if fail|if undecided}``
+_FIELD = re.compile(r"\{(?P<id>[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+)(?:@(?P<end>low|high))?"
+                    r"(?::(?P<spec>[^}?]*))?(?:\?(?P<choices>[^}]*))?\}")
+
+
+def caveat_claim_ids(template: str | None) -> list[str]:
+    """Return the ledger claim ids a caveat template reads, in order."""
+    return list(dict.fromkeys(m["id"] for m in _FIELD.finditer(template or "")))
+
+
+def render_caveat(template: str | None, ledger: Mapping[str, Mapping[str, object]]) -> str | None:
+    """Return a caveat template filled from the ledger (claim id → the claim's JSON dict).
+
+    ``{id}`` is the claim's value (four significant digits), ``{id:spec}`` the value formatted with ``spec``,
+    ``{id@low:spec}`` / ``{id@high:spec}`` an end of its interval, ``{id?a|b|c}`` text chosen by its status
+    (a: pass, b: fail, c: undecided). A claim missing from the ledger raises ``KeyError``.
+    """
+    if template is None:
+        return None
+
+    def fill(m: re.Match) -> str:
+        claim = ledger[m["id"]]
+        if m["choices"] is not None:
+            choices = m["choices"].split("|")
+            if len(choices) != 3:
+                raise ValueError(f"{m.group(0)!r}: give three texts, for pass, fail and undecided")
+            status = claim["status"]
+            if status not in ("pass", "fail", "undecided"):
+                raise ValueError(f"{m['id']} is {status!r}: only a decided or undecided claim chooses a text")
+            return choices[("pass", "fail", "undecided").index(status)]
+        value = claim["value"] if m["end"] is None else claim["interval"][0 if m["end"] == "low" else 1]
+        return format(value, m["spec"]) if m["spec"] else format_value(value)
+
+    return _FIELD.sub(fill, template)
