@@ -200,7 +200,9 @@ run_params = {
     "tasks": {t.name: dict(t.sizes) for t in tasks},
 }
 floors = runs.bayes_floor_nats(eval_batches)
-plotting.glue_figure("fig-arch-training-losses", figures.plot_training_losses(results, tasks, floors))
+plotting.glue_figure(
+    "fig-arch-training-losses", figures.plot_training_losses(results, tasks, floors)
+)
 
 # %% [markdown] tags=[]
 # ```{glue:figure} fig-arch-training-losses
@@ -297,7 +299,9 @@ display(Markdown(summary))
 #
 
 # %% tags=["hide-input", "trained-output", "remove-output"]
-plotting.glue_figure("fig-arch-hmm-kl-by-position", figures.plot_hmm_kl_by_position(results, levels))
+plotting.glue_figure(
+    "fig-arch-hmm-kl-by-position", figures.plot_hmm_kl_by_position(results, levels)
+)
 for f in factory.FAMILIES:
     claims.glue(f"architectures.hmm_kl_t0_{f}", results[(f, "hmm")].kl_by_position[0])
     claims.glue(f"architectures.hmm_kl_later_{f}", results[(f, "hmm")].kl_by_position[1:].mean())
@@ -348,7 +352,9 @@ plotting.glue_figure(
     figures.plot_binding_longer(
         spread,
         paper_accuracy=settings.PAPER_I_RESULTS["mamba"]["binding_accuracy"],
-        bag_accuracy=associative_recall.bag_of_values_accuracy(cfg.binding_pairs, cfg.binding_values),
+        bag_accuracy=associative_recall.bag_of_values_accuracy(
+            cfg.binding_pairs, cfg.binding_values
+        ),
         chance=levels.context_blind["binding"]["accuracy"],
     ),
 )
