@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@96df987461b3b180a65840fa9dd97b3590998925"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@c6f03d47abe0c8bff04b8dae2c36951e927a4fce"
 
 # %% [markdown] tags=[]
 # # Routing–content feedback
