@@ -538,8 +538,7 @@ claims.glue("ch3.feedback_row_readings", feedback_row.readings_text())
 #   route to the source that holds their answer and each value serves exactly the queries that request it.
 # - On this run the changes *begin* in a definite order: values align with their labels (step
 #   {glue:text}`ch3.aligned_step`, under uniform routing) before routing passes one half (step
-#   {glue:text}`ch3.routed_step`), with the correct source's advantage building in between; freezing either
-#   side breaks the dynamics.
+#   {glue:text}`ch3.routed_step`); freezing either side breaks the dynamics.
 # - The value step's first-order loss prediction {eq}`eq-value-step-loss` holds exactly in the limit, with a
 #   deviation linear in $\eta$ and inside an a-priori bound.
 # - Over {glue:text}`ch3.fb_n_seeds` heads the paper's feedback claim is {glue:text}`ch3.feedback_row_verdict`:
