@@ -40,6 +40,7 @@ import numpy as np
 
 from attention_dynamics import claims, diagnostics, plotting, stats, training
 from attention_dynamics.chapters.diagnostics import figures, report, runs, settings
+from attention_dynamics.diagnostics import frame_order
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.tasks import bijection, sticky_chain
 from attention_dynamics.training import wind_tunnels
@@ -143,6 +144,17 @@ claims.glue("diagnostics.seed", seed)
 claims.glue("diagnostics.steps", cfg.steps)
 claims.glue("diagnostics.mid_step", cfg.mid_step)
 
+# %% tags=["hide-input", "trained-output"]
+hmin = sticky_chain.bayes_floor_nats(sticky_chain.transition_matrix("reference"))
+for name in ("sgd", "em_like"):  # where each schedule's loss lies, by chapter 5's halfway bound
+    share = sticky_chain.share_of_way(traces[name].losses[-1], hmin)
+    claims.glue(f"diagnostics.{name}_position", sticky_chain.position_phrase(share))
+    claims.glue(f"diagnostics.{name}_share_of_way", share)
+# chapter 4 decides the order of frame and precision; its stored readings give the verdict here
+frame_row = frame_order.frame_row_verdict(frame_order.load_frame_definitions())
+claims.glue("diagnostics.frame_row_verdict", frame_row.verdict)
+claims.glue("diagnostics.frame_row_readings", frame_row.readings_text())
+
 # %% tags=["trained-output"]
 runs.schedule_table(traces, snapshots)
 
@@ -153,8 +165,10 @@ runs.schedule_table(traces, snapshots)
 # initial state: SGD ends with a normalized attention entropy of
 # {glue:text}`diagnostics.sgd_final_norm_entropy:.3f` — still almost uniform attention over up to
 # {glue:text}`diagnostics.positions` keys — and the EM-like schedule with
-# {glue:text}`diagnostics.em_like_final_norm_entropy:.3f`. This is the diagnostic face of what chapter 5 finds in the loss: both runs are still close to the uniform level
-# $\ln 8$ after {glue:text}`diagnostics.steps` steps. Yet the matrices already tell the two schedules apart. Under the EM-like
+# {glue:text}`diagnostics.em_like_final_norm_entropy:.3f`. In the loss, SGD is
+# {glue:text}`diagnostics.sgd_position` after {glue:text}`diagnostics.steps` steps
+# ({glue:text}`diagnostics.sgd_share_of_way:.0%` of the way) and the EM-like schedule
+# {glue:text}`diagnostics.em_like_position` ({glue:text}`diagnostics.em_like_share_of_way:.0%`). Yet the matrices already tell the two schedules apart. Under the EM-like
 # schedule the mutual information between the symbol a query carries and the symbol of the values it reads
 # rises to {glue:text}`diagnostics.em_like_final_mi_nats:.3f` nats (SGD:
 # {glue:text}`diagnostics.sgd_final_mi_nats:.3f`; uniform attention would give
@@ -163,9 +177,8 @@ runs.schedule_table(traces, snapshots)
 # (SGD: {glue:text}`diagnostics.sgd_routing_signal_growth:.2f`), and the values concentrate on fewer
 # directions: their first principal component carries {glue:text}`diagnostics.em_like_final_value_pc1:.0%` of
 # the variance at the end against {glue:text}`diagnostics.initial_value_pc1:.0%` at initialisation (SGD:
-# {glue:text}`diagnostics.sgd_final_value_pc1:.0%`). The positive feedback of chapter 3 — a larger value step
-# raises the advantage, which sharpens routing, which raises the advantage — is visible here before it is
-# visible in the loss.
+# {glue:text}`diagnostics.sgd_final_value_pc1:.0%`). These are what a ten times larger value step produces;
+# this run has no control that would attribute them to chapter 3's feedback loop.
 #
 # {numref}`fig-diagnostics-routing-by-symbol` shows *which* values serve which queries: for every pair of symbols,
 # the attention mass that queries carrying symbol $a$ put on keys carrying symbol $c$, minus what uniform attention
@@ -199,8 +212,9 @@ plotting.glue_figure(
 # they rank nothing against each other; what they show is how each schedule spends its steps
 # (`diagnostics.routing_stability`; the table below also gives the second half). This is not evidence for
 # the two-timescale picture: the EM-like schedule gives the values a ten times larger learning rate, so
-# fast values and slow routing are what it is built to produce, and chapter 4 finds that which of the two
-# settles first is set by the learning-rate ratio.
+# fast values and slow routing are what it is built to produce. Which of the two settles first is chapter 4's
+# question, and its verdict is {glue:text}`diagnostics.frame_row_verdict`
+# ({glue:text}`diagnostics.frame_row_readings`).
 
 # %% tags=["trained-output", "hide-input"]
 run_params = {"seed": seed, "steps": cfg.steps, "chain": "reference", "T": int(chain.x.shape[0])}
@@ -380,8 +394,8 @@ print(tunnel_end.summary())
 # {glue:text}`diagnostics.tunnel_routing_tv_mid_to_end:.3f` in total variation, while every head's value vectors
 # still change by at least {glue:text}`diagnostics.tunnel_value_change_mid_to_end:.0%` of their norm. The two
 # numbers have no common unit, so on their own they do not say that the frame settles first; chapter 6 measures
-# the frame–precision dissociation with one settling rule for both and states its cautions, and chapter 4 finds
-# that the order depends on the learning rates.
+# the frame–precision dissociation with one settling rule for both and states its cautions, and chapter 4's
+# verdict on the order is {glue:text}`diagnostics.frame_row_verdict`.
 
 # %% [markdown] tags=[]
 # ## Any PyTorch transformer
@@ -451,11 +465,11 @@ plotting.glue_figure("fig-diagnostics-encoder-overview", fig)
 # | what you see | what it means | what to try |
 # |---|---|---|
 # | entropy → 0, many starved keys, $\lVert\partial L/\partial S\rVert \to 0$ early, loss still fine | routing collapsed: the advantage matrix is gated off and the frame is frozen | lower the query/key learning rate or initial scale, warm up |
-# | $\lVert\partial L/\partial S\rVert$ small, entropy moderate, loss near its floor | routing has settled: the frame is in place | nothing; values keep refining (two timescales) |
+# | $\lVert\partial L/\partial S\rVert$ small, entropy moderate, loss near its floor | routing has settled: the frame is in place | nothing |
 # | $\lVert\partial L/\partial V\rVert$ stays large, value spectrum unchanged | the values are not learning (learning rate too small or frozen) | check the value parameter group |
 # | mutual information at its chance level | no specialization: queries read every value alike | train longer, larger value step (chapter 5) |
 # | key $\lvert\cos\rvert$ far above the random baseline | keys collapsed onto a few directions | same as for a collapse |
-# | attention rows stable between checkpoints while $V$ keeps moving | routing has settled while the values refine (the frame–precision picture; its order depends on the learning rates, chapter 4) | expected in healthy training |
+# | attention rows stable between checkpoints while $V$ keeps moving | routing has settled while the values refine (the frame–precision picture; whether the frame settles first: {glue:text}`diagnostics.frame_row_verdict`, chapter 4) | expected in healthy training |
 #
 # The whole tool is one call, `diagnostics.diagnose(model, inputs, targets)`, and
 # `diagnostics.verify_against_autograd` checks it on a new architecture; `diagnostics.traced_fit` records
