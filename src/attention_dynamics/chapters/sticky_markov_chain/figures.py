@@ -246,7 +246,8 @@ def plot_speedup_budget(result: Mapping[str, Any]):
     :mod:`~attention_dynamics.chapters.sticky_markov_chain.speedup_budget`)."""
     fig, axes = plotting.new_figure(2, width=4.2, height=3.4)
     budgets = sorted(int(b) for b in result["budgets"])
-    labels = {"em_like": "EM-like (×10 on W_V)", "sgd_matched": "×10 on every matrix", "m_step": "M-step (ρ = 1)"}
+    labels = {"em_like": r"EM-like (×10 on $W_V$)", "sgd_matched": "×10 on every matrix",
+              "m_step": r"M-step ($\rho$ = 1)"}
     for name, label in labels.items():
         rows = [result["budgets"][str(b)][name] for b in budgets]
         y = np.array([r["speedup"] for r in rows])
@@ -264,7 +265,9 @@ def plot_speedup_budget(result: Mapping[str, Any]):
         ax.set_yscale("log")
     axes[0].set(xscale="log", xlabel="budget (steps; threshold: SGD's mean loss after it)",
                 ylabel="speed-up over SGD (paper's metric)", title="the metric against the budget")
-    axes[1].set(xlabel="share of the way from ln 8 down to H_min (%)", ylabel="SGD's steps / schedule's",
+    axes[0].set_xticks(budgets, [str(b) for b in budgets])  # the budgets run, not log-scale minor labels
+    axes[0].xaxis.set_minor_formatter(plotting.plt.NullFormatter())
+    axes[1].set(xlabel=r"share of the way from $\ln 8$ down to $H_{\min}$ (%)", ylabel="SGD's steps / schedule's",
                 title="time to reach a loss level")
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncol=2, fontsize=8, frameon=False)

@@ -161,6 +161,10 @@ def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], margin_fraction:
     return fig
 
 
+#: Panel titles of the optimisers the stored frame result holds.
+OPTIMISER_TITLES = {"sgd": "plain SGD", "adam": "Adam"}
+
+
 def plot_frame_definitions(result: Mapping[str, Any]):
     """Return the figure: per optimiser, the share of seeds whose frame settles first against the run length,
     one line per definition with its Clopper–Pearson interval (above 1/2: the frame first), from the stored result
@@ -178,7 +182,8 @@ def plot_frame_definitions(result: Mapping[str, Any]):
             ax.errorbar(shift, y, yerr=[y - [r["low"] for r in rows], np.array([r["high"] for r in rows]) - y],
                         marker="o", capsize=3, color=plotting.PALETTE[k], label=d.replace("_", ", "))
         ax.axhline(0.5, color="0.4", ls=":", lw=1)
-        ax.set(xscale="log", title=f"{opt}: which settles first", xlabel="run length (steps)",
+        ax.set(xscale="log", title=f"{OPTIMISER_TITLES.get(opt, opt)}: which settles first",
+               xlabel="run length (steps)",
                ylabel="share of seeds: frame first", ylim=(-0.03, 1.03))
         ax.set_xticks(hs, [str(h) for h in hs])
         ax.minorticks_off()
