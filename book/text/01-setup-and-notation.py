@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@96df987461b3b180a65840fa9dd97b3590998925"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@ac189320a0309df5206c3a15a283047a64be9380"
 
 # %% [markdown] tags=[]
 # # Setup and notation

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@c6f03d47abe0c8bff04b8dae2c36951e927a4fce"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@ac189320a0309df5206c3a15a283047a64be9380"
 
 # %% [markdown] tags=[]
 # # Routing–content feedback

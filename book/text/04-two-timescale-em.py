@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@96df987461b3b180a65840fa9dd97b3590998925"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@ac189320a0309df5206c3a15a283047a64be9380"
 
 # %% [markdown] tags=[]
 # # Two-timescale EM
@@ -267,8 +267,8 @@ print(order)
 # {glue:text}`dynamics.frame_settles_first_fraction:.0%` of the seeds (95% interval
 # {glue:text}`ch4.path_fraction_low:.0%` to {glue:text}`ch4.path_fraction_high:.0%`), and the median ratio
 # $t_P/t_F$ is {glue:text}`dynamics.precision_to_frame_time_ratio:.2f` (interval
-# {glue:text}`ch4.path_ratio_low:.2f` to {glue:text}`ch4.path_ratio_high:.2f`), both intervals on the far side of
-# the prediction. The rate criterion above could not see this. Its two quantities have no common unit, and its
+# {glue:text}`ch4.path_ratio_low:.2f` to {glue:text}`ch4.path_ratio_high:.2f`),
+# {glue:text}`ch4.path_intervals_phrase`. The rate criterion above could not see this. Its two quantities have no common unit, and its
 # steps differ by one or two recording intervals, which is why its verdict moved with $\tau$ (frame first in
 # {glue:text}`ch4.loose_fraction:.0%` of seeds at $\tau$ = 3%, in {glue:text}`ch4.strict_fraction:.0%` at 0.3%, and in
 # {glue:text}`ch4.distance_fraction:.0%` by distance to the final state).
@@ -312,12 +312,12 @@ print(sweep_path_table)
 # %% [markdown] tags=[]
 # Both times move with the values' learning rate ({numref}`fig-em-ratio-sweep`). Faster values (ratio
 # {glue:text}`ch4.highest_ratio:g`) bring *both* settling times forward — the values settle at a median step of
-# {glue:text}`ch4.value_step_high:.0f` and the frame at {glue:text}`ch4.frame_step_high:.0f` — because
-# informative values are what create the advantage that routing follows; the frame then finishes after the
-# values (frame first in {glue:text}`ch4.highest_ratio_fraction:.0%` of seeds, median ratio
+# {glue:text}`ch4.value_step_high:.0f` and the frame at {glue:text}`ch4.frame_step_high:.0f` (chapter 3's loop,
+# in which informative values create the advantage that routing follows, would predict this; the sweep itself does
+# not test it); {glue:text}`ch4.highest_ratio_order_phrase` (frame first in {glue:text}`ch4.highest_ratio_fraction:.0%` of seeds, median ratio
 # {glue:text}`ch4.highest_ratio_time_ratio:.2f`). Slower values (ratio {glue:text}`ch4.lowest_ratio:g`) delay
 # both — values at {glue:text}`ch4.value_step_low:.0f`, frame at {glue:text}`ch4.frame_step_low:.0f` — and
-# separate them the paper's way: the frame settles first in {glue:text}`ch4.lowest_ratio_fraction:.0%` of
+# {glue:text}`ch4.lowest_ratio_order_phrase`: the frame settles first in {glue:text}`ch4.lowest_ratio_fraction:.0%` of
 # seeds, with a median ratio of {glue:text}`ch4.lowest_ratio_time_ratio:.2f`. By the rate
 # criterion the order moves with the ratio of the learning rates. Whether that is a property of the schedule or of
 # the definition is what the last section asks: under Adam the parameter path itself gives

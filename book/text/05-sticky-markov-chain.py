@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@dbbdfb4a7aaec9ee3eca6a7d5c8bda05ed8cc933"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@ac189320a0309df5206c3a15a283047a64be9380"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
@@ -440,7 +440,7 @@ plotting.glue_figure("fig-sticky-lr-surface", figures.plot_lr_surface(surface))
 # | all three (the matched control of (a)) | {glue:text}`sticky.surface_all_three_5:.2f` | {glue:text}`sticky.surface_all_three_5_low:.2f`–{glue:text}`sticky.surface_all_three_5_high:.2f` | {glue:text}`sticky.surface_all_three_20:.2f` | {glue:text}`sticky.surface_all_three_20_low:.2f`–{glue:text}`sticky.surface_all_three_20_high:.2f` |
 #
 # The twenty-seed values-only row is the paper-scale file's EM-like runs of (c), the same runs; every condition was
-# run on the fifteen extra seeds too. Every condition is faster than SGD. The values and the readout are compared
+# run on the fifteen extra seeds too. {glue:text}`sticky.surface_all_faster_phrase`. The values and the readout are compared
 # by paired ratios:
 # on the same five seeds the values-only speed-up is {glue:text}`sticky.surface_values_only_over_readout_only_5:.2f`
 # times the readout-only one (paired bootstrap interval
@@ -457,9 +457,8 @@ plotting.glue_figure("fig-sticky-lr-surface", figures.plot_lr_surface(surface))
 # comparison with the routing weights is not like for like: ×10 on $W_Q$ and $W_K$ scales *both* factors of
 # $QK^\top$, while ×10 on $W_V$ scales one factor of $W_V W_O$. The pair with equal numbers of scaled factors is
 # routing only against values and readout ({glue:text}`sticky.surface_values_readout_20:.2f`×); section "What the
-# speed-up measures" decides it with a paired interval. The speed-up is therefore **not specific to an M-step on
-# the values**: whichever weights take the larger step, the run leaves the plateau sooner. That values and readout
-# give the same is what one expects of two factors of one product: the head's
+# speed-up measures" decides it with a paired interval. {glue:text}`sticky.surface_specificity_phrase`.
+# {glue:text}`sticky.surface_values_readout_phrase`: the head's
 # output is linear in $W_V W_O$, and at initialisation both factors have the same scale, so a tenfold rate on
 # either moves the product about equally. Raising two groups or all three adds up further, to
 # {glue:text}`sticky.surface_all_three_5:.1f`× with all three.

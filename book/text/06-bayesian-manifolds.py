@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@19071d9d1f3621e013e7552a4ac3d2e2116695c6"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@ac189320a0309df5206c3a15a283047a64be9380"
 
 # %% [markdown] tags=[]
 # # Bayesian manifolds in wind tunnels

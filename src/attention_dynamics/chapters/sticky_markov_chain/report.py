@@ -291,7 +291,41 @@ def record_surface(surface: Mapping[str, Any]) -> bool:
         if values_special
         else "the values-only interval does not lie above both the readout-only and the routing-only intervals")
     claims.glue("sticky.surface_decisive_n_seeds", len(decisive["conditions"]["readout_only"]["first_steps"]))
+    glue_surface_phrases(paper, twenty, sgd_self, values_special)
     return values_special
+
+
+def glue_surface_phrases(paper: Mapping[str, Any], twenty: Mapping[str, Any], sgd_self: float,
+                         values_special: bool) -> None:
+    """Glue the sentences that read the surface: whether every condition is faster than SGD (its 95% interval above
+    SGD's own score), whether values and readout agree (their paired twenty-seed interval contains 1), and what
+    follows for the values."""
+    slower = sorted({name for block in (paper, twenty) for name, cond in block["conditions"].items()
+                     if name != "sgd" and cond["ci"]["low"] <= sgd_self})
+    all_faster = not slower
+    claims.glue(
+        "sticky.surface_all_faster_phrase",
+        "Every condition is faster than SGD (each 95% interval lies above SGD's own score)" if all_faster
+        else "Not every condition is shown faster than SGD: the interval of " + ", ".join(slower)
+        + " reaches down to SGD's own score")
+    pair = (twenty.get("comparisons") or paper.get("comparisons") or {}).get("values_only_over_readout_only")
+    same = pair is not None and pair["low"] <= 1.0 <= pair["high"]
+    claims.glue(
+        "sticky.surface_values_readout_phrase",
+        "That values and readout give the same (their paired interval contains 1) is what one expects of two "
+        "factors of one product" if same
+        else "Values and readout differ (their paired interval excludes 1), although one expects two factors of one "
+        "product to move alike")
+    if values_special:
+        reading = ("The values-only speed-up stands above the readout-only and routing-only ones: on this comparison "
+                   "the speed-up is specific to the values")
+    elif all_faster:
+        reading = ("The speed-up is therefore not specific to an M-step on the values: whichever weights take the "
+                   "larger step, the run leaves the plateau sooner")
+    else:
+        reading = ("The values-only interval does not stand above the others, so this comparison does not single "
+                   "out the values")
+    claims.glue("sticky.surface_specificity_phrase", reading)
 
 
 def m_step_points(heavy: Mapping[str, Any], surface: Mapping[str, Any]) -> dict[float, tuple[float, float]]:

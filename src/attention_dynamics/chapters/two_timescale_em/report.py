@@ -134,6 +134,7 @@ def path_comparison(runs: Sequence[Any], cfg: TwoTimescaleSettings, *, seed: int
     claims.glue("ch4.path_fraction_high", order["fraction_interval"][1])
     claims.glue("ch4.path_ratio_low", order["ratio_interval"][0])
     claims.glue("ch4.path_ratio_high", order["ratio_interval"][1])
+    claims.glue("ch4.path_intervals_phrase", prediction_side_phrase(order["fraction_interval"], order["ratio_interval"]))
     claims.glue("ch4.path_median_frame_step", float(np.median(rows[CLAIM_FRACTION]["frame"])))
     claims.glue("ch4.path_median_value_step", float(np.median(rows[CLAIM_FRACTION]["values"])))
     lines = [f"{'f':>6s} {'mean t_P - t_F':>15s} {'95% interval':>20s} {'frame first':>11s}  verdict"]
@@ -172,6 +173,21 @@ def record_order_claims(order: Mapping[str, Any], cfg: TwoTimescaleSettings) -> 
     return share, ratio
 
 
+def _majority(frame_first_fraction: float) -> str:
+    """Return which settles first in most seeds: "frame", "values" or "neither" (a tie)."""
+    return "frame" if frame_first_fraction > 0.5 else "values" if frame_first_fraction < 0.5 else "neither"
+
+
+def prediction_side_phrase(fraction_interval: Sequence[float], ratio_interval: Sequence[float]) -> str:
+    """Return where the two 95% intervals lie against the paper's prediction (frame first in more than half the seeds,
+    t_P/t_F above 1): both beyond it, both on its side, or not both on one side."""
+    if fraction_interval[1] < 0.5 and ratio_interval[1] < 1.0:
+        return "both intervals on the far side of the prediction"
+    if fraction_interval[0] > 0.5 and ratio_interval[0] > 1.0:
+        return "both intervals on the side of the prediction"
+    return "the two intervals not both on one side of the prediction"
+
+
 def ratio_sweep(sweep_runs: Mapping[float, Sequence[Any]], equal_summary: Mapping[str, Any], *,
                 tau: float = TAU) -> tuple[dict[float, dict[str, Any]], str]:
     """Return ``(sweep, table)``: ratio → rate-criterion summary (ratio 1 is ``equal_summary``), sorted by ratio,
@@ -184,6 +200,14 @@ def ratio_sweep(sweep_runs: Mapping[float, Sequence[Any]], equal_summary: Mappin
     claims.glue("ch4.n_sweep_seeds", len(next(iter(sweep_runs.values()))))
     claims.glue("ch4.lowest_ratio", min(ratios))
     claims.glue("ch4.highest_ratio", max(ratios))
+    claims.glue("ch4.highest_ratio_order_phrase", {"frame": "the frame still finishes first",
+                                                    "values": "the frame then finishes after the values",
+                                                    "neither": "neither finishes first more often"}[
+        _majority(high["frame_first_fraction"])])
+    claims.glue("ch4.lowest_ratio_order_phrase", {"frame": "separate them the paper's way",
+                                                   "values": "still leave the values first",
+                                                   "neither": "leave neither first more often"}[
+        _majority(low["frame_first_fraction"])])
     for name, s in (("lowest", low), ("highest", high)):
         claims.glue(f"ch4.{name}_ratio_fraction", s["frame_first_fraction"])
         claims.glue(f"ch4.{name}_ratio_time_ratio", s["median_time_ratio"])
