@@ -201,8 +201,7 @@ plotting.glue_figure(
 
 # %% [markdown] tags=[]
 # At initialisation the pattern is faint and random. Under SGD it hardly changes in {glue:text}`diagnostics.steps` steps; under the
-# EM-like schedule a few key symbols start to collect the attention of several query symbols. Routing has
-# not settled. Between initialisation
+# EM-like schedule a few key symbols start to collect the attention of several query symbols. Between initialisation
 # and step {glue:text}`diagnostics.mid_step` the EM-like run's attention rows move by a total-variation
 # distance of only {glue:text}`diagnostics.em_like_routing_tv_first_half:.3f` on average (0 would be no
 # change, 1 disjoint rows), while its value vectors change by
