@@ -336,4 +336,7 @@ STAGED: tuple[Staged, ...] = (
 )
 
 #: The staged rows that are on. The integration adds a row's name here once its chapter records its claims.
-SWITCHED_ON: frozenset[str] = frozenset()
+SWITCHED_ON: frozenset[str] = frozenset({
+    "feedback_first_order", "frame_precision_toy", "frame_precision_wind_tunnel",
+    "sticky_speedup", "sticky_m_step_on_values", "sticky_trajectories",
+})
