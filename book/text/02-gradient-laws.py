@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@7758026584621558a6a8ecbe9651ef73791bc2c2"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@a3d9c096bd8cfa03ccf51c15210501986483aff2"
 
 # %% [markdown] tags=[]
 # # The gradient laws
