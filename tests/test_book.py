@@ -258,7 +258,9 @@ def test_results_come_first(built_book):
     links = re.findall(r'href="verdicts\.html#(verdict-[\w-]+)"', front)
     from attention_dynamics import verdicts as v
 
-    assert len(rows) == len(v.PAPER_CLAIMS) and set(links) == rows, "every claim links from the scoreboard to its row"
+    claim_rows = {"verdict-" + pc.id.replace("_", "-") for pc in v.PAPER_CLAIMS}
+    check_rows = {"verdict-" + pc.id.replace("_", "-") for pc in v.CROSS_CHECKS}  # the book's cross-checks
+    assert rows == claim_rows | check_rows and set(links) == claim_rows, "every claim links from the scoreboard to its row"
     for nb in _chapter_notebooks():
         html = (built_book.html / "book" / f"{nb.stem}.html").read_text(encoding="utf-8")
         body = html[html.index("<article"):]
@@ -526,7 +528,7 @@ _CHROME_JS = """
 
 # Every figure of the page (a PNG in the article): its pixel width and the width it is shown at.
 _FIGURES_JS = """
-() => [...document.querySelectorAll('article img')]
+() => [...document.querySelectorAll('article figure img, article .cell_output img')]  // figures, not page icons
   .filter(img => img.offsetParent !== null && /\\.png([?#]|$)/i.test(img.currentSrc || img.src))
   .map(img => ({src: img.currentSrc || img.src, natural: img.naturalWidth, shown: img.getBoundingClientRect().width}))
 """

@@ -96,6 +96,15 @@ def _identifier(name: str, css_class: str) -> nodes.Node:
     return nodes.raw("", f'<p class="{css_class}">{breakable}</p>', format="html")
 
 
+def _text_with_identifiers(text: str, css_class: str) -> nodes.raw:
+    """A paragraph of text whose dotted identifiers (claim ids) may break after their dots and underscores."""
+    from html import escape
+
+    breakable = re.sub(r"\b[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+",
+                       lambda m: re.sub(r"([._])", r"\1<wbr>", m.group(0)), escape(text))
+    return nodes.raw("", f'<p class="{css_class}">{breakable}</p>', format="html")
+
+
 def _details(summary: str, body_lines: list[str]) -> nodes.raw:
     """An HTML ``<details>`` element (works offline, no script): the summary, then the lines."""
     from html import escape
@@ -323,8 +332,8 @@ def _verdict_entry(x) -> nodes.entry:
             line += _verdict_node(verdict)
             entry += line
     else:
-        for text in x.lines():
-            entry += nodes.paragraph(text=text, classes=["verdict-definition"])
+        for text in x.lines():  # may name claim ids: they break after their dots and underscores only
+            entry += _text_with_identifiers(text, "verdict-definition")
     if x.claim.budget_limited:
         entry += nodes.paragraph(text=f"Failures count as undecided: {x.claim.budget_limited}.",
                                  classes=["claim-explanation"])
@@ -570,6 +579,7 @@ html[data-theme="dark"] { --verdict-reproduces: #7ee28f; --verdict-partly: #f2c9
 div.verdict-scoreboard.docutils.container { padding: 0.6em 1em; }
 .scoreboard-counts { font-size: 1.1em; margin-bottom: 0.4em; display: flex; flex-wrap: wrap; column-gap: 1em; }
 .scoreboard-counts .verdict { white-space: nowrap; }
+@media (max-width: 640px) { .scoreboard-counts .verdict { white-space: normal; } }
 .scoreboard-total { font-weight: 600; }
 ul.scoreboard-lines { margin-bottom: 0; }
 ul.scoreboard-lines li p, .chapter-verdicts li p { margin: 0.15em 0; }

@@ -207,7 +207,10 @@ def glue_speedup_budget(result: Mapping[str, Any]) -> None:
             g(f"sticky.mstep_{name}_over_em_{key}", e["over_em_like"][key])
         if "rho" in e:
             g(f"sticky.mstep_{name}_rho_mean", float(np.mean(e["rho"])))
-            g("sticky.mstep_cosine_mean", float(np.mean(e["cosine"])))
+    # the M-step's direction, whatever step length it is matched at: its cosine to the gradient, glued once
+    cosines = [m[name]["cosine"] for name in ("equal_decrease", "equal_norm") if name in m and "cosine" in m[name]]
+    if cosines:
+        g("sticky.mstep_cosine_mean", float(np.mean(cosines[0])))
     g("sticky.mstep_em_like_speedup", m["em_like_speedup"])
     g("sticky.mstep_em_like_final_loss", float(np.mean(m["em_like_final_loss"])))
     pair = result["pair"]
