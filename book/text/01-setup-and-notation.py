@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@a3d9c096bd8cfa03ccf51c15210501986483aff2"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@6dd872e62b28512e74d80248a3198ee29f5c0bd5"
 
 # %% [markdown] tags=[]
 # # Setup and notation
