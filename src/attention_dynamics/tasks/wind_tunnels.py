@@ -186,3 +186,72 @@ def task_loss(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
 def loss_from_logits(logits: torch.Tensor, batch: TaskBatch) -> torch.Tensor:
     """Return :func:`task_loss` (nats) from logits at the prediction positions ``(B, P, C)``."""
     return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
+
+
+#: The HMM tunnels whose matrices can be given in each of :data:`~attention_dynamics.tasks.hmm.INPUT_FORMATS`.
+FORMAT_TUNNELS = ("hmm", STICKY_HMM)
+
+
+@dataclass(frozen=True)
+class FormattedHMMTunnel:
+    """HMM filtering (``base``: ``hmm`` or ``hmm_sticky``) with the matrices given in ``input_format``.
+
+    Duck-types :class:`~attention_dynamics.tasks.wind_tunnels.WindTunnel` for the model factory (``n_out``,
+    ``vocab_size``, ``input_dim``, ``sequence_length``) and :meth:`sample` returns a :class:`TaskBatch` whose
+    ``positions`` are the observation positions (``(K,)``) and whose ``posterior`` is the exact filter there.
+    """
+
+    base: str
+    input_format: str
+    n_states: int
+    n_symbols: int
+    length: int
+
+    def __post_init__(self) -> None:
+        if self.base not in FORMAT_TUNNELS:
+            raise ValueError(f"base must be one of {FORMAT_TUNNELS}, got {self.base!r}")
+        if self.input_format not in hmm.INPUT_FORMATS:
+            raise ValueError(f"input_format must be one of {hmm.INPUT_FORMATS}, got {self.input_format!r}")
+
+    @property
+    def n_out(self) -> int:
+        """Return the number of hidden states (the classes predicted at each observation)."""
+        return self.n_states
+
+    @property
+    def vocab_size(self) -> int | None:
+        """Return the header format's number of token ids (``None`` for the feature formats)."""
+        return hmm.hmm_header_vocab_size(self.n_symbols) if self.input_format == "header" else None
+
+    @property
+    def input_dim(self) -> int | None:
+        """Return the feature size per position (``None`` for the header format, which is tokens)."""
+        return None if self.input_format == "header" else hmm.hmm_input_dim(self.n_states, self.n_symbols)
+
+    @property
+    def sequence_length(self) -> int:
+        """Return the number of input positions (the header's tokens included)."""
+        if self.input_format == "header":
+            return hmm.hmm_header_length(self.n_states, self.n_symbols, self.length)
+        return self.length
+
+    @property
+    def self_transition(self) -> float:
+        """Return the sticky mix of ``base`` (:data:`STICKY_SELF_TRANSITION` for ``hmm_sticky``, 0 for ``hmm``)."""
+        return STICKY_SELF_TRANSITION if self.base == STICKY_HMM else 0.0
+
+    def sample(self, n_sequences: int, *, generator: torch.Generator | None = None) -> TaskBatch:
+        """Return ``n_sequences`` fresh sequences in this format; the HMMs lie on the 0.01 grid."""
+        T, E = hmm.sample_hmm_parameters(n_sequences, n_states=self.n_states, n_symbols=self.n_symbols, grid=0.01,
+                                         self_transition=self.self_transition, generator=generator)
+        if self.self_transition > 0:
+            T = hmm.round_to_grid(T, 0.01)  # the mix with the identity leaves the grid; the header needs it
+        states, obs = hmm.sample_hmm_sequences(T, E, self.length, generator=generator)
+        if self.input_format == "header":
+            inputs = hmm.hmm_header_tokens(T, E, obs)
+            positions = hmm.hmm_header_observation_positions(self.n_states, self.n_symbols, self.length)
+        else:
+            make = hmm.hmm_input_features if self.input_format == "every_step" else hmm.hmm_first_step_features
+            inputs, positions = make(T, E, obs), torch.arange(self.length)
+        return TaskBatch(inputs=inputs, positions=positions, targets=None, posterior=hmm.forward_filter(T, E, obs),
+                         extra={"transition": T, "emission": E, "states": states, "observations": obs})
