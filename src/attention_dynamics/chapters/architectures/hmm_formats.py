@@ -15,7 +15,6 @@ the committed file. Computed once by ``python -m attention_dynamics compute hmm_
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
