@@ -167,8 +167,7 @@ HMM_LONGMEM = StoredResult(
     about="the long-memory HMM tunnel (windows of 8 steps far from the filter): the families on three seeds",
     files=(RESULT_FILE,), scales=("fast", "book"), committed_scale="book",
     expected={"fast": "10 jobs, a minute",
-              "book": "12 jobs (transformer, LSTM, both MLPs × 3 seeds): 3-15 CPU-min each; Mamba (1,500 steps) "
-                      "is not in the committed file"},
+              "book": "15 jobs (five families × 3 seeds): 2-3 CPU-min each, Mamba's (1,500 steps) about 7"},
     jobs=longmem_jobs, assemble=assemble_longmem)
 
 
