@@ -14,22 +14,22 @@ from attention_dynamics.training.wind_tunnels import HMM_TUNNELS, hmm_batch_for_
 
 def test_chapter6_memory_claims_state_the_memory_each_length_matches_and_the_window_levels():
     t = HMM_TUNNELS["fast"]
-    eval_hmm = {K: hmm_batch_for_eval(t, K, seed=0, n=40) for K in (6, 8)}
+    eval_hmm = {K: hmm_batch_for_eval(t, K, seed=0, n=40) for K in t.test_lengths}
     ladders = memory_report.chapter6_ladders(eval_hmm)
     assert all(ladder.length == min(K, memory_report.MAX_WINDOW) for K, ladder in ladders.items())
-    with pytest.raises(KeyError):  # only the chapter's own test lengths have claim ids
-        memory_report.record_chapter6_memory(ladders, {6: 0.0, 8: 0.0}, model="chapter6", params={})
-    ladders = {20: ladders[6], 30: ladders[8]}
-    kl = {20: ladders[20].level(3) * 0.9, 30: 10.0}  # a 4-step memory at 20; worse than context-blind at 30
-    got = memory_report.record_chapter6_memory(ladders, kl, model="chapter6", params={},
-                                               eval_hmm={20: eval_hmm[6], 30: eval_hmm[8]})
-    assert got["hmm.memory_steps_transformer"].value == ladders[20].memory_steps(kl[20]) <= 4
+    with pytest.raises(ValueError, match="lengths"):  # the three lengths are read by role
+        memory_report.record_chapter6_memory({8: ladders[8]}, {8: 0.0}, model="chapter6", params={})
+    K20, K30, K50 = sorted(ladders)
+    kl = {K20: ladders[K20].level(3) * 0.9, K30: 10.0, K50: 10.0}  # a 4-step memory; worse than context-blind
+    got = memory_report.record_chapter6_memory(ladders, kl, model="chapter6", params={}, eval_hmm=eval_hmm)
+    assert got["hmm.memory_steps_transformer"].value == ladders[K20].memory_steps(kl[K20]) <= 4
     assert got["hmm.memory_steps_transformer_len30"].value == 1
     assert got["hmm.memory_steps_transformer_len30"].status == "undecided"  # no longer run of the book model
     for k, claim_id in memory_report.WINDOW_CLAIM_IDS.items():
-        assert got[claim_id].value == pytest.approx(ladders[20].level(k)) and got[claim_id].status == "pass"
-    long_tier = memory_report.record_chapter6_memory(ladders, {20: 10.0, 30: 10.0}, model="long_tier", params={},
-                                                     ratio_late_change={20: 0.01, 30: 0.2})
+        assert got[claim_id].value == pytest.approx(ladders[K20].level(k)) and got[claim_id].status == "pass"
+    ladders = {20: ladders[K20], 30: ladders[K30], 50: ladders[K50]}
+    long_tier = memory_report.record_chapter6_memory(ladders, {20: 10.0, 30: 10.0, 50: 10.0}, model="long_tier",
+                                                     params={}, ratio_late_change={20: 0.01, 30: 0.2, 50: 0.2})
     assert long_tier["hmm_long.memory_steps"].status == "fail"  # a plateaued miss is a finding
     assert long_tier["hmm_long.memory_steps_len30"].status == "undecided"  # still moving
 

@@ -15,17 +15,22 @@ from ...diagnostics.memory_ladder import MemoryLadder, ladder_of_batch, memory_c
 from ...tasks import hmm
 from .settings import HMM_PLATEAU_RATIO
 
-__all__ = ["WINDOW_CLAIM_IDS", "MEMORY_CLAIM_IDS", "MAX_WINDOW", "chapter6_ladders", "record_chapter6_memory"]
+__all__ = ["WINDOW_CLAIM_IDS", "LENGTH_ROLES", "MEMORY_CLAIM_IDS", "MAX_WINDOW", "chapter6_ladders", "length_roles",
+           "record_chapter6_memory"]
 
 #: The random HMMs' ladder claims at the training length, written out: window → id.
 WINDOW_CLAIM_IDS = {2: "hmm.window_kl_bits_k2", 3: "hmm.window_kl_bits_k3", 4: "hmm.window_kl_bits_k4"}
-#: Chapter 6's memory claims, written out: (model, test length) → id. ``chapter6``: the book-scale transformer trained
-#: in the chapter; ``long_tier``: the stored deeper model trained six times as long (``hmm_long``).
+#: The three test lengths of chapter 6's HMM tunnel by role: the training length, the middle and the longest test
+#: length (K = 20, 30, 50 at the book's scale; 8, 12, 20 at the fast one).
+LENGTH_ROLES = ("train", "mid", "long")
+#: Chapter 6's memory claims, written out: (model, length role) → id (the ids name the book's lengths).
+#: ``chapter6``: the transformer trained in the chapter; ``long_tier``: the stored deeper model trained six times as
+#: long (``hmm_long``).
 MEMORY_CLAIM_IDS = {
-    ("chapter6", 20): "hmm.memory_steps_transformer", ("chapter6", 30): "hmm.memory_steps_transformer_len30",
-    ("chapter6", 50): "hmm.memory_steps_transformer_len50",
-    ("long_tier", 20): "hmm_long.memory_steps", ("long_tier", 30): "hmm_long.memory_steps_len30",
-    ("long_tier", 50): "hmm_long.memory_steps_len50",
+    ("chapter6", "train"): "hmm.memory_steps_transformer", ("chapter6", "mid"): "hmm.memory_steps_transformer_len30",
+    ("chapter6", "long"): "hmm.memory_steps_transformer_len50",
+    ("long_tier", "train"): "hmm_long.memory_steps", ("long_tier", "mid"): "hmm_long.memory_steps_len30",
+    ("long_tier", "long"): "hmm_long.memory_steps_len50",
 }
 #: Chapter 6's ladders go up to this window (enough for every model on Paper I's HMMs, where the 8-step window is
 #: the filter to a millionth of a bit; the cost grows as the square of the longest window).
@@ -37,6 +42,14 @@ def chapter6_ladders(eval_hmm: Mapping[int, hmm.HMMBatch]) -> dict[int, MemoryLa
     return {K: ladder_of_batch(b, max_window=MAX_WINDOW) for K, b in eval_hmm.items()}
 
 
+def length_roles(lengths) -> dict[int, str]:
+    """Return each of the three test lengths' role (:data:`LENGTH_ROLES`, shortest first): ``{20: "train", …}``."""
+    lengths = sorted(lengths)
+    if len(lengths) != len(LENGTH_ROLES):
+        raise ValueError(f"chapter 6 tests {len(LENGTH_ROLES)} lengths, got {lengths}")
+    return dict(zip(lengths, LENGTH_ROLES))
+
+
 def record_chapter6_memory(ladders: Mapping[int, MemoryLadder], model_kl_bits: Mapping[int, float], *, model: str,
                            params: Mapping[str, Any], ratio_late_change: Mapping[int, float] | None = None,
                            eval_hmm: Mapping[int, hmm.HMMBatch] | None = None) -> dict[str, Any]:
@@ -44,12 +57,14 @@ def record_chapter6_memory(ladders: Mapping[int, MemoryLadder], model_kl_bits: M
     length, and, with ``eval_hmm``, the random HMMs' ladder claims (``hmm.window_kl_bits_k2`` … at the training
     length, checked against path enumeration). Returns the claims by id.
 
+    The three lengths are read by role (:func:`length_roles`): the training length, the middle and the longest.
     Paper I says the transformer realises transport, so each memory claim asks for more than the rule window's steps
     (:attr:`MemoryLadder.rule_window`). ``ratio_late_change``: how much the model's KL ratio moved over the last 20 % of
     its run, per length (the long tier stores it); a miss with a move below :data:`.settings.HMM_PLATEAU_RATIO` is a plateau and
     decided; otherwise, and for the book-scale model (no longer run of the same model), it is not decided here.
     """
     lengths = sorted(ladders)
+    roles = length_roles(lengths)
     out = {}
     if eval_hmm is not None:
         b = eval_hmm[lengths[0]]
@@ -67,7 +82,7 @@ def record_chapter6_memory(ladders: Mapping[int, MemoryLadder], model_kl_bits: M
             elif moved >= HMM_PLATEAU_RATIO:
                 because = (f"Not decided at this scale: its KL ratio still moved by {moved:.3f} over the last 20% of "
                            f"the run (plateau amount {HMM_PLATEAU_RATIO}).")
-        claim_id = MEMORY_CLAIM_IDS[(model, K)]
+        claim_id = MEMORY_CLAIM_IDS[(model, roles[K])]
         out[claim_id] = memory_claim(claim_id, kl, ladder, model=("chapter 6's transformer" if model == "chapter6" else
                                                                   "the long tier's HMM transformer (stored weights)"),
                                      realises=True, params={**params, "length": K},
