@@ -50,3 +50,17 @@ def test_mechanism_claims_are_the_controls_own_numbers():
     direct = mechanism_controls.layer_ablation(trained, batch)
     assert ablation["claims"]["geometry_v20.layer_ablation_kl_bits_layer1"].value == pytest.approx(
         direct["ablated"][1]["kl_bits"])
+
+
+def test_long_tier_ladders_reuse_the_chapters_only_on_the_same_sequences():
+    from types import SimpleNamespace
+
+    t = HMM_TUNNELS["fast"]
+    lr = SimpleNamespace(settings=SimpleNamespace(tunnel=t, n_eval=20), results={"seed": 0})
+    same = {K: hmm_batch_for_eval(t, K, seed=0, n=20) for K in t.test_lengths}
+    sentinel = {K: "chapter's" for K in same}
+    assert memory_report.long_tier_ladders(lr, chapter_batches=same, chapter_ladders=sentinel) == sentinel
+    other = {K: hmm_batch_for_eval(t, K, seed=1, n=20) for K in t.test_lengths}
+    own = memory_report.long_tier_ladders(lr, chapter_batches=other, chapter_ladders=sentinel)
+    assert set(own) == set(t.test_lengths)
+    assert own[t.length].context_blind_kl_bits == pytest.approx(memory_report.chapter6_ladders(same)[t.length].level(1))

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import torch
+
 from ...diagnostics.memory_ladder import MemoryLadder, ladder_of_batch, memory_claim, window_claims
 from ...tasks import hmm
+from ...training.wind_tunnels import hmm_batch_for_eval
+from .long_tier import LongRun
 from .settings import HMM_PLATEAU_RATIO
 
-__all__ = ["WINDOW_CLAIM_IDS", "LENGTH_ROLES", "MEMORY_CLAIM_IDS", "MAX_WINDOW", "chapter6_ladders", "length_roles",
+__all__ = ["WINDOW_CLAIM_IDS", "LENGTH_ROLES", "MEMORY_CLAIM_IDS", "MAX_WINDOW", "chapter6_ladders", "long_tier_ladders", "length_roles",
            "record_chapter6_memory"]
 
 #: The random HMMs' ladder claims at the training length, written out: window → id.
@@ -40,6 +44,22 @@ MAX_WINDOW = 12
 def chapter6_ladders(eval_hmm: Mapping[int, hmm.HMMBatch]) -> dict[int, MemoryLadder]:
     """Return the memory ladder of chapter 6's held-out set at every test length (length → ladder)."""
     return {K: ladder_of_batch(b, max_window=MAX_WINDOW) for K, b in eval_hmm.items()}
+
+
+def long_tier_ladders(lr: LongRun, *, chapter_batches: Mapping[int, hmm.HMMBatch] | None = None,
+                      chapter_ladders: Mapping[int, MemoryLadder] | None = None) -> dict[int, MemoryLadder]:
+    """Return the memory ladders of the long tier's held-out sets (those its KL is measured on, length → ladder).
+
+    Where they are the chapter's own sets (the same HMMs and observations at the same lengths: the book scale with
+    seed 0), the chapter's ladders (``chapter_ladders``, measured on ``chapter_batches``) are returned as they are.
+    """
+    s, seed = lr.settings, lr.results["seed"]
+    batches = {K: hmm_batch_for_eval(s.tunnel, K, seed=seed, n=s.n_eval) for K in s.tunnel.test_lengths}
+    if chapter_batches is not None and chapter_ladders is not None and set(chapter_batches) == set(batches) and all(
+            torch.equal(batches[K].observations, chapter_batches[K].observations)
+            and torch.equal(batches[K].transition, chapter_batches[K].transition) for K in batches):
+        return dict(chapter_ladders)
+    return chapter6_ladders(batches)
 
 
 def length_roles(lengths) -> dict[int, str]:
