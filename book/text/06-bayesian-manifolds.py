@@ -30,8 +30,7 @@ hmm_steps = None  # HMM training steps (None: as the scale says)
 # %% tags=["remove-stderr"]
 import pandas as pd
 
-from attention_dynamics import plotting
-from attention_dynamics import claims
+from attention_dynamics import claims, plotting
 from attention_dynamics.chapters.bayesian_manifolds import (
     figures,
     long_tier_report,
