@@ -308,12 +308,12 @@ plotting.glue_figure(
 # might lower the ratio further. The long tier at the end of the chapter is such a run.
 
 # %% tags=["trained-output", "hide-input"]
-# The exact posterior given only the last k observations and the matrices (tasks.hmm.window_posterior)
+# The exact posterior given the last k observations and the matrices (tasks.hmm.window_posterior)
 ladders = memory_report.chapter6_ladders(eval_hmm)  # test length -> MemoryLadder, windows up to 12
 hmm_kl = {K: r.kl_bits for K, r in hmm_cal.reports.items()}
 memory6 = memory_report.record_chapter6_memory(
     ladders, hmm_kl, model="chapter6", params=report.hmm_params(cfg, seed=seed), eval_hmm=eval_hmm
-)  # hmm.window_kl_bits_k2..4 (checked against a sum over hidden paths), hmm.memory_steps_transformer*
+)  # hmm.window_kl_bits_k2..4 (checked by path enumeration), hmm.memory_steps_transformer*
 for K, role in memory_report.length_roles(ladders).items():
     memory_ladder.glue_ladder(f"manifolds.ladder_{role}", ladders[K])
     memory_ladder.glue_memory(f"manifolds.hmm_{role}", ladders[K], hmm_kl[K])
@@ -385,8 +385,8 @@ report.manifold_frame(geo.manifold_table)
 pd.DataFrame(nulls).rename_axis(f"seed {seed}").round(3)
 
 # %% tags=["trained-output", "hide-input"]
-# Paper I's own key metric (W_K on the value tokens' embeddings, signed cosine) beside the untrained model, and the
-# model with one layer's attention mean-ablated at a time
+# Paper I's own key metric (W_K on the value tokens' embeddings, signed cosine) beside the
+# untrained model, and the model with one layer's attention mean-ablated at a time
 paper_keys = mechanism_report.record_paper_key_metric(
     "geometry",
     bij_model,
@@ -553,7 +553,7 @@ plotting.glue_figure("fig-manifold-value-manifolds", figures.plot_value_manifold
 report.manifold_frame(hmm_geo.manifold_table)
 
 # %% tags=["trained-output", "hide-input"]
-# What the leading directions encode: cross-validated regressions of the first two PCs on candidate explanations
+# What the leading directions encode: cross-validated regressions of the first two PCs
 hmm_probe = wind_tunnels.hmm_batch_for_eval(cfg.hmm, cfg.hmm.length, seed=seed, n=cfg.n_probe)
 manifold_reg = mechanism_report.record_manifold_regression(
     "hmm",
@@ -775,7 +775,7 @@ long_geo.hmm_table()
 #   entropy-ordered manifold in this representation.
 
 # %% tags=["trained-output", "hide-input"]
-# The long tier against the memory ladder, Paper I's key metric, the layer ablation and the manifold regression
+# The long tier: memory ladder, Paper I's key metric, layer ablation, manifold regression
 long_ladders = memory_report.long_tier_ladders(
     long_runs["hmm_long"], chapter_batches=eval_hmm, chapter_ladders=ladders
 )  # the chapter's own ladders where the long tier is measured on the same sequences

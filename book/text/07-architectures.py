@@ -340,7 +340,7 @@ claims.glue(
 # — although here, too, the update and the transport cannot be told apart.
 
 # %% tags=["hide-input", "trained-output"]
-# The exact posterior given only the last k observations and the matrices (tasks.hmm.window_posterior), k = 1 … K
+# The exact posterior given the last k observations and the matrices (tasks.hmm.window_posterior)
 grid_ladder = memory_ladder.ladder_of_batch(eval_batches["hmm"])
 grid_memory = memory_report.record_chapter7_memory(
     "hmm",
