@@ -368,11 +368,12 @@ STAGED: tuple[Staged, ...] = (
             Definition("transport: uses the past", "HMM KL at most a fraction of the context-blind level (0.6 × on "
                        "Paper I's random HMMs, 0.2 × on the sticky ones)",
                        ("architectures.bijection_mae_bits_mamba", "architectures.binding_accuracy_mamba",
-                        "architectures.hmm_kl_bits_mamba", "hmm_sticky.kl_bits_mamba")),
+                        "architectures.hmm_kl_bits_mamba", "hmm_sticky.kl_bits_mamba",
+                        "architectures.hmm_kl_bits_mamba_long")),
             Definition("transport: beyond a short look-back", "HMM KL at or below the rule window of the memory "
-                       "ladder on the long-memory tunnel (three seeds)",
+                       "ladder: chapter 6's setting and the long-memory tunnel (three seeds each)",
                        ("architectures.bijection_mae_bits_mamba", "architectures.binding_accuracy_mamba",
-                        "hmm_longmem.kl_bits_mamba")),
+                        "architectures.hmm_memory_steps_mamba_long", "hmm_longmem.kl_bits_mamba")),
         ),
         context=("architectures.hmm_mae_bits_mamba", "hmm_longmem.memory_steps_mamba", "hmm_longmem.window_kl_bits_k8"),
         budget_limited=_BUDGET,
