@@ -149,3 +149,31 @@ def test_late_change_is_the_range_over_the_last_fifth():
         settling.late_change(steps[::-1], values)
     with pytest.raises(ValueError):
         settling.late_change(steps, values, last=1.0)
+
+
+def test_signed_cosine_of_closed_form_configurations():
+    assert geometry.signed_mean_offdiagonal_cosine(torch.eye(4)) == pytest.approx(0.0, abs=1e-15)
+    assert geometry.signed_mean_offdiagonal_cosine(torch.ones(3, 5)) == pytest.approx(1.0)
+    # the n vertices of a regular simplex centred at 0: every pairwise cosine is −1/(n − 1)
+    n = 5
+    simplex = torch.eye(n, dtype=torch.float64) - 1.0 / n
+    assert geometry.signed_mean_offdiagonal_cosine(simplex) == pytest.approx(-1 / (n - 1), rel=1e-12)
+    assert geometry.mean_abs_cosine(simplex) == pytest.approx(1 / (n - 1), rel=1e-12)
+    with pytest.raises(ValueError):
+        geometry.signed_mean_offdiagonal_cosine(torch.zeros(3, 2))
+
+
+def test_key_cosine_of_embeddings_applies_each_heads_key_rows():
+    d, H, dh = 6, 2, 3
+    embeddings = torch.eye(d)[:4]  # tokens e_0 .. e_3
+    key = torch.zeros(H * dh, d)
+    key[:dh, :dh] = torch.eye(dh)  # head 0 reads coordinates 0..2: keys e_0, e_1, e_2 orthogonal, e_3 → 0 …
+    key[:dh, 3] = 1.0  # … and e_3 → (1, 1, 1)
+    key[dh:, 0] = 1.0  # head 1 maps every token to the same key direction or zero
+    key[dh:, 1:4] = 1.0
+    signed = geometry.key_cosine_of_embeddings(embeddings, key, H)
+    # head 0: keys e0, e1, e2, (1,1,1)/√3: cosines 0 among the first three, 1/√3 with the fourth (6 of 12 ordered pairs)
+    assert signed[0] == pytest.approx(6 * (1 / math.sqrt(3)) / 12, rel=1e-12)
+    assert signed[1] == pytest.approx(1.0)
+    absolute = geometry.key_cosine_of_embeddings(embeddings, key, H, signed=False)
+    assert absolute[0] == pytest.approx(signed[0]) and absolute[1] == pytest.approx(1.0)

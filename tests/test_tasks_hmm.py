@@ -176,3 +176,123 @@ def test_sticky_chains_stay_put_as_often_as_their_diagonal_says():
 def test_self_transition_outside_zero_one_is_rejected(mix):
     with pytest.raises(ValueError, match="self_transition"):
         hmm.sample_hmm_parameters(3, self_transition=mix)
+
+
+def brute_force_window_posterior(transition: np.ndarray, emission: np.ndarray, obs: list[int], window: int) -> np.ndarray:
+    """Return p(s_t | o_{t-k+1..t}) ``(K, S)`` by summing the joint of every hidden path from step 0 (uniform start).
+
+    Every path s_0..s_t is enumerated and only the observations inside the window are scored, so the prior of
+    the window's first state is the chain's own marginal, not a formula for it.
+    """
+    S = transition.shape[0]
+    out = np.zeros((len(obs), S))
+    for t in range(len(obs)):
+        first = max(0, t - window + 1)
+        for path in itertools.product(range(S), repeat=t + 1):
+            joint = 1.0 / S
+            for r, s in enumerate(path):
+                if r > 0:
+                    joint *= transition[path[r - 1], s]
+                if r >= first:
+                    joint *= emission[s, obs[r]]
+            out[t, path[-1]] += joint
+        out[t] /= out[t].sum()
+    return out
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 5])
+def test_window_posterior_matches_enumeration_over_hidden_paths(window):
+    S, O, K = 3, 3, 6
+    batch = hmm.sample_hmm_batch(3, K, n_states=S, n_symbols=O, self_transition=0.5,
+                                 generator=torch.Generator().manual_seed(window))
+    got = hmm.window_posterior(batch.transition, batch.emission, batch.observations, window)
+    enumerated = hmm.window_posterior_by_path_enumeration(batch.transition, batch.emission, batch.observations, window)
+    for b in range(len(batch)):
+        expected = brute_force_window_posterior(batch.transition[b].numpy(), batch.emission[b].numpy(),
+                                                batch.observations[b].tolist(), window)
+        np.testing.assert_allclose(got[b].numpy(), expected, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(enumerated[b].numpy(), expected, rtol=0, atol=1e-12)
+
+
+def test_window_posterior_is_the_forward_filter_once_the_window_covers_the_prefix():
+    batch = hmm.sample_hmm_batch(20, 12, generator=torch.Generator().manual_seed(8))
+    T, E, obs = batch.transition, batch.emission, batch.observations
+    for window in (12, 13, 40):
+        torch.testing.assert_close(hmm.window_posterior(T, E, obs, window), batch.posterior, rtol=0, atol=1e-13)
+    for window in (2, 5):  # a shorter window is the filter exactly at the steps t < window
+        got = hmm.window_posterior(T, E, obs, window)
+        torch.testing.assert_close(got[:, :window], batch.posterior[:, :window], rtol=0, atol=1e-13)
+        assert float((got[:, window:] - batch.posterior[:, window:]).abs().max()) > 1e-3
+
+
+def test_one_step_window_is_the_context_blind_posterior_and_windows_approach_the_filter():
+    batch = hmm.sample_hmm_batch(500, 10, self_transition=0.7, generator=torch.Generator().manual_seed(9))
+    T, E, obs = batch.transition, batch.emission, batch.observations
+    torch.testing.assert_close(hmm.window_posterior(T, E, obs, 1), hmm.context_blind_posterior(T, E, obs), rtol=0, atol=0)
+
+    def kl(q):  # mean KL(filter ‖ q), nats
+        p = batch.posterior
+        return float((p * (p.log() - q.log())).sum(-1).mean())
+
+    levels = [kl(hmm.window_posterior(T, E, obs, k)) for k in range(1, 11)]
+    # more memory never hurts on average (each window's information contains the shorter one's)
+    assert all(a >= b - 1e-12 for a, b in zip(levels, levels[1:]))
+    assert levels[0] > 10 * levels[5] and levels[-1] < 1e-12
+
+
+def test_window_posterior_rejects_bad_arguments():
+    batch = hmm.sample_hmm_batch(2, 4, generator=torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="window"):
+        hmm.window_posterior(batch.transition, batch.emission, batch.observations, 0)
+    with pytest.raises(ValueError, match="expected"):
+        hmm.window_posterior(batch.transition[0], batch.emission, batch.observations, 2)
+    with pytest.raises(ValueError, match="too many"):
+        hmm.window_posterior_by_path_enumeration(batch.transition, batch.emission,
+                                                 torch.zeros(2, 20, dtype=torch.long), 20)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.4, 0.8])
+def test_weak_emissions_are_the_stated_mix_of_the_same_draws_with_the_uniform_row(share):
+    base_T, base_E = hmm.sample_hmm_parameters(40, generator=torch.Generator().manual_seed(2))
+    T, E = hmm.sample_hmm_parameters(40, emission_uniform_share=share, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(T, base_T)
+    np.testing.assert_allclose(E.numpy(), ((1 - share) * base_E + share / 5).numpy(), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(E.sum(-1).numpy(), 1.0, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="emission_uniform_share"):
+        hmm.sample_hmm_parameters(3, emission_uniform_share=1.0)
+
+
+def test_round_to_grid_puts_mixed_rows_back_on_the_grid():
+    T, _ = hmm.sample_hmm_parameters(300, grid=0.01, self_transition=0.7, generator=torch.Generator().manual_seed(3))
+    assert not torch.allclose(T * 100, (T * 100).round())  # 0.3·grid + 0.7·I leaves the grid
+    R = hmm.round_to_grid(T, 0.01)
+    torch.testing.assert_close(R * 100, (R * 100).round(), rtol=0, atol=1e-9)
+    torch.testing.assert_close(R.sum(-1), torch.ones(R.shape[:-1], dtype=torch.float64), rtol=0, atol=1e-12)
+    # each entry moves by at most half a grid step, the largest also takes the residual (at most S · 0.005)
+    assert float((R - T).abs().max()) <= 0.03 + 1e-12 and float(R.min()) >= 0.01 - 1e-12
+
+
+def test_header_tokens_write_paper_is_format_and_decode_to_the_matrices():
+    batch = hmm.sample_hmm_batch(4, 6, grid=0.01, generator=torch.Generator().manual_seed(12))
+    S, O, K = 5, 5, 6
+    tokens = hmm.hmm_header_tokens(batch.transition, batch.emission, batch.observations)
+    assert tokens.shape == (4, hmm.hmm_header_length(S, O, K)) == (4, 3 + 25 + 25 + 12)
+    assert int(tokens.max()) < hmm.hmm_header_vocab_size(O) and int(tokens.min()) >= 0
+    trans, emit, sep, obs_marker = 101, 102, 103, 104  # after the 101 probability tokens 0.00 .. 1.00
+    assert (tokens[:, 0] == trans).all() and (tokens[:, 26] == emit).all() and (tokens[:, 52] == sep).all()
+    torch.testing.assert_close(tokens[:, 1:26].double() / 100, batch.transition.reshape(4, 25), rtol=0, atol=1e-12)
+    torch.testing.assert_close(tokens[:, 27:52].double() / 100, batch.emission.reshape(4, 25), rtol=0, atol=1e-12)
+    assert (tokens[:, 53::2] == obs_marker).all()
+    positions = hmm.hmm_header_observation_positions(S, O, K)
+    assert torch.equal(tokens[:, positions] - obs_marker - 1, batch.observations)
+    off_grid = hmm.sample_hmm_batch(2, 3, generator=torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="grid"):
+        hmm.hmm_header_tokens(off_grid.transition, off_grid.emission, off_grid.observations)
+
+
+def test_first_step_features_carry_the_matrices_at_t0_only():
+    batch = hmm.sample_hmm_batch(3, 5, generator=torch.Generator().manual_seed(13))
+    x = hmm.hmm_first_step_features(batch.transition, batch.emission, batch.observations)
+    assert torch.equal(x[:, 0], batch.inputs[:, 0])
+    assert torch.equal(x[:, 1:, :5], batch.inputs[:, 1:, :5])  # every observation is still there
+    assert float(x[:, 1:, 5:].abs().max()) == 0.0

@@ -44,3 +44,46 @@ def test_task_loss_is_cross_entropy_against_the_posterior(task):
     torch.testing.assert_close(tunnels.loss_from_logits(logits, batch), -(batch.posterior * log_q).sum(-1).mean())
     if task.name == "binding":  # a one-hot posterior: the ordinary cross-entropy of the answer
         torch.testing.assert_close(tunnels.loss_from_logits(logits, batch), -log_q.gather(2, batch.targets[..., None]).mean())
+
+
+def test_longmem_tunnel_draws_very_sticky_chains_with_weak_emissions_and_their_filter():
+    from attention_dynamics.tasks import hmm
+
+    task = tunnels.WindTunnel.make("hmm_longmem", n_states=5, n_symbols=5, length=6)
+    assert task.self_transition == tunnels.LONGMEM_SELF_TRANSITION == 0.95
+    assert task.emission_uniform_share == tunnels.LONGMEM_EMISSION_UNIFORM_SHARE == 0.5
+    batch = task.sample(50, generator=torch.Generator().manual_seed(0))
+    T, E, obs = batch.extra["transition"], batch.extra["emission"], batch.extra["observations"]
+    assert bool((torch.diagonal(T, dim1=-2, dim2=-1) >= 0.95).all())
+    assert float(E.min()) >= 0.5 / 5 - 1e-12 and float(E.max()) <= 0.5 + 0.1 + 1e-12
+    torch.testing.assert_close(batch.posterior, hmm.forward_filter(T, E, obs))
+    assert task.input_dim == hmm.hmm_input_dim(5, 5) and task.n_out == 5
+
+
+@pytest.mark.parametrize("base", tunnels.FORMAT_TUNNELS)
+def test_every_format_carries_the_same_hmms_on_the_grid_with_their_exact_filter(base):
+    from attention_dynamics.tasks import hmm
+
+    batches = {fmt: tunnels.FormattedHMMTunnel(base, fmt, 5, 5, 6).sample(12, generator=torch.Generator().manual_seed(2))
+               for fmt in hmm.INPUT_FORMATS}
+    ref = batches["every_step"]
+    T, E, obs = ref.extra["transition"], ref.extra["emission"], ref.extra["observations"]
+    for fmt, b in batches.items():
+        for name in ("transition", "emission", "observations"):
+            assert torch.equal(b.extra[name], ref.extra[name]), (fmt, name)
+        torch.testing.assert_close(b.posterior, hmm.forward_filter(T, E, obs), rtol=0, atol=0)
+    for M in (T, E):  # on the 0.01 grid, rows stochastic
+        torch.testing.assert_close(M * 100, (M * 100).round(), rtol=0, atol=1e-9)
+        torch.testing.assert_close(M.sum(-1), torch.ones(M.shape[:-1], dtype=torch.float64), rtol=0, atol=1e-12)
+    if base == "hmm_sticky":  # still sticky after the rounding
+        assert bool((torch.diagonal(T, dim1=-2, dim2=-1) >= 0.7 - 0.03).all())
+    header = batches["header"]
+    assert torch.equal(header.inputs[:, header.positions] - 105, obs)  # the scored positions hold o_t
+    assert torch.equal(batches["first_step"].positions, torch.arange(obs.shape[1]))
+
+
+def test_formats_reject_unknown_names():
+    with pytest.raises(ValueError, match="input_format"):
+        tunnels.FormattedHMMTunnel("hmm", "sideways", 5, 5, 4)
+    with pytest.raises(ValueError, match="base"):
+        tunnels.FormattedHMMTunnel("bijection", "header", 5, 5, 4)

@@ -36,3 +36,18 @@ def test_compare_architectures_runs_the_grid_on_two_processes():
     serial = families.train_and_evaluate(family="mlp_blind", task=SMALL_TASKS[0], target_params=3_000, steps=2,
                                      batch_size=4, lr=1e-3, seed=0, eval_sequences=8, eval_seed=10_000)
     assert results[("mlp_blind", "bijection")].metrics == serial.metrics  # same job, same numbers in a worker
+
+
+def test_train_and_measure_is_train_and_evaluate_and_its_curve_the_kl_on_each_batch():
+    from attention_dynamics.chapters.architectures import sticky_hmm
+
+    task = tunnels.WindTunnel.make("hmm_sticky", n_states=3, n_symbols=3, length=5)
+    eval_batch = families.evaluation_batch(task, 32, 11)
+    kwargs = {"target_params": 2000, "steps": 6, "batch_size": 8, "lr": 1e-3, "seed": 3}
+    ours = families.train_and_measure("lstm", task, eval_batch=eval_batch, **kwargs)
+    theirs = families.train_and_evaluate(family="lstm", task=task, eval_sequences=32, eval_seed=11, **kwargs)
+    assert ours["metrics"]["kl_bits"] == pytest.approx(theirs.metrics["kl_bits"], rel=1e-6)
+    np.testing.assert_allclose(ours["loss_curve_nats"], theirs.losses, rtol=1e-6)
+    curve = sticky_hmm.kl_curve_bits(theirs.losses, task, batch_size=8, seed=3)  # batches drawn again, independently
+    np.testing.assert_allclose(ours["kl_curve_bits"], curve, rtol=1e-6, atol=1e-9)
+    assert families.curve_blocks(np.arange(10.0), 5) == [0.5, 2.5, 4.5, 6.5, 8.5]

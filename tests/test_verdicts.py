@@ -252,6 +252,7 @@ def test_a_chapter_can_state_the_verdict_of_a_staged_row_from_the_claims_it_reco
 def test_staged_rows_are_fed_by_the_stored_results():
     """Switched on, every staged row is decided by the committed ledger plus the claims the chapters will record from
     the stored results (what the integration must do), with no missing or undeciding claim."""
+    from attention_dynamics.chapters.architectures import formats_report, memory_report
     from attention_dynamics.chapters.bayesian_manifolds import frame_definitions as tunnel_frames
     from attention_dynamics.chapters.bayesian_manifolds import frame_definitions_report as tunnel_report
     from attention_dynamics.chapters.routing_content_feedback import feedback_predictions
@@ -267,6 +268,9 @@ def test_staged_rows_are_fed_by_the_stored_results():
         *speedup_budget_report.record_speedup_budget_claims(speedup_budget.load_speedup_budget()).values(),
         *tunnel_report.record_tunnel_order_claims(tunnel_frames.load_bijection_frame_definitions(),
                                                   load_frame_freeze()).values(),
+        *memory_report.record_longmem_claims()["claims"].values(),
+        *formats_report.record_format_claims()["claims"].values(),
+        *formats_report.record_ch6_setting_claims()["claims"].values(),
     ]
     switched_on = {cid for s in v.STAGED if s.name in v.SWITCHED_ON
                    for cid in (*s.row.deciding, *s.row.context, *v.caveat_claim_ids(s.row.caveat))}
@@ -282,7 +286,7 @@ def test_staged_rows_are_fed_by_the_stored_results():
     assert all(x.verdict in v.VERDICTS for x in found.values())
     for staged in v.STAGED:
         assert found[staged.name].caveat  # every staged caveat can be filled
-    # the claims of every staged row are recorded by the four chapters' report functions
+    # the claims of every staged row are recorded by the five chapters' report functions
     assert {cid for s in v.STAGED for cid in s.row.deciding} <= set(ledger)
 
 

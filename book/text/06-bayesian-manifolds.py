@@ -36,10 +36,13 @@ from attention_dynamics.chapters.bayesian_manifolds import (
     frame_definitions,
     frame_definitions_report,
     long_tier_report,
+    mechanism_report,
+    memory_report,
     report,
     runs,
     settings,
 )
+from attention_dynamics.diagnostics import frame_order, mechanism_controls, memory_ladder
 from attention_dynamics.diagnostics.frame_order import load_frame_freeze
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.training import wind_tunnels
@@ -273,8 +276,8 @@ plotting.glue_figure(
 # *transport* — combining the carried belief with the new observation — shows only below the context-blind level;
 # the book asks for at most 0.6 times it ({glue:text}`manifolds.transport_target:.4f` bits), and this run gets there.
 # No predictor that reads only the current observation, the matrices and the step can go below the context-blind level,
-# so the model uses earlier observations: it carries information forward from the past, which is what transport
-# means here. Its per-sample entropy error is {glue:text}`hmm.entropy_mae_bits:.4f` bits (the context-blind predictor's is
+# so the model uses earlier observations. How many of them it needs is another question, which the memory ladder
+# below answers. Its per-sample entropy error is {glue:text}`hmm.entropy_mae_bits:.4f` bits (the context-blind predictor's is
 # {glue:text}`manifolds.blind_mae_train:.4f`): averaged over sequences its entropy curve is within
 # {glue:text}`manifolds.hmm_curve_train:.4f` bits of the exact one (the curve error), but its entropy scatters around the
 # exact one from sequence to sequence. Against the 0.05-bit bound the per-sample error is **not decided at this scale**:
@@ -293,8 +296,8 @@ plotting.glue_figure(
 # ({glue:text}`manifolds.hmm_kl_ratio_mid:.2f` times the context-blind {glue:text}`manifolds.blind_kl_mid:.4f`) and at
 # {glue:text}`manifolds.hmm_K_long` steps, 2.5 times the training length, {glue:text}`hmm.length_gen_kl_bits:.4f` bits
 # ({glue:text}`manifolds.hmm_kl_ratio_long:.2f` times {glue:text}`hmm.context_blind_kl_bits_long:.4f`). Paper I reports
-# entropy errors of 0.012 and 0.029 bits at 30 and 50. Transport carries over to lengths never trained on, a little
-# weaker than at the training length.
+# entropy errors of 0.012 and 0.029 bits at 30 and 50. The model's use of the past carries over to lengths never
+# trained on, a little weaker than at the training length; the memory ladder below says how far back it reaches.
 #
 # **Through training.** {numref}`fig-manifold-hmm-kl-training` follows the KL at every checkpoint as a multiple of the
 # context-blind level,
@@ -306,7 +309,51 @@ plotting.glue_figure(
 # less than {glue:text}`manifolds.plateau_ratio` there). Both verdicts are passes, so no longer run is needed to decide
 # them; with the learning rate decaying to zero, the flat end says only that this schedule is spent, and a longer run
 # might lower the ratio further. The long tier at the end of the chapter is such a run.
+
+# %% tags=["trained-output", "hide-input"]
+# The exact posterior given the last k observations and the matrices (tasks.hmm.window_posterior)
+ladders = memory_report.chapter6_ladders(eval_hmm)  # test length -> MemoryLadder, windows up to 12
+hmm_kl = {K: r.kl_bits for K, r in hmm_cal.reports.items()}
+memory6 = memory_report.record_chapter6_memory(
+    ladders, hmm_kl, model="chapter6", params=report.hmm_params(cfg, seed=seed), eval_hmm=eval_hmm
+)  # hmm.window_kl_bits_k2..4 (checked by path enumeration), hmm.memory_steps_transformer*
+for K, role in memory_report.length_roles(ladders).items():
+    memory_ladder.glue_ladder(f"manifolds.ladder_{role}", ladders[K])
+    memory_ladder.glue_memory(f"manifolds.hmm_{role}", ladders[K], hmm_kl[K])
+memory_ladder.ladder_frame(
+    {f"K = {K}": ladder for K, ladder in ladders.items()},
+    models={"this transformer": {f"K = {K}": kl for K, kl in hmm_kl.items()}},
+)
+
+# %% [markdown] tags=[]
+# ### Against short memories
 #
+# The context-blind posterior is one predictor without transport; there is a whole ladder of them. The exact
+# posterior given only the **last $k$ observations** and the matrices, $p(s_t \mid o_{t-k+1}, \dots, o_t, A, E)$ — the
+# window's first state takes the chain's own marginal $\pi_0 A^a$ at its step $a$, then the forward recursion runs over
+# the window ({func}`~attention_dynamics.tasks.hmm.window_posterior`; the tests check it against a sum over every
+# hidden path and against the forward filter once the window covers the prefix) — is the best any predictor can do
+# that looks back $k$ steps. $k = 1$ is the context-blind posterior; $k \ge t + 1$ is the filter. On Paper I's random
+# HMMs the ladder falls fast (table above): at the training length a 2-step window is
+# {glue:text}`hmm.window_kl_bits_k2:.4f` bits from the filter ({glue:text}`manifolds.ladder_train_k2_ratio:.3f` × the
+# context-blind level), a 3-step window {glue:text}`hmm.window_kl_bits_k3:.5f`
+# ({glue:text}`manifolds.ladder_train_k3_ratio:.4f` ×) and a 4-step window {glue:text}`hmm.window_kl_bits_k4:.5f`
+# (each level also equals, to $10^{-9}$ bits, the level computed by enumerating the window's hidden paths). The
+# transformer's KL, {glue:text}`hmm.kl_bits:.4f` bits, is {glue:text}`manifolds.hmm_train_memory`: a look-back of
+# {glue:text}`hmm.memory_steps_transformer` steps does as well. It uses the previous observations, which is what
+# "below the context-blind level" showed, but not more than a short look-back would. Carrying the belief further
+# than that would need a KL at or below the level of the tunnel's **rule window** — the longest window up to 8 steps
+# whose level is still at least 1 % of the context-blind level, {glue:text}`manifolds.ladder_train_rule_window` steps
+# here ({glue:text}`manifolds.ladder_train_rule_level:.5f` bits) — and that is **not decided** for this model, which
+# was not trained longer (the long tier below is its longer run).
+#
+# Tested at lengths it never saw, the model stays at the same rung: at the longest test length its KL,
+# {glue:text}`hmm.length_gen_kl_bits:.4f` bits, is {glue:text}`manifolds.hmm_long_memory` (a memory of
+# {glue:text}`hmm.memory_steps_transformer_len50` steps). A short look-back has no length to generalise over — it reads
+# the same few observations at step 49 as at step 19 — and ALiBi's recency bias is built for it. So the length test
+# shows that the model's short memory does not break at longer lengths; it does not show a belief carried across them.
+
+# %% [markdown] tags=[]
 # ## The geometry
 #
 # Paper I reads the computation off the trained network's geometry. The measurements below are general
@@ -339,6 +386,41 @@ report.manifold_frame(geo.manifold_table)
 
 # %% tags=["trained-output", "hide-input"]
 pd.DataFrame(nulls).rename_axis(f"seed {seed}").round(3)
+
+# %% tags=["trained-output", "hide-input"]
+# Paper I's own key metric (W_K on the value tokens' embeddings, signed cosine) beside the
+# untrained model, and the model with one layer's attention mean-ablated at a time
+paper_keys = mechanism_report.record_paper_key_metric(
+    "geometry",
+    bij_model,
+    bij_run.model(0),
+    cfg.bijection.V,
+    params=report.geometry_params(cfg, seed=seed),
+    model_text="chapter 6's bijection transformer",
+)
+ablation = mechanism_report.record_layer_ablation(
+    "geometry",
+    bij_model,
+    eval_bij,
+    params=report.bijection_params(cfg, seed=seed),
+    model_text="chapter 6's bijection transformer",
+)
+claims.glue("manifolds.key_abs_cos_embedding_keys", paper_keys["trained"]["abs"])
+claims.glue("manifolds.key_abs_cos_embedding_keys_untrained", paper_keys["untrained"]["abs"])
+freeze = frame_order.freeze_frame_summary(
+    frame_order.load_frame_freeze()["tunnel"]
+)  # chapter 4's runs
+claims.glue(
+    "manifolds.tunnel_freeze_frame_cost_bits", freeze["cost_mean_bits"][0]
+)  # frozen at step 0
+claims.glue("manifolds.ablation_intact_kl_bits", ablation["result"]["intact"]["kl_bits"])
+claims.glue("manifolds.ablation_blind_kl_bits", ablation["result"]["blind"]["kl_bits"])
+claims.glue("manifolds.ablation_lost_layer0", ablation["lost_fraction"][0])
+claims.glue("manifolds.ablation_lost_later_max", max(ablation["lost_fraction"][1:]))
+pd.DataFrame(
+    {f"layer {layer} ablated": r for layer, r in enumerate(ablation["result"]["ablated"])}
+    | {"intact": ablation["result"]["intact"], "context-blind": ablation["result"]["blind"]}
+).T
 
 # %% tags=["hide-input", "trained-output", "remove-output"]
 plotting.glue_figure("fig-manifold-geometry", figures.plot_geometry(geo))
@@ -385,11 +467,33 @@ plotting.glue_figure(
 # ({glue:text}`manifolds.key_cos_value_tokens:.3f`). This small model routes by token *type*; it has no basis of
 # near-orthogonal keys, one per hypothesis.
 #
+# Paper I's authors measure key orthogonality differently (their `qkv_analysis.py`, `cmd_orthogonality`): layer 0's
+# $W_K$ applied to the *token embeddings* of the hypothesis tokens — the value tokens — with no positions and no
+# LayerNorm, and the *signed* mean of the off-diagonal cosines
+# ({func}`~attention_dynamics.diagnostics.mechanism_controls.paper_key_orthogonality`). On this model it is
+# {glue:text}`geometry.key_signed_cos_value_tokens:.3f`, below Paper I's 0.1 — and so is the same model untrained,
+# {glue:text}`geometry.key_signed_cos_value_tokens_untrained:.3f`. Signed cosines of random directions cancel, so this
+# metric is near 0 for any set of keys, trained or not: it cannot show that training built a frame. (The mean $|\cos|$
+# of the same embedding keys is {glue:text}`manifolds.key_abs_cos_embedding_keys:.2f` trained against
+# {glue:text}`manifolds.key_abs_cos_embedding_keys_untrained:.2f` untrained.) Paper I's authors reach the same
+# conclusion from the other side in their later study of the frame: key orthogonality picks the wrong frame head, and
+# ablation is the criterion that tracks function. Chapter 4 already has the causal test in this tunnel: freezing $W_Q$
+# and $W_K$ at their initialisation and training everything else costs
+# {glue:text}`manifolds.tunnel_freeze_frame_cost_bits:.4f` bits (`data/frame_freeze.json`): the routing frame this
+# task needs is available at initialisation.
+#
 # **Attention by layer.** The mean attention entropy of the prediction positions is
 # {glue:text}`manifolds.attn_entropy_first:.2f` bits in the first layer and {glue:text}`manifolds.attn_entropy_last:.2f`
 # bits in the last (uniform attention: {glue:text}`manifolds.attn_entropy_uniform:.2f` bits), a relative change of
-# {glue:text}`geometry.attention_entropy_reduction:.2f` (Paper I: a *fall* of 85–90 %). The first layer does the
-# elimination: its queries point at the keys they attend to (attention-weighted cosine
+# {glue:text}`geometry.attention_entropy_reduction:.2f` (Paper I: a *fall* of 85–90 %). Which layer does the
+# elimination? Replacing one layer's attention output by its mean over the evaluation sequences at each position (the
+# content gone, the position kept; {func}`~attention_dynamics.diagnostics.mechanism_controls.layer_ablation`) measures
+# it: with layer 0's attention ablated the KL to the exact posterior rises from
+# {glue:text}`manifolds.ablation_intact_kl_bits:.2g` to {glue:text}`geometry.layer_ablation_kl_bits_layer0:.3f` bits
+# (context-blind: {glue:text}`manifolds.ablation_blind_kl_bits:.3f`), losing
+# {glue:text}`manifolds.ablation_lost_layer0:.0%` of the model's gain over a context-blind predictor; ablating a later
+# layer loses at most {glue:text}`manifolds.ablation_lost_later_max:.1%` (table above). In the first layer the queries
+# point at the keys they attend to (attention-weighted cosine
 # {glue:text}`manifolds.qk_attended_first:.2f`, against {glue:text}`manifolds.qk_visible_first:.2f` averaged over the
 # visible keys), which are the revealed values. The later layers attend broadly, close to uniform, with a smaller
 # query–key gap ({glue:text}`manifolds.qk_attended_last:.2f` against {glue:text}`manifolds.qk_visible_last:.2f` in the
@@ -451,13 +555,34 @@ plotting.glue_figure("fig-manifold-value-manifolds", figures.plot_value_manifold
 # %% tags=["trained-output", "hide-input"]
 report.manifold_frame(hmm_geo.manifold_table)
 
+# %% tags=["trained-output", "hide-input"]
+# What the leading directions encode: cross-validated regressions of the first two PCs
+hmm_probe = wind_tunnels.hmm_batch_for_eval(cfg.hmm, cfg.hmm.length, seed=seed, n=cfg.n_probe)
+manifold_reg = mechanism_report.record_manifold_regression(
+    "hmm",
+    hmm_model,
+    hmm_probe,
+    params=report.hmm_params(cfg, seed=seed),
+    model_text="chapter 6's HMM transformer",
+)
+manifold_reg_untrained = mechanism_controls.manifold_regression(hmm_run.model(0), hmm_probe)
+claims.glue("manifolds.hmm_pc_r2_matrices_untrained", manifold_reg_untrained["matrices"])
+pd.DataFrame({"trained": manifold_reg["result"], "untrained": manifold_reg_untrained}).round(3)
+
 # %% [markdown] tags=[]
 # In the HMM transformer nothing of the kind appears: PC1 of the last layer's value mixtures carries
 # {glue:text}`manifolds.hmm_pc1_ratio:.2f` of the variance and its rank correlation with the exact posterior entropy is
 # {glue:text}`manifolds.hmm_pc1_spearman:.3f` over all steps and {glue:text}`manifolds.hmm_pc1_within_spearman:.3f` within
 # a step; across every representation in the table the largest $|\rho|$ is
-# {glue:text}`manifolds.hmm_max_abs_spearman:.3f`. The dominant directions here encode the sequence's own HMM — its
-# two matrices, which every position carries — not the belief about the state. So at CPU scale the "entropy-ordered
+# {glue:text}`manifolds.hmm_max_abs_spearman:.3f`. What do the dominant directions encode instead? Regressing the first
+# two principal components on candidate explanations (linear, 5-fold cross-validated by sequence;
+# {func}`~attention_dynamics.diagnostics.mechanism_controls.manifold_regression`): the sequence's own matrices predict
+# {glue:text}`hmm.manifold_pc_r2_matrices:.2f` of their variance, the exact posterior
+# {glue:text}`hmm.manifold_pc_r2_posterior:.2f`, the current observation and the step
+# {glue:text}`hmm.manifold_pc_r2_observation_step:.2f`, and another sequence's matrices, the null,
+# {glue:text}`hmm.manifold_pc_r2_matrices_shuffled:.2f` (table above). Untrained, the same model's leading directions
+# are its inputs passed through: the matrices explain {glue:text}`manifolds.hmm_pc_r2_matrices_untrained:.2f` of them.
+# So at CPU scale the "entropy-ordered
 # manifold" is a property of the bijection task, where entropy and position coincide, rather than a general
 # signature of the computed posterior. That does not contradict Paper I, whose models are larger and whose
 # manifold figures are for the bijection, but it says what the bijection picture can and cannot show.
@@ -714,6 +839,70 @@ long_geo.hmm_table()
 #   exact filter's to within a twentieth of the context-blind error: here a well-calibrated filter comes without an
 #   entropy-ordered manifold in this representation.
 
+# %% tags=["trained-output", "hide-input"]
+# The long tier: memory ladder, Paper I's key metric, layer ablation, manifold regression
+long_ladders = memory_report.long_tier_ladders(
+    long_runs["hmm_long"], chapter_batches=eval_hmm, chapter_ladders=ladders
+)  # the chapter's own ladders where the long tier is measured on the same sequences
+memory_long = memory_report.record_chapter6_memory(
+    long_ladders,
+    {K: r.kl_bits for K, r in hmm_long.reports.items()},
+    model="long_tier",
+    params={"source": "data/long_tier/hmm_long.pt"},
+    ratio_late_change=hmm_long.late_change,
+)
+bij20, h_long = long_runs["bijection_v20"], long_runs["hmm_long"]
+v20_params = {"stored_in": "data/long_tier/bijection_v20.pt"}
+v20_text = "the long tier's V = 20 bijection model"
+v20_keys = mechanism_report.record_paper_key_metric(
+    "geometry_v20",
+    bij20.run.model(),
+    bij20.run.model(0),
+    bij20.settings.tunnel.V,
+    params=v20_params,
+    model_text=v20_text,
+)
+v20_eval = wind_tunnels.bijection_batch_for_eval(
+    bij20.settings.tunnel, seed=0, n=bij20.settings.n_eval
+)
+v20_ablation = mechanism_report.record_layer_ablation(
+    "geometry_v20", bij20.run.model(), v20_eval, params=v20_params, model_text=v20_text
+)
+claims.glue("manifolds.v20_ablation_lost_later_max", max(v20_ablation["lost_fraction"][1:]))
+long_reg = mechanism_report.record_manifold_regression(
+    "hmm_long",
+    h_long.run.model(),
+    wind_tunnels.hmm_batch_for_eval(
+        h_long.settings.tunnel, h_long.settings.tunnel.length, seed=0, n=h_long.settings.n_probe
+    ),
+    params={"stored_in": "data/long_tier/hmm_long.pt"},
+    model_text="the long tier's HMM model",
+)
+{k: (c.value, c.status) for k, c in memory_long.items()}
+
+# %% [markdown] tags=[]
+# **The long tier against short memories.** On the ladder of its held-out sequences, the long HMM model's KL is a
+# memory of {glue:text}`hmm_long.memory_steps` steps at the training length, {glue:text}`hmm_long.memory_steps_len30`
+# at $K = 30$ and {glue:text}`hmm_long.memory_steps_len50` at $K = 50$, where the rule asks for more than
+# {glue:text}`manifolds.ladder_train_rule_window`. Its KL ratio had stopped moving (above), so this is a plateau: six
+# times the training and twice the depth buy at most a step more of memory, not transport beyond a short look-back.
+# On Paper I's random HMMs, where a 3-step window is within 2 % of the filter, that is all the transport the tunnel can
+# show; chapter 7's long-memory tunnel is where a longer memory is worth something.
+#
+# **Paper I's key metric and the layer ablation at $V = 20$.** Paper I's signed cosine of the value tokens' embedding
+# keys is {glue:text}`geometry_v20.key_signed_cos_value_tokens:.3f` trained and
+# {glue:text}`geometry_v20.key_signed_cos_value_tokens_untrained:.3f` untrained: both below Paper I's 0.1, so here too
+# the metric cannot tell a trained frame from none. Ablating layer 0's attention raises the KL to
+# {glue:text}`geometry_v20.layer_ablation_kl_bits_layer0:.2f` bits (the context-blind level is
+# {glue:text}`bijection_v20.context_blind_entropy_mae_bits:.2f` bits of entropy error); ablating a later layer loses at
+# most {glue:text}`manifolds.v20_ablation_lost_later_max:.2%` of the gain over a context-blind predictor.
+#
+# **What the long HMM model's leading directions encode.** Its own matrices predict
+# {glue:text}`hmm_long.manifold_pc_r2_matrices:.2f` of the variance of its first two principal components, the exact
+# posterior {glue:text}`hmm_long.manifold_pc_r2_posterior:.2f`, the observation and step
+# {glue:text}`hmm_long.manifold_pc_r2_observation_step:.2f`, another sequence's matrices
+# {glue:text}`hmm_long.manifold_pc_r2_matrices_shuffled:.2f`.
+
 # %% [markdown] tags=[]
 # ## What reproduces
 #
@@ -724,14 +913,16 @@ long_geo.hmm_table()
 #   {glue:text}`hmm.kl_bits:.4f` bits at the training length and {glue:text}`hmm.length_gen_kl_bits:.4f` bits at 2.5
 #   times that length — {glue:text}`manifolds.hmm_kl_ratio_train:.2f` and {glue:text}`manifolds.hmm_kl_ratio_long:.2f`
 #   times the level of a predictor with no memory ({glue:text}`hmm.context_blind_kl_bits:.4f` and
-#   {glue:text}`hmm.context_blind_kl_bits_long:.4f` bits). The model shows **belief transport**, and it generalises in
-#   length, though more weakly at 2.5 times the training length. The HMM's *per-sample* entropy error, {glue:text}`hmm.entropy_mae_bits:.4f` bits,
+#   {glue:text}`hmm.context_blind_kl_bits_long:.4f` bits). The model **uses the past**, also at lengths never
+#   trained on (more weakly at 2.5 times the training length); against the memory ladder it matches a
+#   {glue:text}`hmm.memory_steps_transformer`-step look-back, so transport beyond a short memory is not shown. The HMM's *per-sample* entropy error, {glue:text}`hmm.entropy_mae_bits:.4f` bits,
 #   is above Paper I's 0.049; its curve error is below it.
 # - **The long tier** (trained once, loaded and measured here). At Paper I's bijection size, $V = 20$, the entropy
 #   error is {glue:text}`bijection_v20.entropy_mae_bits:.5f` bits, below Paper I's 0.007. A deeper HMM model trained six
 #   times as long reaches {glue:text}`long_tier.hmm_ratio_20:.3f` times the context-blind level, stays there at 30 and 50
 #   steps, and has a per-sample entropy error of {glue:text}`hmm_long.entropy_mae_bits:.4f` bits, below Paper I's 0.049:
-#   transport and length generalisation reproduce at a larger budget.
+#   calibration and its length generalisation reproduce at a larger budget, with a memory of
+#   {glue:text}`hmm_long.memory_steps` steps on the memory ladder.
 # - **Frame and precision**: by this chapter's rules on one seed the routing is in place by step
 #   {glue:text}`frame_precision.frame_settle_step` and the calibration settles at
 #   {glue:text}`frame_precision.calibration_settle_step`; over {glue:text}`ch6.fd_n_seeds` seeds and three

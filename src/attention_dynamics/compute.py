@@ -59,6 +59,9 @@ _REGISTRY = {
         "attention_dynamics.chapters.bayesian_manifolds.frame_definitions:BIJECTION_FRAME_DEFINITIONS",
     "sticky_hmm": "attention_dynamics.chapters.architectures.sticky_hmm:STICKY_HMM_RUNS",
     "binding_seed_spread": "attention_dynamics.chapters.architectures.binding_spread:BINDING_SEED_SPREAD",
+    "hmm_longmem": "attention_dynamics.chapters.architectures.hmm_longmem:HMM_LONGMEM",
+    "hmm_formats": "attention_dynamics.chapters.architectures.hmm_formats:HMM_FORMATS",
+    "hmm_ch6_setting": "attention_dynamics.chapters.architectures.hmm_ch6_setting:HMM_CH6_SETTING",
 }
 
 

@@ -20,6 +20,8 @@ __all__ = [
     "mean_abs_cosine",
     "mean_abs_cosine_per_set",
     "isotropic_abs_cosine_baseline",
+    "signed_mean_offdiagonal_cosine",
+    "key_cosine_of_embeddings",
     "pca_spectrum",
     "pca_projection",
     "spearman_correlation",
@@ -72,6 +74,42 @@ def isotropic_abs_cosine_baseline(d: int) -> float:
     if not isinstance(d, (int, np.integer)) or d < 2:
         raise ValueError(f"d must be an integer >= 2, got {d!r}")
     return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
+
+
+def signed_mean_offdiagonal_cosine(vectors: torch.Tensor | np.ndarray) -> float:
+    """Return the mean *signed* cosine over all ordered pairs i ≠ j of rows of ``vectors`` ``(n, d)``.
+
+    The statistic of Paper I's key-orthogonality figure (the authors' ``qkv_analysis.py``, ``cmd_orthogonality``):
+    positive and negative cosines cancel, so a set of random directions scores near 0 — unlike the mean
+    ``|cos|`` of :func:`mean_abs_cosine`, whose floor is the isotropic baseline.
+    """
+    v = torch.as_tensor(np.asarray(vectors) if not torch.is_tensor(vectors) else vectors.detach(), dtype=torch.float64)
+    if v.ndim != 2 or v.shape[0] < 2:
+        raise ValueError(f"vectors must be (n >= 2, d), got {tuple(v.shape)}")
+    if (v.norm(dim=1) == 0).any():
+        raise ValueError("a zero vector has no direction; remove it before measuring orthogonality")
+    u = torch.nn.functional.normalize(v, dim=1)
+    cos = u @ u.T  # (n, n)
+    off = ~torch.eye(len(u), dtype=torch.bool)
+    return float(cos[off].mean())
+
+
+def key_cosine_of_embeddings(embeddings: torch.Tensor, key_weight: torch.Tensor, n_heads: int, *,
+                             signed: bool = True) -> np.ndarray:
+    """Return Paper I's key orthogonality per head ``(H,)``: the mean off-diagonal cosine of ``W_K^h e_i``.
+
+    ``embeddings`` ``(n, d)``: the token embeddings of the hypothesis tokens (no positions, no LayerNorm);
+    ``key_weight`` ``(H · d_head, d)``: one layer's key projection, rows grouped by head. ``signed=True`` is the
+    authors' statistic (:func:`signed_mean_offdiagonal_cosine`); ``signed=False`` the mean ``|cos|`` of the same keys.
+    """
+    e = torch.as_tensor(embeddings).detach().to(torch.float64)
+    w = torch.as_tensor(key_weight).detach().to(torch.float64)
+    if e.ndim != 2 or w.ndim != 2 or w.shape[1] != e.shape[1] or w.shape[0] % n_heads:
+        raise ValueError(f"expected embeddings (n, d) and key weight (H·d_head, d), got {tuple(e.shape)}, {tuple(w.shape)}")
+    per_head = w.view(n_heads, w.shape[0] // n_heads, w.shape[1])  # (H, d_head, d)
+    keys = torch.einsum("hkd,nd->hnk", per_head, e)  # (H, n, d_head)
+    measure = signed_mean_offdiagonal_cosine if signed else mean_abs_cosine
+    return np.array([measure(keys[h]) for h in range(n_heads)])
 
 
 def pca_spectrum(X: torch.Tensor | np.ndarray, n_components: int | None = None) -> np.ndarray:

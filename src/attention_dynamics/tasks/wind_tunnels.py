@@ -7,7 +7,10 @@ samples a :class:`TaskBatch` with its exact posterior; :func:`task_loss` is the 
 
 A fourth tunnel, ``hmm_sticky``, is HMM filtering on sticky chains (each transition row mixed with the
 identity, :data:`STICKY_SELF_TRANSITION`), where carrying the belief forward is worth much more than
-the current observation.
+the current observation. A fifth, ``hmm_longmem``, is HMM filtering designed so that no short look-back
+suffices: very sticky chains (:data:`LONGMEM_SELF_TRANSITION`) seen through weak emissions
+(:data:`LONGMEM_EMISSION_UNIFORM_SHARE`), where the exact posterior given the last 8 observations stays far
+from the filter (:func:`~attention_dynamics.tasks.hmm.window_posterior`).
 """
 
 from __future__ import annotations
@@ -25,14 +28,21 @@ from ..tasks import associative_recall, bijection, hmm
 TASKS = ("bijection", "hmm", "binding")
 #: HMM filtering on sticky chains: transport with a large value (chapter 7's sticky-HMM tunnel).
 STICKY_HMM = "hmm_sticky"
-#: Every task name :meth:`WindTunnel.make` accepts (the three primitives, then the sticky HMM).
-ALL_TASKS = (*TASKS, STICKY_HMM)
+#: HMM filtering that only a long memory solves: the long-memory tunnel.
+LONGMEM_HMM = "hmm_longmem"
+#: Every task name :meth:`WindTunnel.make` accepts (the three primitives, then the sticky and long-memory HMMs).
+ALL_TASKS = (*TASKS, STICKY_HMM, LONGMEM_HMM)
 #: The HMM-filtering tasks (the same inputs, targets and reference levels).
-HMM_TASKS = ("hmm", STICKY_HMM)
+HMM_TASKS = ("hmm", STICKY_HMM, LONGMEM_HMM)
 #: The sticky HMM's mix: each transition row is ``(1 − m)·Dirichlet row + m·identity`` with this ``m``.
 STICKY_SELF_TRANSITION = 0.7
+#: The long-memory HMM's transition mix (the chain keeps its state for about 20 steps on average) ...
+LONGMEM_SELF_TRANSITION = 0.95
+#: ... and its emission mix: each emission row is ``(1 − u)·Dirichlet row + u/O`` with this ``u`` (weak evidence).
+LONGMEM_EMISSION_UNIFORM_SHARE = 0.5
 #: What each task tests.
-TASK_PRIMITIVES = {"bijection": "accumulation", "hmm": "transport", "binding": "binding", STICKY_HMM: "transport"}
+TASK_PRIMITIVES = {"bijection": "accumulation", "hmm": "transport", "binding": "binding", STICKY_HMM: "transport",
+                   LONGMEM_HMM: "transport"}
 
 
 @dataclass
@@ -57,8 +67,8 @@ class TaskBatch:
 
 @dataclass(frozen=True)
 class WindTunnel:
-    """One task with its sizes: ``bijection`` (V, L), ``hmm`` or ``hmm_sticky`` (n_states, n_symbols,
-    length) or ``binding`` (n_pairs, n_queries, n_keys, n_values).
+    """One task with its sizes: ``bijection`` (V, L), ``hmm``, ``hmm_sticky`` or ``hmm_longmem`` (n_states,
+    n_symbols, length) or ``binding`` (n_pairs, n_queries, n_keys, n_values).
 
     Inputs: bijection tokens; HMM features (observation and both matrices at every step); binding in
     the one-position-per-pair layout (:func:`~attention_dynamics.tasks.associative_recall.pair_features`),
@@ -75,6 +85,7 @@ class WindTunnel:
             raise ValueError(f"unknown task {name!r}; choose one of {', '.join(ALL_TASKS)}")
         required = {"bijection": ("V", "L"), "hmm": ("n_states", "n_symbols", "length"),
                     STICKY_HMM: ("n_states", "n_symbols", "length"),
+                    LONGMEM_HMM: ("n_states", "n_symbols", "length"),
                     "binding": ("n_pairs", "n_queries", "n_keys", "n_values")}[name]
         if set(sizes) != set(required):
             raise ValueError(f"task {name!r} needs sizes {', '.join(required)}, got {', '.join(sorted(sizes))}")
@@ -105,8 +116,9 @@ class WindTunnel:
     @property
     def n_out(self) -> int:
         """Return the number of classes predicted at each position."""
-        return {"bijection": lambda: self["V"], "hmm": lambda: self["n_states"], STICKY_HMM: lambda: self["n_states"],
-                "binding": lambda: self["n_values"]}[self.name]()
+        if self.name in HMM_TASKS:
+            return self["n_states"]
+        return {"bijection": lambda: self["V"], "binding": lambda: self["n_values"]}[self.name]()
 
     @property
     def sequence_length(self) -> int:
@@ -131,7 +143,7 @@ class WindTunnel:
                              targets=b.targets, posterior=posterior)
         b = hmm.sample_hmm_batch(n_sequences, self["length"], n_states=self["n_states"],
                                  n_symbols=self["n_symbols"], self_transition=self.self_transition,
-                                 generator=generator)
+                                 emission_uniform_share=self.emission_uniform_share, generator=generator)
         return TaskBatch(inputs=b.inputs, positions=torch.arange(self["length"]), targets=None,
                          posterior=b.posterior,
                          extra={"transition": b.transition, "emission": b.emission,
@@ -139,8 +151,15 @@ class WindTunnel:
 
     @property
     def self_transition(self) -> float:
-        """Return the HMM's sticky mix (:data:`STICKY_SELF_TRANSITION` for ``hmm_sticky``, 0 otherwise)."""
-        return STICKY_SELF_TRANSITION if self.name == STICKY_HMM else 0.0
+        """Return the HMM's sticky mix (:data:`STICKY_SELF_TRANSITION` for ``hmm_sticky``,
+        :data:`LONGMEM_SELF_TRANSITION` for ``hmm_longmem``, 0 otherwise)."""
+        return {STICKY_HMM: STICKY_SELF_TRANSITION, LONGMEM_HMM: LONGMEM_SELF_TRANSITION}.get(self.name, 0.0)
+
+    @property
+    def emission_uniform_share(self) -> float:
+        """Return the HMM's emission mix with the uniform row (:data:`LONGMEM_EMISSION_UNIFORM_SHARE` for
+        ``hmm_longmem``, 0 otherwise)."""
+        return LONGMEM_EMISSION_UNIFORM_SHARE if self.name == LONGMEM_HMM else 0.0
 
     def describe(self) -> str:
         """Return the sizes as short text, e.g. ``"V=10, L=10"``."""
@@ -167,3 +186,72 @@ def task_loss(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
 def loss_from_logits(logits: torch.Tensor, batch: TaskBatch) -> torch.Tensor:
     """Return :func:`task_loss` (nats) from logits at the prediction positions ``(B, P, C)``."""
     return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
+
+
+#: The HMM tunnels whose matrices can be given in each of :data:`~attention_dynamics.tasks.hmm.INPUT_FORMATS`.
+FORMAT_TUNNELS = ("hmm", STICKY_HMM)
+
+
+@dataclass(frozen=True)
+class FormattedHMMTunnel:
+    """HMM filtering (``base``: ``hmm`` or ``hmm_sticky``) with the matrices given in ``input_format``.
+
+    Duck-types :class:`~attention_dynamics.tasks.wind_tunnels.WindTunnel` for the model factory (``n_out``,
+    ``vocab_size``, ``input_dim``, ``sequence_length``) and :meth:`sample` returns a :class:`TaskBatch` whose
+    ``positions`` are the observation positions (``(K,)``) and whose ``posterior`` is the exact filter there.
+    """
+
+    base: str
+    input_format: str
+    n_states: int
+    n_symbols: int
+    length: int
+
+    def __post_init__(self) -> None:
+        if self.base not in FORMAT_TUNNELS:
+            raise ValueError(f"base must be one of {FORMAT_TUNNELS}, got {self.base!r}")
+        if self.input_format not in hmm.INPUT_FORMATS:
+            raise ValueError(f"input_format must be one of {hmm.INPUT_FORMATS}, got {self.input_format!r}")
+
+    @property
+    def n_out(self) -> int:
+        """Return the number of hidden states (the classes predicted at each observation)."""
+        return self.n_states
+
+    @property
+    def vocab_size(self) -> int | None:
+        """Return the header format's number of token ids (``None`` for the feature formats)."""
+        return hmm.hmm_header_vocab_size(self.n_symbols) if self.input_format == "header" else None
+
+    @property
+    def input_dim(self) -> int | None:
+        """Return the feature size per position (``None`` for the header format, which is tokens)."""
+        return None if self.input_format == "header" else hmm.hmm_input_dim(self.n_states, self.n_symbols)
+
+    @property
+    def sequence_length(self) -> int:
+        """Return the number of input positions (the header's tokens included)."""
+        if self.input_format == "header":
+            return hmm.hmm_header_length(self.n_states, self.n_symbols, self.length)
+        return self.length
+
+    @property
+    def self_transition(self) -> float:
+        """Return the sticky mix of ``base`` (:data:`STICKY_SELF_TRANSITION` for ``hmm_sticky``, 0 for ``hmm``)."""
+        return STICKY_SELF_TRANSITION if self.base == STICKY_HMM else 0.0
+
+    def sample(self, n_sequences: int, *, generator: torch.Generator | None = None) -> TaskBatch:
+        """Return ``n_sequences`` fresh sequences in this format; the HMMs lie on the 0.01 grid."""
+        T, E = hmm.sample_hmm_parameters(n_sequences, n_states=self.n_states, n_symbols=self.n_symbols, grid=0.01,
+                                         self_transition=self.self_transition, generator=generator)
+        if self.self_transition > 0:
+            T = hmm.round_to_grid(T, 0.01)  # the mix with the identity leaves the grid; the header needs it
+        states, obs = hmm.sample_hmm_sequences(T, E, self.length, generator=generator)
+        if self.input_format == "header":
+            inputs = hmm.hmm_header_tokens(T, E, obs)
+            positions = hmm.hmm_header_observation_positions(self.n_states, self.n_symbols, self.length)
+        else:
+            make = hmm.hmm_input_features if self.input_format == "every_step" else hmm.hmm_first_step_features
+            inputs, positions = make(T, E, obs), torch.arange(self.length)
+        return TaskBatch(inputs=inputs, positions=positions, targets=None, posterior=hmm.forward_filter(T, E, obs),
+                         extra={"transition": T, "emission": E, "states": states, "observations": obs})

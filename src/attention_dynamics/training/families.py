@@ -17,13 +17,13 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .. import calibration
+from .. import calibration, stats
 from ..models import count_parameters
 from ..models.factory import FAMILIES, build_model, matched_width
 from ..seeding import stream, torch_generator
 from ..settings import check_positive_int
 from ..tasks.wind_tunnels import TaskBatch, WindTunnel, prediction_logits, task_loss
-from .loop import fit, map_parallel
+from .loop import fast_adamw, fit, map_parallel
 from .schedules import warmup_cosine
 
 __all__ = [
@@ -34,6 +34,9 @@ __all__ = [
     "evaluate",
     "train_and_evaluate",
     "compare_architectures",
+    "MEASURED_CURVE_POINTS",
+    "curve_blocks",
+    "train_and_measure",
 ]
 
 
@@ -202,3 +205,63 @@ def compare_architectures(
 def _job_cost(job: dict[str, Any]) -> float:
     per_step = {"mamba": 8.0, "transformer": 1.5, "lstm": 1.0}.get(job["family"], 0.5)
     return per_step * job["steps"] * job["task"].sequence_length
+
+
+#: :func:`train_and_measure` stores its training curves as the mean over this many equal blocks of steps.
+MEASURED_CURVE_POINTS = 100
+
+
+def curve_blocks(curve: Sequence[float], n: int = MEASURED_CURVE_POINTS) -> list[float]:
+    """Return ``curve`` averaged over ``n`` equal blocks of steps (fewer if it is shorter)."""
+    curve = np.asarray(curve, dtype=float)
+    return [float(block.mean()) for block in np.array_split(curve, min(n, len(curve)))]
+
+
+def train_and_measure(family: str, task: Any, *, target_params: int, steps: int, batch_size: int, lr: float, seed: int,
+                      eval_batch: TaskBatch, fused_adamw: bool = False, fused_attention: bool = False,
+                      warmup_fraction: float = 0.05) -> dict[str, Any]:
+    """Train one parameter-matched model of ``family`` on ``task``; return its measurements as plain data.
+
+    :func:`train_and_evaluate`'s training (the same matched sizes, initialisation, data stream, AdamW with weight
+    decay 0.01, warm-up and cosine decay, clipping), recording the exact KL on each step's fresh batch (the plateau
+    evidence of a verdict). ``task``: a :class:`~attention_dynamics.tasks.wind_tunnels.WindTunnel` or any object with
+    ``sample(n, generator=)`` returning a :class:`TaskBatch` and the sizes
+    :func:`~attention_dynamics.models.factory.build_model` reads (``n_out``, ``vocab_size``, ``input_dim``,
+    ``sequence_length``), such as :class:`~attention_dynamics.tasks.wind_tunnels.FormattedHMMTunnel`.
+    ``fused_adamw``: AdamW's fused kernel (:func:`~attention_dynamics.training.fast_adamw`, the same update);
+    ``fused_attention``: a transformer's attention on PyTorch's fused kernel (the same function as the explicit
+    path, tested).
+
+    Returns ``metrics`` (``kl_bits``, ``entropy_mae_bits``, ``curve_mae_bits`` on ``eval_batch``), ``kl_by_position``,
+    ``kl_curve_bits`` (the exact KL on each step's fresh batch — loss minus the batch's posterior entropy, bits — over
+    :data:`MEASURED_CURVE_POINTS` blocks), ``loss_curve_nats``, sizes and ``cpu_seconds``.
+    """
+    steps = check_positive_int("steps", steps)
+    started = time.process_time()
+    width = matched_width(family, task, target_params)
+    torch.manual_seed(seed)  # as train_and_evaluate: model initialisation (mambapy draws its step sizes from the global RNG)
+    model = build_model(family, task, width)
+    if fused_attention and hasattr(model, "attention_modules"):
+        for attn in model.attention_modules():
+            attn.fused = True
+    data = torch_generator(stream(seed, "data"))
+    entropy_nats: list[float] = []
+
+    def batches(step: int) -> TaskBatch:
+        b = task.sample(batch_size, generator=data)
+        entropy_nats.append(float(stats.entropy(b.posterior, unit="nats").mean()))  # the batch's loss floor
+        return b
+
+    make = fast_adamw if fused_adamw else torch.optim.AdamW
+    optimizer = make(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = warmup_cosine(optimizer, steps, max(1, int(warmup_fraction * steps)))
+    history = fit(model, batches, steps=steps, optimizer=optimizer, loss_fn=task_loss, scheduler=schedule, grad_clip=1.0)
+    metrics, report = evaluation_report(model, eval_batch)
+    kl_curve = (history.losses - np.asarray(entropy_nats)) / calibration.LN2
+    return {"family": family, "seed": int(seed), "steps": steps, "width": int(width),
+            "n_params": int(count_parameters(model)), "lr": lr, "batch_size": batch_size, "fused_adamw": fused_adamw,
+            "fused_attention": bool(fused_attention and hasattr(model, "attention_modules")),
+            "metrics": {k: float(v) for k, v in metrics.items() if np.isfinite(v)},
+            "kl_by_position": [float(v) for v in report.kl_by_position],
+            "kl_curve_bits": curve_blocks(kl_curve), "loss_curve_nats": curve_blocks(history.losses),
+            "cpu_seconds": float(time.process_time() - started)}

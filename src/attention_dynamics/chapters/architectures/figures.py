@@ -1,5 +1,6 @@
 """Chapter 7's figures: training losses, the routing-law fits, the state clusters, the HMM's KL by step, binding
-at runs four times as long, and the sticky tunnel's KL curves.
+at runs four times as long, the sticky tunnel's KL curves, and the KL curves over seeds of the long-memory tunnel
+and of the families at chapter 6's setting.
 
 Each function returns its figure, made for the book's column (at most
 :data:`~attention_dynamics.plotting.MAX_FIGURE_WIDTH_IN` wide, text of at least 8 pt, legends clear of the reference
@@ -14,6 +15,7 @@ import matplotlib.ticker
 import numpy as np
 
 from ... import plotting, stats
+from ...diagnostics.memory_ladder import MemoryLadder
 from ...diagnostics.routing_fit import AdvantageFit
 from ...diagnostics.state_clusters import StateClustering
 from ...models.factory import FAMILIES, FAMILY_LABELS
@@ -250,5 +252,31 @@ def plot_sticky_kl_curves(stored: Mapping[str, Any], *, ax=None):
                label="transport threshold")
     ax.set(yscale="log", xlabel="training step", ylabel=r"$\mathrm{KL}(\mathrm{posterior}\,\|\,\mathrm{model})$ (bits)",
            title="Sticky HMMs: KL to the exact filter over training")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return fig
+
+
+def plot_seed_curves(stored: Mapping[str, Any], ladder: MemoryLadder, *, title: str, ax=None):
+    """Return the figure of each family's KL to the exact filter (bits) over training on a stored tunnel (the
+    long-memory tunnel, or the families at chapter 6's setting) — the exact KL on each step's fresh batch, mean over
+    seeds with the seeds' range shaded, longer runs dashed — with the context-blind level and the rule window's level
+    of the memory ladder. The legend stands to the right of the axes, clear of the two levels."""
+
+    if ax is None:
+        fig, ax = plotting.new_figure(1, width=7.6, height=3.6)
+    else:
+        fig = ax.figure
+    for group, style in (("runs", "-"), ("longer", "--")):
+        for family, runs in stored.get(group, {}).items():
+            curves = np.array([r["kl_curve_bits"] for r in runs.values()])  # (seeds, points)
+            steps = next(iter(runs.values()))["steps"]
+            x = (np.arange(curves.shape[1]) + 0.5) * steps / curves.shape[1]
+            label = FAMILY_LABELS[family] + ("" if group == "runs" else f", {steps} steps")
+            ax.plot(x, curves.mean(0), ls=style, color=family_color(family), lw=1.2, label=label)
+            ax.fill_between(x, curves.min(0), curves.max(0), color=family_color(family), alpha=0.15, lw=0)
+    ax.axhline(ladder.context_blind_kl_bits, color="black", ls="--", lw=1.0, label="context-blind\n(1-step window)")
+    ax.axhline(ladder.rule_level, color="black", ls=":", lw=1.2, label=f"{ladder.rule_window}-step window\n(transport)")
+    ax.set(yscale="log", xlabel="training step", ylabel=r"$\mathrm{KL}(\mathrm{filter}\,\|\,\mathrm{model})$ (bits)",
+           title=title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     return fig

@@ -1,0 +1,239 @@
+"""Chapter 7's claims from the input-format runs (``data/hmm_formats.json``) and from the families at chapter 6's
+setting (``data/hmm_ch6_setting.json``).
+
+Ids written out here: ``<tunnel>.kl_bits_<family>_<format>`` and ``<tunnel>.memory_steps_<family>_<format>``
+(tunnel ``hmm`` or ``hmm_sticky``, family ``lstm`` or ``transformer``, format ``every_step``, ``first_step`` or
+``header``); ``architectures.hmm_kl_bits_<family>_long`` and ``architectures.hmm_memory_steps_<family>_long``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ... import claims
+from ...diagnostics.memory_ladder import MemoryLadder, memory_claim, seed_interval, verdict_reason
+from ...models.factory import FAMILY_LABELS
+from ...settling import late_drop
+from ...tasks import hmm
+from ...tasks.wind_tunnels import FORMAT_TUNNELS, STICKY_HMM
+from . import hmm_ch6_setting, hmm_formats
+from .settings import PAPER_I_RESULTS, STICKY_TRANSPORT_FRACTION_OF_BLIND, TRANSPORT_FRACTION_OF_BLIND
+
+__all__ = ["FORMAT_KL_CLAIM_IDS", "FORMAT_MEMORY_CLAIM_IDS", "FORMAT_LABELS", "record_format_claims",
+           "CH6_SETTING_KL_CLAIM_IDS", "CH6_SETTING_MEMORY_CLAIM_IDS", "record_ch6_setting_claims"]
+
+
+#: The claims, written out: [tunnel][family][format] → id.
+FORMAT_KL_CLAIM_IDS = {
+    "hmm": {
+        "lstm": {"every_step": "hmm.kl_bits_lstm_every_step", "first_step": "hmm.kl_bits_lstm_first_step",
+                 "header": "hmm.kl_bits_lstm_header"},
+        "transformer": {"every_step": "hmm.kl_bits_transformer_every_step",
+                        "first_step": "hmm.kl_bits_transformer_first_step",
+                        "header": "hmm.kl_bits_transformer_header"},
+    },
+    STICKY_HMM: {
+        "lstm": {"every_step": "hmm_sticky.kl_bits_lstm_every_step", "first_step": "hmm_sticky.kl_bits_lstm_first_step",
+                 "header": "hmm_sticky.kl_bits_lstm_header"},
+        "transformer": {"every_step": "hmm_sticky.kl_bits_transformer_every_step",
+                        "first_step": "hmm_sticky.kl_bits_transformer_first_step",
+                        "header": "hmm_sticky.kl_bits_transformer_header"},
+    },
+}
+FORMAT_MEMORY_CLAIM_IDS = {
+    "hmm": {
+        "lstm": {"every_step": "hmm.memory_steps_lstm_every_step", "first_step": "hmm.memory_steps_lstm_first_step",
+                 "header": "hmm.memory_steps_lstm_header"},
+        "transformer": {"every_step": "hmm.memory_steps_transformer_every_step",
+                        "first_step": "hmm.memory_steps_transformer_first_step",
+                        "header": "hmm.memory_steps_transformer_header"},
+    },
+    STICKY_HMM: {
+        "lstm": {"every_step": "hmm_sticky.memory_steps_lstm_every_step",
+                 "first_step": "hmm_sticky.memory_steps_lstm_first_step",
+                 "header": "hmm_sticky.memory_steps_lstm_header"},
+        "transformer": {"every_step": "hmm_sticky.memory_steps_transformer_every_step",
+                        "first_step": "hmm_sticky.memory_steps_transformer_first_step",
+                        "header": "hmm_sticky.memory_steps_transformer_header"},
+    },
+}
+FORMAT_LABELS = {"every_step": "matrices at every step (the book's format)", "first_step": "matrices at t = 0 only",
+                 "header": "Paper I's header of probability tokens"}
+
+
+def _chapter7_threshold(base: str, ladder: MemoryLadder) -> float:
+    """Return chapter 7's transport threshold on ``base`` (a fraction of the context-blind level)."""
+    fraction = STICKY_TRANSPORT_FRACTION_OF_BLIND if base == STICKY_HMM else TRANSPORT_FRACTION_OF_BLIND
+    return fraction * ladder.context_blind_kl_bits
+
+
+def record_format_claims(stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Record the format claims and return ``{"claims": {id: claim}, "table": rows, "ladders": {tunnel: MemoryLadder}}``.
+
+    ``<tunnel>.kl_bits_<family>_<format>``: the KL to the exact filter, mean over seeds with its 95 % interval,
+    bounded by Paper I's transport verdict (the transformer realises it, the LSTM does not) at chapter 7's threshold
+    for the tunnel (0.6 × the context-blind level on random HMMs, 0.2 × on sticky ones), so that the rows speak to
+    chapter 7's; ``<tunnel>.memory_steps_<family>_<format>``: the memory that KL matches, under the window rule.
+    A "does not realise" row is undecided while the transformer in the same format misses its bound; a failing row
+    without a longer run is undecided too (:func:`~attention_dynamics.diagnostics.memory_ladder.verdict_reason`); an
+    LSTM below the threshold is a fail that no training can undo.
+    """
+    stored = hmm_formats.load() if stored is None else stored
+    ladders = {b: MemoryLadder.from_json(v) for b, v in stored["ladders"].items()}
+    settings = stored["settings"]
+    out, rows = {}, {}
+    for base in FORMAT_TUNNELS:
+        ladder = ladders[base]
+        threshold = _chapter7_threshold(base, ladder)
+        tunnel_text = ("Paper I's random HMMs" if base == "hmm" else "chapter 7's sticky HMMs") + \
+            f" (K = {settings['hmm_length']}, 0.01 grid)"
+        for fmt in hmm.INPUT_FORMATS:
+            stated = {}
+            for family in hmm_formats.FORMAT_FAMILIES:
+                longer = stored.get("longer", {}).get(base, {}).get(fmt, {}).get(family)
+                runs = longer or stored["runs"].get(base, {}).get(fmt, {}).get(family)
+                if runs:
+                    stated[family] = (runs, longer is not None)
+            control = control_rule = None  # no control run in this format: the control rule cannot apply
+            if "transformer" in stated:
+                control_values = [r["metrics"]["kl_bits"] for r in stated["transformer"][0].values()]
+                control = seed_interval(control_values)["high"] <= threshold
+                control_rule = seed_interval(control_values)["high"] <= ladder.rule_level
+            for family in stated:
+                runs, is_longer = stated[family]
+                values = [r["metrics"]["kl_bits"] for r in runs.values()]
+                ci = seed_interval(values)
+                realises = family == "transformer"
+                bounds = {"lower": None, "upper": threshold} if realises else {"lower": threshold, "upper": None}
+                status = claims.claim_status(ci["mean"], interval=(ci["low"], ci["high"]), **bounds)
+                late = max(late_drop(r["kl_curve_bits"]) for r in stored["runs"][base][fmt][family].values())
+                because = verdict_reason(family, status, realises, control_realises=control, longer=is_longer,
+                                         late_drop=late, longer_factor=hmm_formats.LONGER_FACTOR)
+                if control is None and not realises and status == "pass":
+                    because = ("Not decided: the transformer, the positive control, was not trained in this format on "
+                               "this tunnel, so nothing shows that a model that does realise transport learns it here.")
+                if not realises and status == "pass" and ci["mean"] < ladder.context_blind_kl_bits and not is_longer:
+                    because = because or (
+                        "Not decided at this scale: the LSTM already uses the past (its KL is below the context-blind "
+                        "level) and no longer run was made, so nothing shows that more training would not take it "
+                        "below the threshold.")
+                steps = next(iter(runs.values()))["steps"]
+                params = {"scale": stored["scale"], **settings, "tunnel": base, "input_format": fmt, "family": family,
+                          "steps": steps, "n_params": next(iter(runs.values()))["n_params"],
+                          "seeds": [int(s) for s in runs], "seeds_kl_bits": values,
+                          "interval": "Student-t 95% over seeds", "source": f"data/{hmm_formats.RESULT_FILE}"}
+                claim = claims.record(
+                    FORMAT_KL_CLAIM_IDS[base][family][fmt], ci["mean"], unit="bits", interval=(ci["low"], ci["high"]),
+                    undecided_because=because,
+                    explanation=(f"Paper I reports that the {FAMILY_LABELS[family]} "
+                                 f"{'realises' if realises else 'does not realise'} transport; with "
+                                 f"{FORMAT_LABELS[fmt]} ours is {ci['mean'] / ladder.context_blind_kl_bits:.2f} × the "
+                                 f"context-blind level after {steps} steps ({ladder.memory_text(ci['mean'])})"),
+                    description=(f"{FAMILY_LABELS[family]} on {tunnel_text}, {FORMAT_LABELS[fmt]}: KL to the exact "
+                                 f"filter, mean over {ci['n']} seeds ({ladder.memory_text(ci['mean'])}; Paper I: "
+                                 f"{'realises' if realises else 'does not realise'} transport; bound: chapter 7's "
+                                 f"{threshold / ladder.context_blind_kl_bits:.1f} × the context-blind level, "
+                                 f"{threshold:.4f} bits)"),
+                    params=params, **bounds)
+                out[claim.id] = claim
+                # the memory claim is decided by the window rule, with its own positive control
+                rule_bounds = {"lower": None, "upper": ladder.rule_level} if realises else \
+                    {"lower": ladder.rule_level, "upper": None}
+                status_rule = claims.claim_status(ci["mean"], interval=(ci["low"], ci["high"]), **rule_bounds)
+                because_rule = verdict_reason(family, status_rule, realises, control_realises=control_rule,
+                                              longer=is_longer, late_drop=late, longer_factor=hmm_formats.LONGER_FACTOR)
+                if control_rule is None and not realises and status_rule == "pass":
+                    because_rule = because
+                memory = memory_claim(FORMAT_MEMORY_CLAIM_IDS[base][family][fmt], values, ladder,
+                                      model=f"{FAMILY_LABELS[family]} ({FORMAT_LABELS[fmt]})", realises=realises,
+                                      params=params, tunnel_text=tunnel_text, undecided_because=because_rule)
+                out[memory.id] = memory
+                rows[(base, FAMILY_LABELS[family], fmt)] = {
+                    "KL (bits), mean": ci["mean"], "95% interval": f"{ci['low']:.4f}–{ci['high']:.4f}",
+                    "× context-blind": ci["mean"] / ladder.context_blind_kl_bits,
+                    "memory": ladder.memory_text(ci["mean"]), "KL fell over the last 20% by": f"{late:.0%}",
+                    "steps": steps, "status": claim.status}
+    return {"claims": out, "table": rows, "ladders": ladders}
+
+
+#: The claims, written out: each family's KL at chapter 6's setting and the memory it matches.
+CH6_SETTING_KL_CLAIM_IDS = {
+    "transformer": "architectures.hmm_kl_bits_transformer_long", "mamba": "architectures.hmm_kl_bits_mamba_long",
+    "lstm": "architectures.hmm_kl_bits_lstm_long", "mlp_window": "architectures.hmm_kl_bits_mlp_window_long",
+    "mlp_blind": "architectures.hmm_kl_bits_mlp_blind_long",
+}
+CH6_SETTING_MEMORY_CLAIM_IDS = {
+    "transformer": "architectures.hmm_memory_steps_transformer_long",
+    "mamba": "architectures.hmm_memory_steps_mamba_long", "lstm": "architectures.hmm_memory_steps_lstm_long",
+    "mlp_window": "architectures.hmm_memory_steps_mlp_window_long",
+    "mlp_blind": "architectures.hmm_memory_steps_mlp_blind_long",
+}
+
+
+def record_ch6_setting_claims(stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Record the random-HMM rows at chapter 6's setting; return ``{"claims", "table", "ladder"}``.
+
+    ``architectures.hmm_kl_bits_<family>_long``: the KL to the exact filter, mean over seeds with its 95 %
+    interval, bounded by Paper I's transport verdict at chapter 7's threshold for this tunnel (0.6 × the
+    context-blind level: *uses the past*); every run is at least 4× chapter 7's grid run, so a fail is a finding;
+    a "does not realise" row is undecided only while the transformer misses its bound.
+    ``architectures.hmm_memory_steps_<family>_long``: the memory each KL matches, under the window rule (more than
+    the rule window's steps for transport), with the same positive-control rule.
+    """
+    stored = hmm_ch6_setting.load() if stored is None else stored
+    ladder = MemoryLadder.from_json(stored["ladder"])
+    settings = stored["settings"]
+    threshold = TRANSPORT_FRACTION_OF_BLIND * ladder.context_blind_kl_bits
+    tunnel_text = (f"Paper I's random HMMs at chapter 6's setting (K = {settings['hmm_length']}, lr {settings['lr']}, "
+                   f"{settings['steps']} steps)")
+    values = {f: [r["metrics"]["kl_bits"] for r in runs.values()] for f, runs in stored["runs"].items()}
+    control_old = seed_interval(values["transformer"])["high"] <= threshold if "transformer" in values else None
+    control_rule = seed_interval(values["transformer"])["high"] <= ladder.rule_level if "transformer" in values else None
+    out, rows = {}, {}
+    for family, vals in values.items():
+        runs = stored["runs"][family]
+        ci = seed_interval(vals)
+        verdict = PAPER_I_RESULTS[family]["realises"]
+        realises = None if verdict is None else bool(verdict["hmm"])
+        bounds = ({"lower": None, "upper": None} if realises is None else
+                  {"lower": None, "upper": threshold} if realises else {"lower": threshold, "upper": None})
+        status = claims.claim_status(ci["mean"], interval=(ci["low"], ci["high"]), **bounds) \
+            if realises is not None else "new"
+        late = max(late_drop(r["kl_curve_bits"]) for r in runs.values())
+        steps = next(iter(runs.values()))["steps"]
+        longer = steps >= 4 * hmm_ch6_setting.CHAPTER7_GRID_STEPS
+        because = verdict_reason(family, status, realises, control_realises=control_old, longer=longer,
+                                 late_drop=late, longer_factor=4)
+        params = {"scale": stored["scale"], **settings, "family": family, "steps": steps,
+                  "n_params": next(iter(runs.values()))["n_params"], "seeds": [int(s) for s in runs],
+                  "seeds_kl_bits": vals, "interval": "Student-t 95% over seeds", "source": f"data/{hmm_ch6_setting.RESULT_FILE}"}
+        said = "no verdict in Paper I" if realises is None else \
+            f"Paper I: {'realises' if realises else 'does not realise'} transport"
+        claim = claims.record(
+            CH6_SETTING_KL_CLAIM_IDS[family], ci["mean"], unit="bits",
+            interval=(ci["low"], ci["high"]) if realises is not None else None, undecided_because=because,
+            explanation=(f"Paper I reports that the {FAMILY_LABELS[family]} "
+                         f"{'realises' if realises else 'does not realise'} transport; ours, trained "
+                         f"{steps / hmm_ch6_setting.CHAPTER7_GRID_STEPS:.1f}× as long as chapter 7's grid, is "
+                         f"{ci['mean'] / ladder.context_blind_kl_bits:.2f} × the context-blind level "
+                         f"({ladder.memory_text(ci['mean'])})"),
+            description=(f"{FAMILY_LABELS[family]} on {tunnel_text}: KL to the exact filter, mean over {ci['n']} seeds "
+                         f"({ladder.memory_text(ci['mean'])}; {said}; bound: chapter 7's "
+                         f"{TRANSPORT_FRACTION_OF_BLIND} × the context-blind level, {threshold:.4f} bits)"),
+            params=params, **bounds)
+        out[claim.id] = claim
+        status_rule = claims.claim_status(ci["mean"], interval=(ci["low"], ci["high"]),
+                                          **({"lower": None, "upper": ladder.rule_level} if realises else
+                                             {"lower": ladder.rule_level, "upper": None})) if realises is not None else "new"
+        because_rule = verdict_reason(family, status_rule, realises, control_realises=control_rule, longer=longer,
+                                      late_drop=late, longer_factor=4)
+        memory = memory_claim(CH6_SETTING_MEMORY_CLAIM_IDS[family], vals, ladder, model=FAMILY_LABELS[family], realises=realises,
+                              params=params, tunnel_text=tunnel_text, undecided_because=because_rule)
+        out[memory.id] = memory
+        rows[FAMILY_LABELS[family]] = {
+            "KL (bits), mean": ci["mean"], "95% interval": f"{ci['low']:.4f}–{ci['high']:.4f}",
+            "× context-blind": ci["mean"] / ladder.context_blind_kl_bits, "memory": ladder.memory_text(ci["mean"]),
+            "KL fell over the last 20% by": f"{late:.0%}", "steps": steps,
+            "status (0.6 × context-blind)": claim.status, f"status (window rule, > {ladder.rule_window} steps)":
+                memory.status}
+    return {"claims": out, "table": rows, "ladder": ladder}

@@ -1,0 +1,61 @@
+"""Chapter 7's input-format runs: models of the matched size in every format, the committed runs against their
+settings, the claims they record, and the stored result regenerated at the fast scale through ``compute``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from attention_dynamics import compute
+from attention_dynamics.chapters.architectures import formats_report, hmm_formats
+from attention_dynamics.models.factory import build_model, matched_width
+from attention_dynamics.tasks import hmm
+
+
+def test_every_format_builds_a_model_of_the_matched_size_for_both_families():
+    for fmt in hmm.INPUT_FORMATS:
+        tunnel = hmm_formats.format_tunnel("book", "hmm", fmt)
+        batch = tunnel.sample(3, generator=torch.Generator().manual_seed(0))
+        for family in hmm_formats.FORMAT_FAMILIES:
+            model = build_model(family, tunnel, matched_width(family, tunnel, 60000))
+            n = sum(p.numel() for p in model.parameters())
+            assert 0.75 * 60000 <= n <= 1.25 * 60000, (fmt, family, n)
+            assert model(batch.inputs)[:, batch.positions].shape == (3, 20, 5)
+
+
+def test_the_evaluation_sets_are_the_same_hmms_in_every_format():
+    sets = {fmt: hmm_formats.format_evaluation_set("fast", "hmm_sticky", fmt) for fmt in hmm.INPUT_FORMATS}
+    for fmt, b in sets.items():
+        assert torch.equal(b.extra["observations"], sets["every_step"].extra["observations"]), fmt
+    with pytest.raises(ValueError, match="tunnels"):
+        hmm_formats.FormatSpec(**{**hmm_formats.SPECS["fast"].__dict__, "tunnels": ("bijection",)})
+
+
+def test_committed_format_runs_match_their_settings_and_record_their_claims():
+    stored = hmm_formats.load()
+    assert stored["settings"] == hmm_formats.spec("book").to_json()
+    assert set(stored["runs"]) == set(hmm_formats.spec("book").tunnels)
+    recorded = formats_report.record_format_claims(stored)
+    for base in stored["runs"]:
+        for family in hmm_formats.FORMAT_FAMILIES:
+            for fmt in hmm.INPUT_FORMATS:
+                assert formats_report.FORMAT_KL_CLAIM_IDS[base][family][fmt] in recorded["claims"]
+                assert formats_report.FORMAT_MEMORY_CLAIM_IDS[base][family][fmt] in recorded["claims"]
+    for claim in recorded["claims"].values():
+        assert claim.status not in ("fail", "undecided") or claim.explanation
+
+
+@pytest.mark.slow
+def test_the_fast_scale_regenerates_through_compute_and_records_every_claim(tmp_path):
+    folder = compute.compute("hmm_formats", "fast", root=tmp_path, processes=1, log=lambda m: None)
+    payload = json.loads((folder / hmm_formats.RESULT_FILE).read_text())
+    recorded = formats_report.record_format_claims(payload)
+    expected = {cid for fams in formats_report.FORMAT_KL_CLAIM_IDS.values() for fmts in fams.values()
+                for cid in fmts.values()}
+    expected |= {cid for fams in formats_report.FORMAT_MEMORY_CLAIM_IDS.values() for fmts in fams.values()
+                 for cid in fmts.values()}
+    assert set(recorded["claims"]) == expected
+    for claim in recorded["claims"].values():
+        assert claim.status not in ("fail", "undecided") or claim.explanation

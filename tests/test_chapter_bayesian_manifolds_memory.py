@@ -1,0 +1,66 @@
+"""Chapter 6's memory ladder and mechanism controls: the claims they record, ids written out, against the ladder's
+own levels and the controls' direct computations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attention_dynamics.chapters.bayesian_manifolds import mechanism_report, memory_report
+from attention_dynamics.diagnostics import mechanism_controls
+from attention_dynamics.tasks import bijection
+from attention_dynamics.training.wind_tunnels import HMM_TUNNELS, hmm_batch_for_eval, make_bijection_transformer
+
+
+def test_chapter6_memory_claims_state_the_memory_each_length_matches_and_the_window_levels():
+    t = HMM_TUNNELS["fast"]
+    eval_hmm = {K: hmm_batch_for_eval(t, K, seed=0, n=40) for K in t.test_lengths}
+    ladders = memory_report.chapter6_ladders(eval_hmm)
+    assert all(ladder.length == min(K, memory_report.MAX_WINDOW) for K, ladder in ladders.items())
+    with pytest.raises(ValueError, match="lengths"):  # the three lengths are read by role
+        memory_report.record_chapter6_memory({8: ladders[8]}, {8: 0.0}, model="chapter6", params={})
+    K20, K30, K50 = sorted(ladders)
+    kl = {K20: ladders[K20].level(3) * 0.9, K30: 10.0, K50: 10.0}  # a 4-step memory; worse than context-blind
+    got = memory_report.record_chapter6_memory(ladders, kl, model="chapter6", params={}, eval_hmm=eval_hmm)
+    assert got["hmm.memory_steps_transformer"].value == ladders[K20].memory_steps(kl[K20]) <= 4
+    assert got["hmm.memory_steps_transformer_len30"].value == 1
+    assert got["hmm.memory_steps_transformer_len30"].status == "undecided"  # no longer run of the book model
+    for k, claim_id in memory_report.WINDOW_CLAIM_IDS.items():
+        assert got[claim_id].value == pytest.approx(ladders[K20].level(k)) and got[claim_id].status == "pass"
+    ladders = {20: ladders[K20], 30: ladders[K30], 50: ladders[K50]}
+    long_tier = memory_report.record_chapter6_memory(ladders, {20: 10.0, 30: 10.0, 50: 10.0}, model="long_tier",
+                                                     params={}, ratio_late_change={20: 0.01, 30: 0.2, 50: 0.2})
+    assert long_tier["hmm_long.memory_steps"].status == "fail"  # a plateaued miss is a finding
+    assert long_tier["hmm_long.memory_steps_len30"].status == "undecided"  # still moving
+
+
+def test_mechanism_claims_are_the_controls_own_numbers():
+    torch.manual_seed(0)
+    V, L = 5, 4
+    trained = make_bijection_transformer(V, L, d_model=8, n_layers=2, n_heads=2).eval()
+    untrained = make_bijection_transformer(V, L, d_model=8, n_layers=2, n_heads=2).eval()
+    keys = mechanism_report.record_paper_key_metric("geometry", trained, untrained, V, params={}, model_text="m")
+    assert keys["claims"]["geometry.key_signed_cos_value_tokens"].value == pytest.approx(
+        mechanism_controls.paper_key_orthogonality(trained, V)["signed"])
+    assert keys["claims"]["geometry.key_signed_cos_value_tokens"].upper == mechanism_report.PAPER_KEY_BOUND
+    batch = bijection.sample_bijection_batch(16, V, L, generator=torch.Generator().manual_seed(1))
+    ablation = mechanism_report.record_layer_ablation("geometry_v20", trained, batch, params={}, model_text="m")
+    assert set(ablation["claims"]) == {"geometry_v20.layer_ablation_kl_bits_layer0",
+                                       "geometry_v20.layer_ablation_kl_bits_layer1"}  # a 2-layer model
+    direct = mechanism_controls.layer_ablation(trained, batch)
+    assert ablation["claims"]["geometry_v20.layer_ablation_kl_bits_layer1"].value == pytest.approx(
+        direct["ablated"][1]["kl_bits"])
+
+
+def test_long_tier_ladders_reuse_the_chapters_only_on_the_same_sequences():
+    from types import SimpleNamespace
+
+    t = HMM_TUNNELS["fast"]
+    lr = SimpleNamespace(settings=SimpleNamespace(tunnel=t, n_eval=20), results={"seed": 0})
+    same = {K: hmm_batch_for_eval(t, K, seed=0, n=20) for K in t.test_lengths}
+    sentinel = {K: "chapter's" for K in same}
+    assert memory_report.long_tier_ladders(lr, chapter_batches=same, chapter_ladders=sentinel) == sentinel
+    other = {K: hmm_batch_for_eval(t, K, seed=1, n=20) for K in t.test_lengths}
+    own = memory_report.long_tier_ladders(lr, chapter_batches=other, chapter_ladders=sentinel)
+    assert set(own) == set(t.test_lengths)
+    assert own[t.length].context_blind_kl_bits == pytest.approx(memory_report.chapter6_ladders(same)[t.length].level(1))
