@@ -248,6 +248,22 @@ def test_no_page_cites_a_file_the_reader_does_not_have(built_book):
 
 
 @pytest.mark.slow
+def test_no_raw_repr_or_nan_reaches_a_page(built_book):
+    """Cell outputs on the chapter pages: no dict repr (shown as a small table, book/_ext/output_tables.py), no numpy
+    scalar repr, no NaN or None in a table cell."""
+    found = []
+    for page in sorted((built_book.html / "book").glob("0*.html")):
+        html = page.read_text(encoding="utf-8")
+        for output in re.findall(r'<div class="cell_output.*?</div>\s*</div>', html, re.S):
+            text = re.sub(r"<[^>]+>", "", output).strip()
+            if re.match(r"\{\s*&#39;|\{'|\{&quot;", text) or "np.float64(" in text:
+                found.append(f"{page.name}: a raw repr: {text[:60]!r}")
+            for cell in re.findall(r"<td[^>]*>\s*(NaN|nan|None)\s*</td>", output):
+                found.append(f"{page.name}: a table cell reads {cell}")
+    assert not found, found
+
+
+@pytest.mark.slow
 def test_results_come_first(built_book):
     """The front page opens with the verdict scoreboard; every chapter opens with its verdict box; links land on rows."""
     front = (built_book.html / "book" / "intro.html").read_text(encoding="utf-8")

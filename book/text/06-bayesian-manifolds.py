@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@6dd872e62b28512e74d80248a3198ee29f5c0bd5"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f591991caaf785d13e2ddd7b614e476911fbed78"
 
 # %% [markdown] tags=[]
 # # Bayesian manifolds in wind tunnels

@@ -31,6 +31,8 @@ The rule and its data types are in :mod:`attention_dynamics.verdicts.rule`, the 
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Iterable, Mapping, Sequence
 
 from .rows import BASE_CLAIMS, CROSS_CHECKS, STAGED, SWITCHED_ON
@@ -107,16 +109,19 @@ def assess(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None =
             raise KeyError(f"paper claim {pc.id!r}: the ledger has no claim {', '.join(missing)}")
         budget = pc.budget_limited is not None
         statuses = {cid: index[cid]["status"] for cid in pc.deciding}
+        # in a budget-limited row a failure counts as undecided, unless it is a finding (a plateau, a 4x longer run)
+        counted = {cid: "undecided" if budget and st == "fail" and cid not in pc.findings else st
+                   for cid, st in statuses.items()}
         groups = []
         for g in pc.groups:
-            group_statuses = [statuses[cid] for cid in g.evidence]
-            groups.append((g.name, verdict_from_statuses(group_statuses, budget_limited=budget)
-                           if _kinds(group_statuses, budget) else "not decided at this scale"))
+            group_statuses = [counted[cid] for cid in g.evidence]
+            groups.append((g.name, verdict_from_statuses(group_statuses)
+                           if _kinds(group_statuses, False) else "not decided at this scale"))
         if pc.definitions:
             verdict = combine_definitions(v for _, v in groups)
         else:
-            verdict = verdict_from_statuses(statuses.values(), budget_limited=budget)
-        undecided = [cid for cid, st in statuses.items() if st == "undecided" or (budget and st == "fail")]
+            verdict = verdict_from_statuses(counted.values())
+        undecided = [cid for cid, st in counted.items() if st == "undecided"]
         named = [(n, v) for n, v in groups if n]
         verdicts.append(Verdict(pc, verdict, statuses, dict(named),
                                 _summary(verdict, named, undecided, by_definition=bool(pc.definitions)),
@@ -134,8 +139,7 @@ def verdict_of(row_id: str, ledger: Iterable[object]) -> Verdict:
     pc = rows[row_id]
     index = _ledger_index(ledger)
     if not set(caveat_claim_ids(pc.caveat)) <= set(index):
-        pc = PaperClaim(pc.id, pc.statement, pc.paper_value, pc.section, pc.evidence, pc.context, pc.budget_limited,
-                        None, pc.definitions, pc.parts)
+        pc = dataclasses.replace(pc, caveat=None)
     return assess(index.values(), [pc])[0]
 
 

@@ -45,7 +45,9 @@ class PaperClaim:
     ``definitions`` (alternative readings: disagreement gives "depends on the definition") or ``parts`` (regimes
     of one prediction: their statuses are pooled) holds the deciding claims. ``budget_limited``: the book's
     account of why its failing evidence is a matter of training budget, not a finding (a plateau or a longer run
-    would be needed to call it a failure); the failures then count as undecided. ``caveat``: what a reader must
+    would be needed to call it a failure); the failures then count as undecided, except those of ``findings``:
+    deciding claims measured at a plateau or on a run at least four times the chapter's, whose failure is a finding
+    even in a budget-limited row. ``caveat``: what a reader must
     know to read the verdict, a template whose ``{claim.id:format}`` fields :func:`render_caveat` fills.
     """
 
@@ -59,11 +61,15 @@ class PaperClaim:
     caveat: str | None = None
     definitions: tuple[Definition, ...] = ()
     parts: tuple[Definition, ...] = ()
+    findings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         given = [name for name in ("evidence", "definitions", "parts") if getattr(self, name)]
         if len(given) != 1:
             raise ValueError(f"paper claim {self.id!r}: give exactly one of evidence, definitions or parts, got {given}")
+        if not set(self.findings) <= set(self.deciding):
+            raise ValueError(f"paper claim {self.id!r}: findings must be deciding claims: "
+                             f"{sorted(set(self.findings) - set(self.deciding))}")
         names = [g.name for g in (*self.definitions, *self.parts)]
         if not all(names) or len(set(names)) != len(names):
             raise ValueError(f"paper claim {self.id!r}: definitions and parts need distinct, non-empty names")

@@ -50,7 +50,7 @@ def controls_table(heavy: Mapping[str, Any], kind: str = "reference", digits: in
 
     One row per schedule: number of seeds, mean ± sd final loss (nats), the paper's speed-up over SGD
     on the same seeds with its 95% bootstrap interval, and EM-like's speed-up over the schedule
-    (:func:`em_like_speedup_over`; 1 for EM-like itself).
+    (:func:`em_like_speedup_over`; 1 for EM-like itself); a dash where a schedule has no such number.
     """
     block = heavy["ci"][kind]
     rows = []
@@ -68,7 +68,8 @@ def controls_table(heavy: Mapping[str, Any], kind: str = "reference", digits: in
             "EM-like speed-up over it": (1.0 if name == "em_like"
                                          else block["em_like_speedup_over"].get(name, {}).get("ratio", np.nan)),
         })
-    return pd.DataFrame(rows).set_index("schedule").round(digits)
+    table = pd.DataFrame(rows).set_index("schedule").round(digits)
+    return table.astype(object).where(table.notna(), "—")  # a dash where a schedule has no such number
 
 
 def rho_sweep_table(heavy: Mapping[str, Any], digits: int = 4):
