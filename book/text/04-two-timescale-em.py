@@ -318,8 +318,8 @@ print(sweep_path_table)
 # {glue:text}`ch4.highest_ratio_time_ratio:.2f`). Slower values (ratio {glue:text}`ch4.lowest_ratio:g`) delay
 # both — values at {glue:text}`ch4.value_step_low:.0f`, frame at {glue:text}`ch4.frame_step_low:.0f` — and
 # {glue:text}`ch4.lowest_ratio_order_phrase`: the frame settles first in {glue:text}`ch4.lowest_ratio_fraction:.0%` of
-# seeds, with a median ratio of {glue:text}`ch4.lowest_ratio_time_ratio:.2f`. By the rate
-# criterion the order moves with the ratio of the learning rates. Whether that is a property of the schedule or of
+# seeds, with a median ratio of {glue:text}`ch4.lowest_ratio_time_ratio:.2f`. The two ends of the sweep are
+# what the rate criterion says about the learning rates' ratio. Whether that is a property of the schedule or of
 # the definition is what the last section asks: under Adam the parameter path itself gives
 # {glue:text}`ch4.fd_path_adam_h2000_verdict` at equal learning rates.
 #
