@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f591991caaf785d13e2ddd7b614e476911fbed78"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@c44b0214e56678513e03d26affe6c6b452a3486d"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
@@ -460,8 +460,8 @@ plotting.glue_figure("fig-sticky-lr-surface", figures.plot_lr_surface(surface))
 # speed-up measures" decides it with a paired interval. {glue:text}`sticky.surface_specificity_phrase`.
 # {glue:text}`sticky.surface_values_readout_phrase`: the head's
 # output is linear in $W_V W_O$, and at initialisation both factors have the same scale, so a tenfold rate on
-# either moves the product about equally. Raising two groups or all three adds up further, to
-# {glue:text}`sticky.surface_all_three_5:.1f`× with all three.
+# either moves the product about equally. With all three raised the speed-up is
+# {glue:text}`sticky.surface_all_three_5:.1f`×.
 #
 # **Where the closed-form M-step sits.** The M-step of (b) changes only the values' update, so it lies on the
 # surface's values axis. Its position there is the size of its first step on $W_V$ relative to SGD's,

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f591991caaf785d13e2ddd7b614e476911fbed78"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@c44b0214e56678513e03d26affe6c6b452a3486d"
 
 # %% [markdown] tags=[]
 # # Diagnostics
