@@ -713,7 +713,7 @@ BROKEN_PAGE = r"""<!DOCTYPE html>
 <p>Rendered: <span class="math">\(x^2\)</span>. Undefined macro: <span class="math">\(\nosuchmacro\)</span>.</p>
 <p>Left raw: $$ y = x^2 $$</p>
 <img src="missing.png" alt="a figure that does not exist">
-<article><img src="tiny-text.png" alt="a wide figure with small text" style="width: 600px"><img src="bare.png" alt="a figure from elsewhere"><div class="cell_input"><div class="highlight"><pre style="overflow-x: auto; width: 300px">claims.record("a.claim", value, description="a description far too long for the column it sits in ....")</pre></div></div>
+<article><figure><img src="tiny-text.png" alt="a wide figure with small text" style="width: 600px"></figure><figure><img src="bare.png" alt="a figure from elsewhere"></figure><img src="icon.png" alt="a page icon, not a figure"><div class="cell_input"><div class="highlight"><pre style="overflow-x: auto; width: 300px">claims.record("a.claim", value, description="a description far too long for the column it sits in ....")</pre></div></div>
 <details class="hide above-input"><summary>Show code cell source</summary><div class="output">no code in here</div></details>
 <div class="table-wrapper" style="overflow-x: auto; width: 300px"><table><tr><td style="white-space: nowrap">a table whose one row is much wider than its column can ever show</td></tr></table></div>
 <table style="width: 60px"><tr><td style="overflow-wrap: anywhere; width: 40px">2.06473191</td></tr></table>
@@ -742,6 +742,7 @@ def test_page_checks_catch_a_broken_page(tmp_path):
     meta.add_text(SMALLEST_FONT_KEY, "7")
     Image.new("RGB", (1800, 300), "white").save(site / "tiny-text.png", dpi=(110, 110), pnginfo=meta)
     Image.new("RGB", (200, 100), "white").save(site / "bare.png")
+    Image.new("RGB", (16, 16), "white").save(site / "icon.png")  # a page icon: no figure, no figure check
     no_mathjax = ('<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head>'
                   '<body><span class="math">\\(x\\)</span></body></html>')
     (site / "no-mathjax.html").write_text(no_mathjax, encoding="utf-8")
@@ -764,6 +765,7 @@ def test_page_checks_catch_a_broken_page(tmp_path):
                      "figure tiny-text.png: its smallest text is 3.6 px as shown (7 pt at 110 dpi, shown at 33%)",
                      "figure bare.png records no smallest font or dpi"):
         assert expected in found, f"not reported: {expected!r}; the report was:\n{found}"
+    assert "icon.png" not in found, "a page icon is not a figure"
     assert (tmp_path / "broken.png").exists()
 
 

@@ -4,8 +4,9 @@ A chapter's code cell may end with a dict of numbers, e.g. ``{"final_probe_loss"
 its repr, which on the page is one long line (and, for numpy scalars, ``np.float64(...)``). At build time each
 such plain-text output that reads back as a dict (``ast.literal_eval``, numpy scalar reprs unwrapped) becomes a
 two-column table: the key, then the value, numbers to four significant digits, lists and tuples joined, nested
-dicts as one row per inner key ("outer · inner"). Anything else is left as it is. The notebooks keep the repr
-(Jupyter, Binder and Colab show what the code returns).
+dicts as one row per inner key ("outer · inner"). A printed dict (a stream output of one dict) likewise. In output
+tables a cell that holds only a missing value (pandas' NaN or None: a setting a scale does not have) reads "—".
+Anything else is left as it is. The notebooks keep what the code returns (Jupyter, Binder and Colab show it).
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float):
-        return "—" if value != value else f"{value:.4g}"
+        if value != value:
+            return "—"
+        for digits in (4, 6, 8):  # four significant digits, more where four would round a non-integer to one
+            text = f"{value:.{digits}g}"
+            if value == round(value) or float(text) != round(float(text)):
+                return text
+        return text
     if isinstance(value, (list, tuple)):
         return ", ".join(format_value(v) for v in value)
     return str(value)
@@ -65,15 +72,28 @@ def dict_table_html(value: dict) -> str:
             "</table></div>")
 
 
+#: a table cell that holds only a missing value, as pandas writes it
+_MISSING_CELL = re.compile(r"<td([^>]*)>\s*(?:NaN|nan|None|NaT|<NA>)\s*</td>")
+
+
+def dash_missing_cells(html: str) -> str:
+    """Return an HTML table with each cell that holds only a missing value (NaN, None) shown as a dash."""
+    return _MISSING_CELL.sub(r'<td\1 title="not measured here">—</td>', html)
+
+
 def tables_for_dict_outputs(app, doctree: nodes.document) -> None:
-    """Replace each plain-text cell output that reads back as a dict with its table."""
+    """Replace each plain-text (or printed) cell output that reads back as a dict with its table, and show missing
+    values in output tables as a dash."""
     for block in list(doctree.findall(nodes.literal_block)):
         classes = block.get("classes", [])
-        if "output" not in classes or "text_plain" not in classes:
+        if "output" not in classes or not {"text_plain", "stream"} & set(classes):
             continue
         value = parse_dict(block.astext())
         if value is not None:
             block.replace_self(nodes.raw("", dict_table_html(value), format="html"))
+    for raw in list(doctree.findall(nodes.raw)):
+        if raw.get("format") == "html" and "<table" in raw.astext() and _MISSING_CELL.search(raw.astext()):
+            raw.replace_self(nodes.raw("", dash_missing_cells(raw.astext()), format="html"))
 
 
 def setup(app):

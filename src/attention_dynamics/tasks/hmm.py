@@ -357,7 +357,7 @@ def hmm_header_observation_positions(n_states: int, n_symbols: int, length: int)
 
 
 def hmm_header_tokens(transition: torch.Tensor, emission: torch.Tensor, observations: torch.Tensor) -> torch.Tensor:
-    """Return Paper I's token sequence ``(n, 3 + S² + S·O + 2K)`` int64 (its ``encode_instance``, PAPER.md §6).
+    """Return Paper I's token sequence ``(n, 3 + S² + S·O + 2K)`` int64 (``encode_instance`` in the authors' ``src/data/hmm.py``).
 
     ``[TRANS] T[0,0] … T[S−1,S−1] [EMIT] E[0,0] … E[S−1,O−1] [SEP] [OBS] o_0 [OBS] o_1 …``, every
     probability one token on the 0.01 grid (token id = 100·p). The matrices must lie on that grid

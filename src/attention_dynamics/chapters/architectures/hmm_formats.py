@@ -1,8 +1,8 @@
 """Chapter 7's LSTM against Paper I, by input format: how the matrices reach the model decides what an LSTM can do.
 
 Chapter 7 gives every position the observation *and* both matrices (vec(T), vec(E)); Paper I's authors write
-the matrices once, as a header of probability tokens before the observations (their ``encode_instance``,
-PAPER.md §6), so a model must store them and look up the emission column of each observation by content. Here the
+the matrices once, as a header of probability tokens before the observations (``encode_instance`` in their
+repository's ``src/data/hmm.py``), so a model must store them and look up the emission column of each observation by content. Here the
 LSTM and the transformer (the control) are trained in the three formats of
 :class:`~attention_dynamics.tasks.wind_tunnels.FormattedHMMTunnel` (:data:`~attention_dynamics.tasks.hmm.INPUT_FORMATS`:
 matrices at every step, at t = 0 only, Paper I's header) on chapter 7's sticky HMMs drawn on the 0.01 grid (the

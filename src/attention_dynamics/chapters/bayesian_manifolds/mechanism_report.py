@@ -47,11 +47,14 @@ def record_paper_key_metric(prefix: str, trained: CausalTransformer, untrained: 
     """
     got = {"trained": paper_key_orthogonality(trained, V), "untrained": paper_key_orthogonality(untrained, V)}
     ids = KEY_METRIC_CLAIM_IDS[prefix]
+    # Decided against the bound at Paper I's size (the long tier, V = 20); on the book-scale model, one seed of a small
+    # model, stated only: re-executions with other seeds move it by more than its distance to the bound.
+    bound = PAPER_KEY_BOUND if prefix in DECIDED_KEY_METRIC else None
     out = {}
     for claim_id, condition in zip(ids, ("trained", "untrained")):
         g = got[condition]
         out[claim_id] = claims.record(
-            claim_id, g["signed"], unit="signed mean cos", upper=PAPER_KEY_BOUND,
+            claim_id, g["signed"], unit="signed mean cos", upper=bound,
             description=(f"{model_text}{', untrained (its initialisation)' if condition == 'untrained' else ''}: Paper I's "
                          f"key-orthogonality metric — layer 0's W_K applied to the value tokens' embeddings (no "
                          f"positions, no LayerNorm), signed mean off-diagonal cosine, mean over heads (Paper I: < "
@@ -59,7 +62,30 @@ def record_paper_key_metric(prefix: str, trained: CausalTransformer, untrained: 
             params={**params, "condition": condition, "by_head": g["signed_by_head"], "abs_by_head": g["abs_by_head"],
                     "tokens": f"value tokens {V}..{2 * V - 1}", "layer": 0},
             explanation=(f"the signed mean cosine is {g['signed']:.3f}: the value tokens' keys share a common direction"))
+        claims.glue(f"manifolds.{prefix}_paper_key_side_{condition}", key_side(g["signed"]))
+    claims.glue(f"manifolds.{prefix}_paper_key_reading",
+                key_metric_reading(got["trained"]["signed"], got["untrained"]["signed"]))
     return {"claims": out, **got}
+
+
+#: The models whose Paper I key metric is decided against the bound (Paper I's size); the others are stated only.
+DECIDED_KEY_METRIC = ("geometry_v20",)
+
+
+def key_side(signed_cos: float) -> str:
+    """Return where a signed mean cosine lies against Paper I's bound: "below" or "above" (at it counts as above)."""
+    return "below" if signed_cos < PAPER_KEY_BOUND else "above"
+
+
+def key_metric_reading(trained: float, untrained: float) -> str:
+    """Return what the trained model's and its untrained null's Paper I metric say together."""
+    if trained < PAPER_KEY_BOUND and untrained < PAPER_KEY_BOUND:
+        return "both below Paper I's 0.1, so the metric does not tell a trained frame from none"
+    if untrained < PAPER_KEY_BOUND:
+        return "the untrained model below Paper I's 0.1 and the trained one above it: training moves the keys away from it"
+    if trained < PAPER_KEY_BOUND:
+        return "the trained model below Paper I's 0.1 and the untrained one above it"
+    return "both above Paper I's 0.1"
 
 
 #: The layer-ablation claims, written out: model → layer → id (KL with that layer's attention mean-ablated).
