@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@c44b0214e56678513e03d26affe6c6b452a3486d"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fde6a8b5fefb3bb4a498c98e9f85cabe137e76de"
 
 # %% [markdown] tags=[]
 # # Routing–content feedback
