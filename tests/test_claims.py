@@ -252,7 +252,7 @@ def test_every_claim_declares_a_cross_machine_tolerance(repo_root):
 
 
 def test_measure_spread_updates_the_chapters_it_was_given_and_keeps_the_rest(tmp_path):
-    from attention_dynamics.reproduce import measure_spread_command
+    from attention_dynamics.ledger_commands import measure_spread_command
 
     (tmp_path / "book").mkdir()
     committed = [_claim(id="six.a", value=1.0, expected=None, tolerance=None, status="new"),

@@ -38,7 +38,7 @@ LAYERS = {
     "training": {"training"},
     "diagnostics": {"diagnostics"},
     "chapters": {"chapters"},
-    "runner": {"reproduce", "compute", "pdf", "launch_notebooks", "nbval_plugin", "__main__", "__init__"},
+    "runner": {"reproduce", "ledger_commands", "compute", "pdf", "launch_notebooks", "nbval_plugin", "__main__", "__init__"},
 }
 ORDER = list(LAYERS)
 MAX_LINES = 600

@@ -50,7 +50,8 @@ from attention_dynamics.chapters.sticky_markov_chain import (
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.tasks import sticky_chain
 
-# the 20-seed, long-run and deep results are stored results, loaded below (compute sticky_chain_paper_scale)
+# the 20-seed, long-run and deep results are stored results, loaded below
+# (python -m attention_dynamics compute sticky_chain_paper_scale writes them)
 cfg = settings.resolve(scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()

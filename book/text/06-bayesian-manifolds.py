@@ -41,8 +41,8 @@ from attention_dynamics.chapters.bayesian_manifolds import (
 from attention_dynamics.seeding import seed_everything
 from attention_dynamics.training import wind_tunnels
 
-# The two tunnels live in the library (training.wind_tunnels) so that other chapters study exactly these
-# models; the chapter's settings at the three scales fast / book / paper:
+# The two tunnels live in the library (training.wind_tunnels) so that other chapters study
+# exactly these models; the chapter's settings at the three scales fast / book / paper:
 cfg = settings.resolve(scale, device=device, bij_steps=bij_steps, hmm_steps=hmm_steps)
 generator = seed_everything(seed)
 plotting.use_book_style()

@@ -22,7 +22,8 @@ another chapter (``tests/test_layers.py`` checks both). From the bottom:
   of a trained wind-tunnel transformer);
 - :mod:`~attention_dynamics.chapters`: one folder per chapter, each of the same shape (settings, runs, report,
   figures);
-- on top, the runner: :mod:`~attention_dynamics.reproduce` (``python -m attention_dynamics``),
+- on top, the runner: :mod:`~attention_dynamics.reproduce` (``python -m attention_dynamics``) and its
+  :mod:`~attention_dynamics.ledger_commands`,
   :mod:`~attention_dynamics.compute` (the stored results), :mod:`~attention_dynamics.pdf` (the book as one PDF),
   :mod:`~attention_dynamics.launch_notebooks` (the notebooks Binder and Colab open),
   :mod:`~attention_dynamics.nbval_plugin`.
