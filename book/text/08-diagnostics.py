@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@c6eba3cad5984dfe78e82684e064162cb040dd0e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@abaedd59478ae5a1f72089d5cf93aa52b7cc0294"
 
 # %% [markdown] tags=[]
 # # Diagnostics
