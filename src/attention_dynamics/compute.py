@@ -49,6 +49,7 @@ COMPUTE_DIR = BUILD_DIR / "compute"
 _REGISTRY = {
     "feedback_predictions": "attention_dynamics.chapters.routing_content_feedback.feedback_predictions:FEEDBACK_PREDICTIONS",
     "frame_freeze": "attention_dynamics.chapters.two_timescale_em.freeze:FRAME_FREEZE",
+    "frame_freeze_full": "attention_dynamics.chapters.two_timescale_em.freeze:FRAME_FREEZE_FULL",
     "frame_definitions": "attention_dynamics.chapters.two_timescale_em.frame_definitions:FRAME_DEFINITIONS",
     "sticky_chain_paper_scale": "attention_dynamics.chapters.sticky_markov_chain.paper_scale:PAPER_SCALE",
     "sticky_chain_lr_surface": "attention_dynamics.chapters.sticky_markov_chain.lr_surface:LR_SURFACE",

@@ -38,6 +38,8 @@ __all__ = [
     "freeze_frame_summary",
     "FRAME_FREEZE_FILE",
     "load_frame_freeze",
+    "FRAME_FREEZE_FULL_FILE",
+    "load_frame_freeze_full",
     "FRAME_DEFINITIONS_FILE",
     "TOY_ORDER_CLAIMS",
     "load_frame_definitions",
@@ -177,6 +179,19 @@ def freeze_frame_summary(result: Mapping[str, Any], margin_fraction: float = 0.0
 
 #: The file of chapter 4's stored result ``frame_freeze`` (freeze runs of the recall head and of chapter 6's tunnel).
 FRAME_FREEZE_FILE = "frame_freeze.json"
+
+
+#: The file of chapter 4's stored result ``frame_freeze_full`` (the tunnel frozen at initialisation, full budget).
+FRAME_FREEZE_FULL_FILE = "frame_freeze_full.json"
+
+
+def load_frame_freeze_full(path=None) -> dict[str, Any]:
+    """Return the stored full-budget freeze runs ``data/frame_freeze_full.json`` (the tunnel's, under ``"tunnel"``):
+    chapter 6's causal reading of the geometry."""
+    from ..paths import data_path
+    from ..results import load_results
+
+    return load_results(path or data_path(FRAME_FREEZE_FULL_FILE))
 
 
 def load_frame_freeze(path=None) -> dict[str, Any]:

@@ -45,7 +45,8 @@ __all__ = ["LongMemorySpec", "SPECS", "spec", "RESULT_FILE", "LONGER_FACTOR", "E
 class LongMemorySpec:
     """The long-memory tunnel's runs: HMM sizes (K = 32 steps), chapter 7's model budget, chapter 6's learning rate for
     the HMM (1e-3), the steps of every family except Mamba's (``steps_mamba``), the batch, the evaluation set's size,
-    the seeds and the families trained (``families``: all five unless a scale leaves some out)."""
+    the seeds, the families trained (``families``: all five unless a scale leaves some out) and those also trained
+    :data:`LONGER_FACTOR` times as long on every seed (``longer``: the evidence a failing or undecided verdict needs)."""
 
     hmm_states: int
     hmm_symbols: int
@@ -58,6 +59,7 @@ class LongMemorySpec:
     eval_sequences: int
     seeds: tuple[int, ...]
     families: tuple[str, ...] = FAMILIES
+    longer: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("hmm_states", "hmm_symbols", "hmm_length", "target_params", "steps", "steps_mamba", "batch_size",
@@ -70,6 +72,8 @@ class LongMemorySpec:
         unknown = set(self.families) - set(FAMILIES)
         if unknown or not self.families:
             raise ValueError(f"families must be among {FAMILIES}, got {self.families}")
+        if set(self.longer) - set(self.families):
+            raise ValueError(f"longer must name trained families ({self.families}), got {self.longer}")
 
     def family_steps(self, family: str) -> int:
         """Return the training steps of ``family``."""
@@ -77,8 +81,8 @@ class LongMemorySpec:
 
     def to_json(self) -> dict[str, Any]:
         """Return the settings as the stored file records them (with the tunnel's design and evaluation stream)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "families"}
-        return {**out, "seeds": list(self.seeds), "self_transition": LONGMEM_SELF_TRANSITION,
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("families", "longer")}
+        return {**out, "seeds": list(self.seeds), "longer": list(self.longer), "self_transition": LONGMEM_SELF_TRANSITION,
                 "emission_uniform_share": LONGMEM_EMISSION_UNIFORM_SHARE, "eval_stream": ["heldout", EVAL_INDEX],
                 "longer_factor": LONGER_FACTOR}
 
@@ -87,7 +91,8 @@ SPECS: dict[str, LongMemorySpec] = {
     "fast": LongMemorySpec(hmm_states=5, hmm_symbols=5, hmm_length=10, target_params=6000, steps=30, steps_mamba=10,
                            batch_size=16, lr=1e-3, eval_sequences=64, seeds=(0, 1)),
     "book": LongMemorySpec(hmm_states=5, hmm_symbols=5, hmm_length=32, target_params=60000, steps=6000,
-                           steps_mamba=1500, batch_size=64, lr=1e-3, eval_sequences=1000, seeds=(0, 1, 2)),
+                           steps_mamba=1500, batch_size=64, lr=1e-3, eval_sequences=1000, seeds=(0, 1, 2),
+                           longer=("transformer",)),
 }
 #: The committed results.
 RESULT_FILE = "hmm_longmem.json"
@@ -129,10 +134,11 @@ def run_longmem(*, scale: str, family: str, seed: int, steps: int | None = None)
                              fused_attention=steps is not None)
 
 
-def longmem_jobs(scale: str, seeds: Sequence[int] | None = None, *, longer: Sequence[str] = ()) -> list[Job]:
-    """Return one job per family of the spec and seed (key ``<family>_seed<s>``); ``longer``: families also trained
-    :data:`LONGER_FACTOR` times as long, on every seed (key ``<family>_seed<s>_x4``)."""
+def longmem_jobs(scale: str, seeds: Sequence[int] | None = None, *, longer: Sequence[str] | None = None) -> list[Job]:
+    """Return one job per family of the spec and seed (key ``<family>_seed<s>``); ``longer`` (default: the spec's):
+    families also trained :data:`LONGER_FACTOR` times as long, on every seed (key ``<family>_seed<s>_x4``)."""
     cfg = spec(scale)
+    longer = cfg.longer if longer is None else tuple(longer)
     seeds = [int(s) for s in (cfg.seeds if seeds is None else seeds)]
     cost = {"mamba": 20.0}
     jobs = [Job(f"{f}_seed{s}", run_longmem, {"scale": scale, "family": f, "seed": s},
@@ -167,7 +173,8 @@ HMM_LONGMEM = StoredResult(
     about="the long-memory HMM tunnel (windows of 8 steps far from the filter): the families on three seeds",
     files=(RESULT_FILE,), scales=("fast", "book"), committed_scale="book",
     expected={"fast": "10 jobs, a minute",
-              "book": "15 jobs (five families × 3 seeds): 2-3 CPU-min each, Mamba's (1,500 steps) about 7"},
+              "book": "18 jobs (five families × 3 seeds, and the transformer 4× as long on each seed): 2-3 "
+                      "CPU-min each, Mamba's (1,500 steps) about 7, the transformer's 24,000 steps about 10"},
     jobs=longmem_jobs, assemble=assemble_longmem)
 
 

@@ -21,6 +21,7 @@ from ... import calibration
 from ...diagnostics.frame_order import (
     BITS,
     FRAME_FREEZE_FILE,
+    FRAME_FREEZE_FULL_FILE,
     freeze_frame_step,
     freeze_frame_summary,
     freeze_table,
@@ -44,6 +45,11 @@ __all__ = [
     "assemble_freeze",
     "FRAME_FREEZE",
     "load_freeze_results",
+    "FULL_SPECS",
+    "FULL_FILE",
+    "full_budget_jobs",
+    "assemble_full_budget",
+    "FRAME_FREEZE_FULL",
 ]
 
 
@@ -114,10 +120,11 @@ SPECS: dict[str, dict[str, dict[str, Any]]] = {
 FILE = FRAME_FREEZE_FILE
 
 
-def freeze_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
+def freeze_jobs(scale: str, seeds: Sequence[int] | None = None, *,
+                specs: Mapping[str, Mapping[str, Mapping[str, Any]]] = SPECS) -> list[Job]:
     """Return every (kind, seed, freeze step) run at ``scale``, the unfrozen reference of each seed included."""
     jobs = []
-    for kind, spec in SPECS[scale].items():
+    for kind, spec in specs[scale].items():
         steps = total_steps(spec)
         for seed in seeds if seeds is not None else spec["seeds"]:
             for t in [None, *spec["freeze_steps"]]:
@@ -127,18 +134,20 @@ def freeze_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     return jobs
 
 
-def assemble_freeze(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
+def assemble_freeze(scale: str, outputs: Mapping[str, Any], folder: Path, *,
+                    specs: Mapping[str, Mapping[str, Mapping[str, Any]]] = SPECS, file: str = FILE,
+                    name: str = "frame_freeze") -> None:
     """Write ``frame_freeze.json``: per kind, its settings, seeds, freeze steps, unit and every run."""
     seeds = sorted({o["seed"] for o in outputs.values()})
     result: dict[str, Any] = {"about": "Freezing the frame (chapter 4): written by "
-                                       "`python -m attention_dynamics compute frame_freeze`.", "scale": scale}
-    for kind, spec in SPECS[scale].items():
+                                       f"`python -m attention_dynamics compute {name}`.", "scale": scale}
+    for kind, spec in specs[scale].items():
         runs = [outputs[k] for k in sorted(outputs) if k.startswith(f"{kind}-")]
         kind_seeds = sorted({r["seed"] for r in runs})
         result[kind] = {"kind": kind, "settings": spec["settings"], "seeds": kind_seeds or seeds,
                         "freeze_steps": list(spec["freeze_steps"]), "unit": KINDS[kind][1],
                         "runs": sorted(runs, key=lambda r: (r["seed"], -1 if r["freeze_at"] is None else r["freeze_at"]))}
-    save_results(result, folder / FILE)
+    save_results(result, folder / file)
 
 
 FRAME_FREEZE = StoredResult(
@@ -153,3 +162,35 @@ FRAME_FREEZE = StoredResult(
 def load_freeze_results(path: str | Path | None = None) -> dict[str, Any]:
     """Return the committed freeze-the-frame results (``data/frame_freeze.json``), with their provenance."""
     return load_results(path or data_path(FILE))
+
+
+#: The tunnel's freeze at initialisation at chapter 6's full budget (its book-scale bijection transformer, 2,000
+#: steps with its own warm-up: four times the stored runs above), three seeds: the run length at which a small cost
+#: of freezing the frame is a finding rather than a budget's effect (chapter 6's causal reading of the geometry).
+FULL_SPECS: dict[str, dict[str, dict[str, Any]]] = {
+    "book": {"tunnel": {"settings": {"tunnel": dataclasses.asdict(wind_tunnels.BIJECTION_TUNNELS["book"]),
+                                     "n_eval": 1000}, "seeds": [0, 1, 2], "freeze_steps": [0]}},
+    "fast": {"tunnel": {"settings": {"tunnel": dataclasses.asdict(wind_tunnels.BIJECTION_TUNNELS["fast"]),
+                                     "n_eval": 32}, "seeds": [0], "freeze_steps": [0]}},
+}
+#: The file of the full-budget runs (the library reads it: :func:`~attention_dynamics.diagnostics.frame_order.load_frame_freeze_full`).
+FULL_FILE = FRAME_FREEZE_FULL_FILE
+
+
+def full_budget_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
+    """Return the full-budget runs: per seed the unfrozen tunnel and the one frozen at initialisation."""
+    return freeze_jobs(scale, seeds, specs=FULL_SPECS)
+
+
+def assemble_full_budget(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
+    """Write ``frame_freeze_full.json`` (the layout of ``frame_freeze.json``, the tunnel only)."""
+    assemble_freeze(scale, outputs, folder, specs=FULL_SPECS, file=FULL_FILE, name="frame_freeze_full")
+
+
+FRAME_FREEZE_FULL = StoredResult(
+    name="frame_freeze_full", chapter="two_timescale_em",
+    about="freezing W_Q, W_K at initialisation in chapter 6's bijection tunnel at its full budget, three seeds",
+    files=(FULL_FILE,), scales=("fast", "book"), committed_scale="book",
+    expected={"fast": "2 jobs, under a minute", "book": "6 jobs (3 seeds × unfrozen and frozen at step 0, 2,000 "
+                                                         "steps each, ~4 CPU-min each), ~25 CPU-min"},
+    jobs=full_budget_jobs, assemble=assemble_full_budget)
