@@ -70,3 +70,30 @@ def test_long_tier_ladders_reuse_the_chapters_only_on_the_same_sequences():
     own = memory_report.long_tier_ladders(lr, chapter_batches=other, chapter_ladders=sentinel)
     assert set(own) == set(t.test_lengths)
     assert own[t.length].context_blind_kl_bits == pytest.approx(memory_report.chapter6_ladders(same)[t.length].level(1))
+
+
+def _freeze_result(finals: dict[int, tuple[float, float]], initial: float = 1.0) -> dict:
+    runs = []
+    for seed, (unfrozen, frozen) in finals.items():
+        runs += [{"seed": seed, "freeze_at": None, "initial": initial, "final": unfrozen},
+                 {"seed": seed, "freeze_at": 0, "initial": initial, "final": frozen}]
+    return {"settings": {"tunnel": {"steps": 2000}}, "runs": runs}
+
+
+def test_freeze_cost_claim_is_the_share_of_the_untrained_gap_against_chapter4s_margin():
+    # gaps 0.9, 0.8, 0.9; costs 0.0009, 0.0016, 0.0018: shares 0.001, 0.002, 0.002
+    result = _freeze_result({0: (0.1, 0.1009), 1: (0.2, 0.2016), 2: (0.1, 0.1018)})
+    got = mechanism_report.record_freeze_frame_cost(result, margin_fraction=0.01, stored_steps=500, source="x")
+    assert got["per_seed"] == pytest.approx([0.001, 0.002, 0.002])
+    assert got["claim"].value == pytest.approx(0.005 / 3) and got["claim"].lower == 0.01
+    assert got["claim"].status == "fail"  # the whole interval below the margin
+    assert got["over_trained"] == pytest.approx([0.009, 0.008, 0.018])
+    big = mechanism_report.record_freeze_frame_cost(_freeze_result({0: (0.1, 0.2), 1: (0.1, 0.21), 2: (0.1, 0.19)}),
+                                                    margin_fraction=0.01, stored_steps=500, source="x")
+    assert big["claim"].status == "pass"  # freezing costs a tenth of the gap and more: the frame is needed
+    mixed = mechanism_report.record_freeze_frame_cost(_freeze_result({0: (0.1, 0.1), 1: (0.1, 0.3)}),
+                                                      margin_fraction=0.01, stored_steps=500, source="x")
+    assert mixed["claim"].status == "undecided"
+    with pytest.raises(ValueError, match="two seeds"):
+        mechanism_report.record_freeze_frame_cost(_freeze_result({0: (0.1, 0.2)}), margin_fraction=0.01,
+                                                  stored_steps=500, source="x")

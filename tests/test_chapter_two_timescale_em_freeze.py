@@ -97,3 +97,34 @@ def test_the_fast_scale_regenerates_through_compute_with_the_committed_shape(tmp
     compute.compute("frame_freeze", "fast", root=tmp_path, processes=1, log=again.append)  # from the stored jobs
     assert any("9 already done, 0 to run" in m for m in again)
     assert json.loads((folder / freeze.FILE).read_text())["head"] == out["head"]
+
+
+def test_full_budget_freeze_is_chapter6s_book_tunnel_and_regenerates_through_compute(tmp_path):
+    """The causal definition's runs: chapter 6's book tunnel at its full budget, unfrozen and frozen at step 0; the
+    fast scale through compute, one of its runs again directly."""
+    for scale in freeze.FRAME_FREEZE_FULL.scales:
+        keys = {j.key for j in freeze.full_budget_jobs(scale)}
+        seeds = freeze.FULL_SPECS[scale]["tunnel"]["seeds"]
+        assert keys == {f"tunnel-seed{s}-freeze{t}" for s in seeds for t in ("none", 0)}
+    book = freeze.FULL_SPECS["book"]["tunnel"]["settings"]["tunnel"]
+    assert book == wind_tunnels.BIJECTION_TUNNELS["book"].__dict__  # the full budget, not a quarter
+    assert book["steps"] == 4 * freeze.SPECS["book"]["tunnel"]["settings"]["tunnel"]["steps"]
+    folder = compute.compute("frame_freeze_full", "fast", root=tmp_path, processes=1, log=[].append)
+    out = json.loads((folder / freeze.FULL_FILE).read_text())
+    assert set(out) >= {"tunnel", "scale", "provenance"} and "head" not in out
+    torch.set_num_threads(1)
+    direct = freeze.freeze_run("tunnel", 0, 0, freeze.FULL_SPECS["fast"]["tunnel"]["settings"])
+    assert direct in out["tunnel"]["runs"]
+
+
+def test_committed_full_budget_file_is_the_book_spec():
+    from attention_dynamics.diagnostics import frame_order
+
+    committed = frame_order.load_frame_freeze_full()
+    assert committed["scale"] == "book" and committed["tunnel"]["settings"] == freeze.FULL_SPECS["book"]["tunnel"]["settings"]
+    runs = committed["tunnel"]["runs"]
+    assert sorted((r["seed"], r["freeze_at"] is None) for r in runs) == sorted(
+        (s, f) for s in freeze.FULL_SPECS["book"]["tunnel"]["seeds"] for f in (True, False))
+    for r in runs:  # the untrained model's gap is the same for the frozen and unfrozen run of a seed
+        twin = next(o for o in runs if o["seed"] == r["seed"] and o is not r)
+        assert r["initial"] == twin["initial"] and r["final"] < r["initial"]

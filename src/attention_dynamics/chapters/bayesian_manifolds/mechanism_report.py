@@ -6,6 +6,9 @@
 - ``geometry.layer_ablation_kl_bits_layer<l>`` (and ``geometry_v20.…``): the bijection model's KL with layer l's
   attention mean-ablated (:func:`~attention_dynamics.diagnostics.mechanism_controls.layer_ablation`), the control of
   "the first layer does the elimination".
+- ``geometry.freeze_frame_cost_fraction``: the causal definition of "training builds the frame": what freezing every
+  layer's W_Q, W_K at initialisation costs at chapter 6's full budget (``data/frame_freeze_full.json``), as a share of
+  the untrained model's gap, against chapter 4's margin (1 % of that gap).
 - ``hmm.manifold_pc_r2_<explanation>`` (and ``hmm_long.…``): what the HMM manifold's leading directions encode
   (:func:`~attention_dynamics.diagnostics.mechanism_controls.manifold_regression`), the control of "the dominant
   directions encode the sequence's own HMM".
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ... import claims
+from ... import claims, stats
 from ...diagnostics.mechanism_controls import (
     MANIFOLD_EXPLANATIONS,
     layer_ablation,
@@ -26,7 +29,8 @@ from ...models.transformer import CausalTransformer
 from ...tasks import bijection, hmm
 
 __all__ = ["PAPER_KEY_BOUND", "KEY_METRIC_CLAIM_IDS", "record_paper_key_metric", "LAYER_ABLATION_CLAIM_IDS",
-           "record_layer_ablation", "MANIFOLD_CLAIM_IDS", "record_manifold_regression"]
+           "record_layer_ablation", "MANIFOLD_CLAIM_IDS", "record_manifold_regression", "FREEZE_COST_CLAIM_ID",
+           "record_freeze_frame_cost", "freeze_cost_reading"]
 
 #: Paper I's bound on layer-0 key orthogonality.
 PAPER_KEY_BOUND = 0.1
@@ -117,6 +121,73 @@ def record_layer_ablation(prefix: str, model: CausalTransformer, batch: bijectio
             params={**params, "layer": l, "intact_kl_bits": intact, "blind_kl_bits": blind, "lost_fraction": lost[l],
                     "ablation": "mean over sequences at each position"})
     return {"claims": out, "result": result, "lost_fraction": lost}
+
+
+#: The causal definition's claim: the cost of freezing the frame at initialisation, as a share of the untrained gap.
+FREEZE_COST_CLAIM_ID = "geometry.freeze_frame_cost_fraction"
+
+
+def record_freeze_frame_cost(result: Mapping[str, Any], *, margin_fraction: float, stored_steps: int,
+                             source: str) -> dict[str, Any]:
+    """Record :data:`FREEZE_COST_CLAIM_ID` from full-budget freeze runs (``result``: the ``"tunnel"`` entry of
+    ``data/frame_freeze_full.json``, per seed an unfrozen run and one frozen at step 0); return ``{"claim",
+    "per_seed", "over_trained"}``.
+
+    Per seed the cost is (frozen final − unfrozen final) / (untrained − unfrozen final), the share of the gap training
+    closes that it cannot close with the frame frozen at initialisation. Paper I's reading — training builds the
+    frame the model routes with — needs that share above ``margin_fraction`` (chapter 4's margin for "the frame is in
+    place"); the mean over seeds with its Student-t interval decides it. The runs are the full budget, four times the
+    stored quarter-budget runs (``stored_steps``), so a share below the margin is a finding. ``over_trained``: the
+    frozen run's final KL over the unfrozen one's, minus 1, per seed (the same cost against the trained model's own KL,
+    stated beside it).
+    """
+    runs = result["runs"]
+    unfrozen = {r["seed"]: r for r in runs if r["freeze_at"] is None}
+    frozen = {r["seed"]: r for r in runs if r["freeze_at"] == 0}
+    seeds = sorted(set(unfrozen) & set(frozen))
+    if len(seeds) < 2:
+        raise ValueError(f"the freeze cost needs at least two seeds with both runs, got {seeds}")
+    share = [(frozen[s]["final"] - unfrozen[s]["final"]) / (unfrozen[s]["initial"] - unfrozen[s]["final"])
+             for s in seeds]
+    over = [frozen[s]["final"] / unfrozen[s]["final"] - 1.0 for s in seeds]
+    ci = stats.t_interval(share)
+    steps = int(result["settings"]["tunnel"]["steps"])
+    status = claims.claim_status(ci["mean"], interval=(ci["low"], ci["high"]), lower=margin_fraction)
+    if status == "undecided":
+        explanation = (f"the seeds' interval ({ci['low']:.2%}–{ci['high']:.2%} of the gap) reaches both sides of the "
+                       f"{margin_fraction:.0%} margin")
+    else:
+        explanation = (f"freezing the frame at initialisation loses {ci['mean']:.2%} of the gap training closes "
+                       f"({ci['low']:.2%}–{ci['high']:.2%} over seeds) after the full budget: the keys and queries "
+                       f"this task routes with are available before training")
+    claim = claims.record(
+        FREEZE_COST_CLAIM_ID, ci["mean"], unit="share of the untrained gap", interval=(ci["low"], ci["high"]),
+        lower=margin_fraction,
+        description=(f"chapter 6's bijection tunnel trained {steps} steps (its full budget, {steps // stored_steps}× "
+                     f"chapter 4's stored freeze runs) with every layer's W_Q, W_K frozen at initialisation: its final "
+                     f"KL above the unfrozen run's, as a share of the untrained model's gap, mean over {ci['n']} seeds "
+                     f"(Paper I's reading — training builds the frame — needs more than chapter 4's margin, "
+                     f"{margin_fraction:.0%} of the gap; against the trained model's own KL the frozen run is "
+                     f"{min(over):+.0%} to {max(over):+.0%})"),
+        params={"seeds": seeds, "settings": result["settings"], "margin_fraction": margin_fraction,
+                "share_by_seed": share, "over_trained_by_seed": over,
+                "interval": "Student-t 95% over seeds", "source": source},
+        explanation=explanation)
+    claims.glue("manifolds.freeze_full_steps", steps)
+    claims.glue("manifolds.freeze_full_low", ci["low"])
+    claims.glue("manifolds.freeze_full_high", ci["high"])
+    claims.glue("manifolds.freeze_full_over_trained_min", min(over))
+    claims.glue("manifolds.freeze_full_over_trained_max", max(over))
+    claims.glue("manifolds.freeze_full_reading", freeze_cost_reading(claim.status))
+    return {"claim": claim, "per_seed": share, "over_trained": over, "interval": ci}
+
+
+def freeze_cost_reading(status: str) -> str:
+    """Return what the freeze claim's status says about Paper I's "training builds the frame"."""
+    return {"fail": "below chapter 4's margin on every reading of the seeds' interval: the routing frame this task "
+                    "needs is available at initialisation, and training need not build it",
+            "pass": "above chapter 4's margin: the model needs the frame that training builds",
+            "undecided": "an interval that reaches both sides of chapter 4's margin: not decided"}[status]
 
 
 #: The manifold regression's claims, written out: model → explanation → id.
