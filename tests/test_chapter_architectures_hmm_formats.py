@@ -10,6 +10,7 @@ import torch
 
 from attention_dynamics import compute
 from attention_dynamics.chapters.architectures import formats_report, hmm_formats
+from attention_dynamics.diagnostics.memory_ladder import MemoryLadder
 from attention_dynamics.models.factory import build_model, matched_width
 from attention_dynamics.tasks import hmm
 
@@ -59,3 +60,47 @@ def test_the_fast_scale_regenerates_through_compute_and_records_every_claim(tmp_
     assert set(recorded["claims"]) == expected
     for claim in recorded["claims"].values():
         assert claim.status not in ("fail", "undecided") or claim.explanation
+
+
+def _random_hmm_payload(kl: dict[tuple[str, str], float], steps: int) -> dict:
+    """The committed payload with random-HMM runs whose KL is ``kl[(format, family)]`` on every seed (± 1e-4)."""
+    import copy
+
+    stored = copy.deepcopy(hmm_formats.load())
+    sticky = stored["runs"]["hmm_sticky"]
+    stored["runs"]["hmm"] = {}
+    for fmt in hmm.INPUT_FORMATS:
+        for family in hmm_formats.FORMAT_FAMILIES:
+            runs = {}
+            for i, (seed, run) in enumerate(sticky[fmt][family].items()):
+                run = copy.deepcopy(run)
+                run["steps"] = steps
+                run["metrics"]["kl_bits"] = kl[(fmt, family)] + 1e-4 * (i - 1)
+                runs[seed] = run
+            stored["runs"]["hmm"].setdefault(fmt, {})[family] = runs
+    return stored
+
+
+def test_format_rows_on_random_hmms_follow_the_control_and_the_four_times_rule():
+    blind = MemoryLadder.from_json(hmm_formats.load()["ladders"]["hmm"]).context_blind_kl_bits
+    low, high = 0.2 * blind, 3.0 * blind  # far below and far above chapter 7's 0.6 × bound
+    kl = {("every_step", "lstm"): low, ("every_step", "transformer"): low,
+          ("first_step", "lstm"): high, ("first_step", "transformer"): low,
+          ("header", "lstm"): high, ("header", "transformer"): high}
+    got = formats_report.record_format_claims(_random_hmm_payload(kl, steps=10_000))
+    status = {key: got["claims"][formats_report.FORMAT_KL_CLAIM_IDS["hmm"][key[1]][key[0]]].status for key in kl}
+    assert status[("every_step", "lstm")] == "fail"  # the LSTM uses the past: a finding whatever the budget
+    assert status[("first_step", "lstm")] == "pass"  # does not, with the control passing in the same format
+    assert status[("header", "lstm")] == "undecided"  # the control misses its bound in the header format
+    assert status[("header", "transformer")] == "fail"  # at 12.5 × the grid's run a miss is a finding
+    verdict = formats_report.format_verdict(got, "hmm")
+    assert not verdict["cause_shown"] and "positive control" in verdict["by_format"]["header"]
+    # a run shorter than four times the grid: the transformer's miss is not decided
+    short = formats_report.record_format_claims(_random_hmm_payload(kl, steps=1_000))
+    assert short["claims"]["hmm.kl_bits_transformer_header"].status == "undecided"
+    # the LSTM realising transport in the book's format and not in the header, with the control passing there:
+    # the runs then show the format as the cause
+    kl[("header", "transformer")] = low
+    shown = formats_report.format_verdict(
+        formats_report.record_format_claims(_random_hmm_payload(kl, steps=10_000)), "hmm")
+    assert shown["cause_shown"] and shown["text"].endswith("is why the LSTM does not realise transport in Paper I")

@@ -29,7 +29,7 @@ from .hmm_longmem import LONGER_FACTOR, RESULT_FILE, load
 from .settings import PAPER_I_RESULTS
 
 __all__ = ["MEMORY_CLAIM_IDS", "STICKY_WINDOW_CLAIM_IDS", "record_chapter7_memory", "LONGMEM_KL_CLAIM_IDS",
-           "LONGMEM_MEMORY_CLAIM_IDS", "longmem_design_text", "record_longmem_claims"]
+           "LONGMEM_MEMORY_CLAIM_IDS", "longmem_design_text", "longmem_reading", "record_longmem_claims"]
 
 #: Chapter 7's memory claims, written out: the grid's random-HMM rows and the stored sticky-HMM runs.
 MEMORY_CLAIM_IDS = {
@@ -102,6 +102,19 @@ def _stated_runs(stored: Mapping[str, Any], family: str) -> tuple[dict[str, dict
     return (longer, True) if longer else (stored["runs"][family], False)
 
 
+def longmem_reading(status: str, realises: bool | None, window: int) -> str:
+    """Return what a family's claim status on the long-memory tunnel says, in the chapter's words."""
+    if realises is None:
+        return "no verdict in Paper I"
+    if status == "undecided":
+        return "not decided at this scale"
+    if realises:
+        return (f"realises transport: below the {window}-step window's level, as Paper I says" if status == "pass" else
+                f"a short memory even in a run four times as long: Paper I's verdict does not reproduce here")
+    return (f"does not carry the belief beyond the {window}-step window, as Paper I says" if status == "pass" else
+            f"carries the belief beyond the {window}-step window, against Paper I's verdict")
+
+
 def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Record the long-memory tunnel's claims and return ``{"claims": {id: claim}, "table": rows, "ladder": MemoryLadder}``.
 
@@ -143,8 +156,15 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
         bounds = transport_bounds(realises, ladder)
         status = claims.claim_status(ci["mean"], interval=(ci["low"], ci["high"]), **bounds) \
             if realises is not None else "new"
-        late = max(late_drop(r["kl_curve_bits"]) for r in stored["runs"][family].values())
+        late = max(late_drop(r["kl_curve_bits"]) for r in runs.values())  # of the runs that state the claim
         steps = next(iter(runs.values()))["steps"]
+        claims.glue(f"architectures.longmem_steps_{family}", steps)
+        if is_longer:  # the chapter's own runs, beside the longer ones that state the claim
+            base = [r["metrics"]["kl_bits"] for r in stored["runs"][family].values()]
+            claims.glue(f"architectures.longmem_base_kl_{family}", seed_interval(base)["mean"])
+            claims.glue(f"architectures.longmem_base_steps_{family}", next(iter(stored["runs"][family].values()))["steps"])
+            claims.glue(f"architectures.longmem_base_late_{family}",
+                        max(late_drop(r["kl_curve_bits"]) for r in stored["runs"][family].values()))
         because = verdict_reason(family, status, realises, control_realises=control, longer=is_longer,
                                  late_drop=late, longer_factor=LONGER_FACTOR)
         explanation = None
@@ -172,6 +192,7 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
         out[LONGMEM_MEMORY_CLAIM_IDS[family]] = memory_claim(
             LONGMEM_MEMORY_CLAIM_IDS[family], values, ladder, model=FAMILY_LABELS[family], realises=realises,
             params=run_params, tunnel_text=design, undecided_because=because)
+        claims.glue(f"architectures.longmem_reading_{family}", longmem_reading(status, realises, ladder.rule_window))
         rows[FAMILY_LABELS[family]] = {
             "KL (bits), mean": ci["mean"], "95% interval": f"{ci['low']:.4f}–{ci['high']:.4f}",
             "× context-blind": ci["mean"] / ladder.context_blind_kl_bits, "memory": ladder.memory_text(ci["mean"]),
