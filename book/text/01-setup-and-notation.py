@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fde6a8b5fefb3bb4a498c98e9f85cabe137e76de"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@463b6d284c4de23d75247b460d98f1e90d13bf80"
 
 # %% [markdown] tags=[]
 # # Setup and notation
