@@ -28,6 +28,12 @@ def test_spec_is_validated_and_names_its_scales():
     keys = [j.key for j in hmm_longmem.longmem_jobs("fast", longer=("lstm",))]
     assert keys[:2] == ["transformer_seed0", "transformer_seed1"] and "lstm_seed1_x4" in keys
     assert hmm_longmem.HMM_LONGMEM.name in compute.registry()
+    with pytest.raises(ValueError, match="longer"):
+        hmm_longmem.SPECS["fast"].__class__(**{**hmm_longmem.SPECS["fast"].__dict__, "families": ("lstm",),
+                                               "longer": ("transformer",)})
+    book = [j for j in hmm_longmem.longmem_jobs("book") if j.key.endswith("_x4")]  # the spec's longer runs
+    assert [j.key for j in book] == ["transformer_seed0_x4", "transformer_seed1_x4", "transformer_seed2_x4"]
+    assert all(j.kwargs["steps"] == 4 * hmm_longmem.spec("book").steps for j in book)
 
 
 def test_committed_longmem_results_match_their_settings_and_a_recomputed_ladder():
@@ -72,7 +78,7 @@ def test_seed_curve_figure_draws_every_family_and_both_levels():
     plotting.check_figure(fig)
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert any("context-blind" in s for s in labels) and any("-step window" in s for s in labels)
-    assert len(fig.axes[0].lines) == len(stored["runs"]) + 2
+    assert len(fig.axes[0].lines) == len(stored["runs"]) + len(stored["longer"]) + 2  # longer runs dashed
 
 
 @pytest.mark.slow

@@ -604,7 +604,9 @@ plotting.glue_figure("fig-arch-sticky-kl", figures.plot_sticky_kl_curves(sticky)
 # %% tags=["hide-input"]
 formats = formats_report.record_format_claims()  # data/hmm_formats.json
 for base in ("hmm", "hmm_sticky"):
-    claims.glue(f"architectures.formats_{base}_verdict", formats_report.format_verdict(formats, base)["text"])
+    verdict = formats_report.format_verdict(formats, base)
+    claims.glue(f"architectures.formats_{base}_verdict", verdict["text"])
+    claims.glue(f"architectures.formats_{base}_header_vs_blind", verdict["against_blind"]["header"])
     claims.glue(f"architectures.formats_{base}_blind", formats["ladders"][base].context_blind_kl_bits)
 runs.pd_table(
     {
@@ -630,9 +632,10 @@ runs.pd_table(
 # {glue:text}`hmm.kl_bits_lstm_header:.3f` in the header format; the transformer
 # {glue:text}`hmm.kl_bits_transformer_every_step:.4f`, {glue:text}`hmm.kl_bits_transformer_first_step:.4f` and
 # {glue:text}`hmm.kl_bits_transformer_header:.3f`. Row by row: {glue:text}`architectures.formats_hmm_verdict`.
-# The format decides what both families learn at these budgets: with the header, reading the emission column of
-# $o_t$ means finding it among the header's tokens first, and a model that has not learned that lookup cannot even
-# reach the context-blind posterior.
+# With the header, reading the emission column of $o_t$ means finding it among the header's tokens first; the
+# same models on the same sequences with the matrices at every step (the first rows) show what the lookup costs. In
+# the header format {glue:text}`architectures.formats_hmm_header_vs_blind` on the random HMMs; on the sticky ones
+# {glue:text}`architectures.formats_hmm_sticky_header_vs_blind`.
 #
 # ## A tunnel that only a long memory solves
 #
@@ -686,7 +689,8 @@ plotting.glue_figure(
 #   ({numref}`fig-arch-longmem-kl`). A run four times as long on every seed
 #   ({glue:text}`architectures.longmem_steps_transformer` steps, dashed) states the claim:
 #   {glue:text}`hmm_longmem.kl_bits_transformer:.4f` bits, a {glue:text}`hmm_longmem.memory_steps_transformer`-step
-#   memory.
+#   memory (per seed {glue:text}`architectures.longmem_seeds_transformer` bits, against the 8-step window's
+#   {glue:text}`hmm_longmem.window_kl_bits_k8:.3f`).
 # - **MLP over the whole window:** {glue:text}`hmm_longmem.kl_bits_mlp_window:.3f` bits, a
 #   {glue:text}`hmm_longmem.memory_steps_mlp_window`-step memory. Paper I does not test it.
 # - **Context-blind MLP: {glue:text}`architectures.longmem_reading_mlp_blind`.**

@@ -167,7 +167,8 @@ def format_verdict(recorded: Mapping[str, Any], base: str) -> dict[str, Any]:
     not* (passes, with the transformer control passing in the same format), or *not decided* (why: the control fails
     in this format, or the budget). The runs show the format as the cause of Paper I's verdict only if the LSTM
     realises transport in the book's format and does not in Paper I's header, with the control passing there.
-    Returns ``{"by_format": {format: phrase}, "cause_shown": bool, "text": one sentence}``.
+    Returns ``{"by_format": {format: phrase}, "cause_shown": bool, "text": one sentence, "against_blind": {format:
+    where each family's seed interval lies against the context-blind level}}``.
     """
     got = recorded["claims"]
     by_format: dict[str, str] = {}
@@ -184,11 +185,22 @@ def format_verdict(recorded: Mapping[str, Any], base: str) -> dict[str, Any]:
             by_format[fmt] = "not decided: the transformer, the positive control, misses the bound in this format too"
         else:
             by_format[fmt] = "not decided at this budget"
+    blind = recorded["ladders"][base].context_blind_kl_bits
+    against_blind = {}
+    for fmt in hmm.INPUT_FORMATS:
+        parts = []
+        for family in hmm_formats.FORMAT_FAMILIES:
+            low, high = got[FORMAT_KL_CLAIM_IDS[base][family][fmt]].interval
+            where = ("below the context-blind level (it uses the past)" if high < blind else
+                     "above the context-blind level (it has not learned even the context-blind posterior)"
+                     if low > blind else "at the context-blind level (its interval contains it)")
+            parts.append(f"the {FAMILY_LABELS[family]} is {where}")
+        against_blind[fmt] = " and ".join(parts)
     cause = (status["every_step"] == "fail" and status["header"] == "pass")
     text = "; ".join(f"{FORMAT_LABELS[fmt]}: {phrase}" for fmt, phrase in by_format.items())
     text += (". So the input format is why the LSTM does not realise transport in Paper I" if cause else
              ". So these runs do not show that the input format is why the LSTM does not realise transport in Paper I")
-    return {"by_format": by_format, "cause_shown": cause, "text": text}
+    return {"by_format": by_format, "cause_shown": cause, "text": text, "against_blind": against_blind}
 
 
 #: The claims, written out: each family's KL at chapter 6's setting and the memory it matches.

@@ -102,12 +102,13 @@ def _stated_runs(stored: Mapping[str, Any], family: str) -> tuple[dict[str, dict
     return (longer, True) if longer else (stored["runs"][family], False)
 
 
-def longmem_reading(status: str, realises: bool | None, window: int) -> str:
-    """Return what a family's claim status on the long-memory tunnel says, in the chapter's words."""
+def longmem_reading(status: str, realises: bool | None, window: int, *, longer: bool = False) -> str:
+    """Return what a family's claim status on the long-memory tunnel says, in the chapter's words (``longer``: the
+    claim is stated at a run four times as long, so an undecided one is left open by its seeds alone)."""
     if realises is None:
         return "no verdict in Paper I"
     if status == "undecided":
-        return "not decided at this scale"
+        return "not decided: its seeds disagree" if realises and longer else "not decided at this scale"
     if realises:
         return (f"realises transport: below the {window}-step window's level, as Paper I says" if status == "pass" else
                 f"a short memory even in a run four times as long: Paper I's verdict does not reproduce here")
@@ -168,6 +169,12 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
         because = verdict_reason(family, status, realises, control_realises=control, longer=is_longer,
                                  late_drop=late, longer_factor=LONGER_FACTOR)
         explanation = None
+        if status == "undecided" and because is None:  # a longer run made: only the seeds' spread leaves it open
+            below = sum(v <= ladder.rule_level for v in values)
+            because = (f"Not decided: the seeds disagree even in a run {LONGER_FACTOR}× as long ({steps} steps): "
+                       f"{below} of {len(values)} end at or below the {ladder.rule_window}-step window's level "
+                       f"({', '.join(f'{v:.3f}' for v in values)} bits against {ladder.rule_level:.3f}), so the "
+                       f"interval of their mean reaches both sides of it.")
         if status == "fail" and because is None and realises is False:
             explanation = (f"Paper I reports that the {FAMILY_LABELS[family]} does not realise transport; here it goes "
                            f"below the {ladder.rule_window}-step window's level on every seed ({ladder.memory_text(ci['mean'])}), "
@@ -192,7 +199,9 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
         out[LONGMEM_MEMORY_CLAIM_IDS[family]] = memory_claim(
             LONGMEM_MEMORY_CLAIM_IDS[family], values, ladder, model=FAMILY_LABELS[family], realises=realises,
             params=run_params, tunnel_text=design, undecided_because=because)
-        claims.glue(f"architectures.longmem_reading_{family}", longmem_reading(status, realises, ladder.rule_window))
+        claims.glue(f"architectures.longmem_reading_{family}",
+                    longmem_reading(status, realises, ladder.rule_window, longer=is_longer))
+        claims.glue(f"architectures.longmem_seeds_{family}", ", ".join(f"{v:.3f}" for v in values))
         rows[FAMILY_LABELS[family]] = {
             "KL (bits), mean": ci["mean"], "95% interval": f"{ci['low']:.4f}–{ci['high']:.4f}",
             "× context-blind": ci["mean"] / ladder.context_blind_kl_bits, "memory": ladder.memory_text(ci["mean"]),
