@@ -194,7 +194,8 @@ def format_verdict(recorded: Mapping[str, Any], base: str) -> dict[str, Any]:
             where = ("below the context-blind level (it uses the past)" if high < blind else
                      "above the context-blind level (it has not learned even the context-blind posterior)"
                      if low > blind else "at the context-blind level (its interval contains it)")
-            parts.append(f"the {FAMILY_LABELS[family]} is {where}")
+            label = FAMILY_LABELS[family]
+            parts.append(f"the {label if label.isupper() else label.lower()} is {where}")
         against_blind[fmt] = " and ".join(parts)
     cause = (status["every_step"] == "fail" and status["header"] == "pass")
     text = "; ".join(f"{FORMAT_LABELS[fmt]}: {phrase}" for fmt, phrase in by_format.items())
