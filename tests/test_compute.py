@@ -76,7 +76,7 @@ def test_list_names_every_result_with_its_scales_and_size(capsys):
     assert reproduce.main(["compute", "--list"]) == 0
     listed = capsys.readouterr().out
     registry = compute.registry()
-    assert len(registry) == 14
+    assert len(registry) == 15
     for name, result in registry.items():
         assert result.name == name
         assert re.search(rf"^{name}  \(chapter {result.chapter}; committed scale {result.committed_scale}; ", listed, re.M)

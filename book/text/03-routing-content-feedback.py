@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@463b6d284c4de23d75247b460d98f1e90d13bf80"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f1c022c9317c1504cefd29ed56dcaf9868a700cd"
 
 # %% [markdown] tags=[]
 # # Routing–content feedback

@@ -447,12 +447,12 @@ STAGED: tuple[Staged, ...] = (
                        "chapter 6's setting and the long-memory tunnel",
                        ("architectures.bijection_mae_bits_lstm", "architectures.binding_accuracy_lstm",
                         "architectures.hmm_memory_steps_lstm_long", "hmm_longmem.kl_bits_lstm")),
-            Definition("transport: Paper I's input format", "HMM KL at or above the fraction of the context-blind "
-                       "level with the matrices given once, as Paper I's header of probability tokens, on the random "
-                       "and the sticky HMMs (three seeds each, the transformer in the same format as the positive "
-                       "control)",
-                       ("architectures.bijection_mae_bits_lstm", "architectures.binding_accuracy_lstm",
-                        "hmm.kl_bits_lstm_header", "hmm_sticky.kl_bits_lstm_header")),
+            Definition("transport: Paper I's input format", "transport alone (accumulation and binding do not "
+                       "depend on how the HMM's matrices are given): HMM KL at or above the fraction of the "
+                       "context-blind level with the matrices given once, as Paper I's header of probability tokens, "
+                       "on the random and the sticky HMMs (three seeds each, the transformer in the same format as "
+                       "the positive control)",
+                       ("hmm.kl_bits_lstm_header", "hmm_sticky.kl_bits_lstm_header")),
         ),
         context=("architectures.hmm_mae_bits_lstm", "hmm_longmem.memory_steps_lstm",
                  "hmm.kl_bits_transformer_header", "hmm_sticky.kl_bits_transformer_header",

@@ -108,7 +108,9 @@ def longmem_reading(status: str, realises: bool | None, window: int, *, longer: 
     if realises is None:
         return "no verdict in Paper I"
     if status == "undecided":
-        return "not decided: its seeds disagree" if realises and longer else "not decided at this scale"
+        if not realises:  # a "does not realise" row is left open only by its positive control
+            return "not decided: the transformer, the positive control, does not pass on this tunnel"
+        return "not decided: its seeds disagree" if longer else "not decided at this scale"
     if realises:
         return (f"realises transport: below the {window}-step window's level, as Paper I says" if status == "pass" else
                 f"a short memory even in a run four times as long: Paper I's verdict does not reproduce here")
@@ -200,7 +202,8 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
             LONGMEM_MEMORY_CLAIM_IDS[family], values, ladder, model=FAMILY_LABELS[family], realises=realises,
             params=run_params, tunnel_text=design, undecided_because=because)
         claims.glue(f"architectures.longmem_reading_{family}",
-                    longmem_reading(status, realises, ladder.rule_window, longer=is_longer))
+                    longmem_reading(out[LONGMEM_KL_CLAIM_IDS[family]].status, realises, ladder.rule_window,
+                                    longer=is_longer))
         claims.glue(f"architectures.longmem_seeds_{family}", ", ".join(f"{v:.3f}" for v in values))
         rows[FAMILY_LABELS[family]] = {
             "KL (bits), mean": ci["mean"], "95% interval": f"{ci['low']:.4f}–{ci['high']:.4f}",
