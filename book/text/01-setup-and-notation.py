@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f1c022c9317c1504cefd29ed56dcaf9868a700cd"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@2b5430686672dbbac299dc95874559f892b2762d"
 
 # %% [markdown] tags=[]
 # # Setup and notation
