@@ -413,7 +413,8 @@ freeze = frame_order.freeze_frame_summary(
 claims.glue(
     "manifolds.tunnel_freeze_frame_cost_bits", freeze["cost_mean_bits"][0]
 )  # frozen at step 0
-freeze_full = mechanism_report.record_freeze_frame_cost(  # the causal definition, chapter 6's full budget
+# the causal definition: the frame frozen at initialisation, chapter 6's full budget
+freeze_full = mechanism_report.record_freeze_frame_cost(
     frame_order.load_frame_freeze_full()["tunnel"],
     margin_fraction=freeze["margin_fraction"],
     stored_steps=freeze["total_steps"],

@@ -607,7 +607,9 @@ for base in ("hmm", "hmm_sticky"):
     verdict = formats_report.format_verdict(formats, base)
     claims.glue(f"architectures.formats_{base}_verdict", verdict["text"])
     claims.glue(f"architectures.formats_{base}_header_vs_blind", verdict["against_blind"]["header"])
-    claims.glue(f"architectures.formats_{base}_blind", formats["ladders"][base].context_blind_kl_bits)
+    claims.glue(
+        f"architectures.formats_{base}_blind", formats["ladders"][base].context_blind_kl_bits
+    )
 runs.pd_table(
     {
         f"{'random' if base == 'hmm' else 'sticky'} HMMs: {label}, {fmt}": row
