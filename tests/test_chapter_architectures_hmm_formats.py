@@ -95,6 +95,10 @@ def test_format_rows_on_random_hmms_follow_the_control_and_the_four_times_rule()
     assert status[("header", "transformer")] == "fail"  # at 12.5 × the grid's run a miss is a finding
     verdict = formats_report.format_verdict(got, "hmm")
     assert not verdict["cause_shown"] and "positive control" in verdict["by_format"]["header"]
+    assert verdict["against_blind"]["every_step"] == ("the LSTM and the transformer are both below the context-blind "
+                                                      "level (both use the past)")
+    assert verdict["against_blind"]["first_step"].startswith("the LSTM is above the context-blind level")
+    assert "the transformer is below" in verdict["against_blind"]["first_step"]
     # a run shorter than four times the grid: the transformer's miss is not decided
     short = formats_report.record_format_claims(_random_hmm_payload(kl, steps=1_000))
     assert short["claims"]["hmm.kl_bits_transformer_header"].status == "undecided"

@@ -188,15 +188,26 @@ def format_verdict(recorded: Mapping[str, Any], base: str) -> dict[str, Any]:
     blind = recorded["ladders"][base].context_blind_kl_bits
     against_blind = {}
     for fmt in hmm.INPUT_FORMATS:
-        parts = []
+        places = {}
         for family in hmm_formats.FORMAT_FAMILIES:
             low, high = got[FORMAT_KL_CLAIM_IDS[base][family][fmt]].interval
-            where = ("below the context-blind level (it uses the past)" if high < blind else
-                     "above the context-blind level (it has not learned even the context-blind posterior)"
-                     if low > blind else "at the context-blind level (its interval contains it)")
             label = FAMILY_LABELS[family]
-            parts.append(f"the {label if label.isupper() else label.lower()} is {where}")
-        against_blind[fmt] = " and ".join(parts)
+            places[f"the {label if label.isupper() else label.lower()}"] = (
+                "below" if high < blind else "above" if low > blind else "at")
+        one = {"below": "is below the context-blind level (it uses the past)",
+               "above": "is above the context-blind level (it has not learned even the context-blind posterior)",
+               "at": "is not told apart from the context-blind level (its seeds' interval contains it)"}
+        both = {"below": "are both below the context-blind level (both use the past)",
+                "above": "are both above the context-blind level (neither has learned even the context-blind "
+                         "posterior)"}
+        where = next(iter(places.values()))
+        if len(set(places.values())) == 1 and where == "at":
+            against_blind[fmt] = f"neither {' nor '.join(places)} is told apart from the context-blind level (both " \
+                                 f"seed intervals contain it)"
+        elif len(set(places.values())) == 1:  # one place for both families: say it once
+            against_blind[fmt] = f"{' and '.join(places)} {both[where]}"
+        else:
+            against_blind[fmt] = " and ".join(f"{who} {one[where]}" for who, where in places.items())
     cause = (status["every_step"] == "fail" and status["header"] == "pass")
     text = "; ".join(f"{FORMAT_LABELS[fmt]}: {phrase}" for fmt, phrase in by_format.items())
     text += (". So the input format is why the LSTM does not realise transport in Paper I" if cause else
