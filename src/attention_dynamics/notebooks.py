@@ -266,25 +266,12 @@ def ensure_colab_cell(nb: nbformat.NotebookNode, url: str, ref: str = "main") ->
 
 
 def input_hash(nb_path: Path, package_dir: Path, parameters: dict[str, Any], extra_files: Iterable[Path] = ()) -> str:
-    """Return a hash of everything a chapter's outputs depend on.
+    """Return the fingerprint of everything a chapter's outputs depend on (16 hex digits).
 
-    That is: the chapter's cell sources, the package's source and data files, the pinned
-    requirements and the injected parameters. An unchanged hash lets the runner skip the chapter.
+    That is: the chapter's cells, the package modules it imports (transitively) and the stored results they
+    read, the pinned requirements and the injected parameters (:func:`~attention_dynamics.fingerprint.chapter_fingerprint`).
+    An unchanged fingerprint lets the runner skip the chapter; a changed one makes the committed chapter stale.
     """
-    h = hashlib.sha256()
-    nb = nbformat.read(nb_path, as_version=4)
-    for cell in nb.cells:
-        tags = cell.metadata.get("tags", [])
-        if "injected-parameters" in tags or COLAB_TAG in tags:
-            continue
-        h.update(cell.cell_type.encode())
-        h.update(cell.source.encode())
-        h.update(b"\0")
-    files = sorted(p for p in package_dir.rglob("*") if p.is_file() and p.suffix in (".py", ".json")
-                   and "__pycache__" not in p.parts)
-    for p in [*files, *extra_files]:
-        if p.exists():
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
-    h.update(json.dumps(parameters, sort_keys=True).encode())
-    return h.hexdigest()[:16]
+    from .fingerprint import chapter_fingerprint
+
+    return chapter_fingerprint(nb_path, package_dir, parameters, extra_files)
