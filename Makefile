@@ -46,7 +46,7 @@ check: venv
 	$(PY) -m pytest -m "not slow" -q
 
 # nbval re-executes every chapter once and compares its outputs with the committed ones, numbers
-# by tolerance per kind (attention_dynamics.nbval_plugin); the claims of that same re-execution
+# by tolerance per kind (attention_dynamics.book.nbval_plugin); the claims of that same re-execution
 # are then checked against book/claims.json, each within its cross-machine tolerance.
 # It runs under perturbed numerics, as on another machine (`python -m attention_dynamics
 # perturbed-env`: a lower ATen kernel dispatch level than this CPU's and another thread count than
@@ -57,7 +57,7 @@ nbval: venv
 	@perturbed="$$(if [ -n "$(PERTURBED)" ]; then $(PY) -m attention_dynamics perturbed-env; fi)"; \
 	 echo "nbval: re-executing every chapter $${perturbed:+with $$perturbed}"; \
 	 rm -rf $(NBVAL_DIR); \
-	 env $$perturbed $(PY) -m pytest -q -p no:cacheprovider -p attention_dynamics.nbval_plugin \
+	 env $$perturbed $(PY) -m pytest -q -p no:cacheprovider -p attention_dynamics.book.nbval_plugin \
 	    --nbval $$($(PY) -m attention_dynamics chapters --paths) --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=1200 \
 	    --book-executed-dir $(NBVAL_DIR); \

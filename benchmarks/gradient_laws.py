@@ -21,8 +21,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from attention_dynamics.attention import init_single_head, single_head_forward
-from attention_dynamics.gradients import single_head_parameter_gradients
+from attention_dynamics.science.attention import init_single_head, single_head_forward
+from attention_dynamics.science.gradients import single_head_parameter_gradients
 
 LEARNING_RATE = 0.01  # the paper's SGD step on all four matrices
 

@@ -4,7 +4,7 @@ Prints milliseconds per training step (forward, gradients, SGD update; float32, 
 head 20 → 10/10/15 → 8, the EM-like schedule) for three ways of training the same head, in ONE run:
 
 - ``engine``   — :func:`attention_dynamics.training.head_engine.closed_form_head_pass` through ``training.fit``;
-- ``autograd`` — the dense head of :mod:`attention_dynamics.attention` differentiated by autograd;
+- ``autograd`` — the dense head of :mod:`attention_dynamics.science.attention` differentiated by autograd;
 - ``protocol`` — a re-implementation, for timing only, of the authors' Paper II script as PAPER.md §4.1
   describes it: an ``nn.Module`` head whose forward builds the ``T × T`` causal mask, computes the dense
   attention and the mean cross-entropy, ``loss.backward()``, an SGD step with the EM-like parameter
@@ -17,7 +17,7 @@ other processes slows all three alike; medians over the rounds are reported, wit
 autograd/engine and protocol/engine. Peak memory is measured per side in a fresh subprocess (the
 increase of the peak resident set over the process's state after imports and data). The largest
 difference between the engine's loss curve and autograd's and the dense closed form's (the laws on
-the whole matrix, :func:`attention_dynamics.gradients.single_head_parameter_gradients`) over 100 steps
+the whole matrix, :func:`attention_dynamics.science.gradients.single_head_parameter_gradients`) over 100 steps
 is printed too. ``--profile`` adds torch.profiler's table of the engine's operators.
 
 The result is written to ``build/benchmarks/sticky_chain_benchmark.json``; ``--promote`` also copies it to the
@@ -44,14 +44,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attention_dynamics import __version__
-from attention_dynamics.claims import atomic_write_text
-from attention_dynamics.gradients import single_head_parameter_gradients
-from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
-from attention_dynamics.paths import BUILD_DIR, data_path
-from attention_dynamics.training.schedules import make_backward, make_optimizer
+from attention_dynamics.core.paths import BUILD_DIR, data_path
+from attention_dynamics.ledger.claims import atomic_write_text
 from attention_dynamics.models.single_head import initial_head
+from attention_dynamics.science.gradients import single_head_parameter_gradients
 from attention_dynamics.tasks import sticky_chain
 from attention_dynamics.training import fit
+from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
+from attention_dynamics.training.schedules import make_backward, make_optimizer
 
 BENCHMARK_FILE = "sticky_chain_benchmark.json"
 SIDES = ("engine", "autograd", "protocol")

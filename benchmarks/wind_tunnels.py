@@ -44,20 +44,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attention_dynamics import __version__, calibration
+from attention_dynamics import __version__
 from attention_dynamics.chapters.architectures.runs import book_tasks
 from attention_dynamics.chapters.architectures.settings import SETTINGS as ARCHITECTURES
+from attention_dynamics.core.paths import BUILD_DIR
+from attention_dynamics.core.seeding import torch_generator
+from attention_dynamics.ledger.claims import atomic_write_text
+from attention_dynamics.models import count_parameters
 from attention_dynamics.models.factory import FAMILIES, matched_width
+from attention_dynamics.science import calibration
+from attention_dynamics.tasks import bijection
 from attention_dynamics.tasks.wind_tunnels import TASKS, task_loss
-from attention_dynamics.training import wind_tunnels
+from attention_dynamics.training import fast_adamw, fast_training_path, fit, wind_tunnels
 from attention_dynamics.training.families import _seeded_model as seeded_model
 from attention_dynamics.training.schedules import warmup_cosine
-from attention_dynamics.claims import atomic_write_text
-from attention_dynamics.models import count_parameters
-from attention_dynamics.paths import BUILD_DIR
-from attention_dynamics.seeding import torch_generator
-from attention_dynamics.tasks import bijection
-from attention_dynamics.training import fast_adamw, fast_training_path, fit
 
 sys.path.insert(0, str(Path(__file__).parent))
 from sticky_chain import cpu_model  # noqa: E402  (the same machine record as the engine's benchmark)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-# Check the shape annotations of the public API at every call (attention_dynamics.shapes); set before the package is
+# Check the shape annotations of the public API at every call (attention_dynamics.core.shapes); set before the package is
 # imported, since the check is decided at import.
 os.environ.setdefault("ATTENTION_DYNAMICS_CHECK_SHAPES", "1")
 

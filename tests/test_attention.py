@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import jaxtyping
+import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_dynamics import gradients as G
-from attention_dynamics.shapes import CHECK_SHAPES
-from attention_dynamics.attention import (
+from attention_dynamics.core.shapes import CHECK_SHAPES
+from attention_dynamics.science import gradients as G
+from attention_dynamics.science.attention import (
     SingleHeadParams,
     autograd_upstream_gradient,
     causal_mask,

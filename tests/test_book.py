@@ -75,7 +75,7 @@ def _repository() -> tuple[str, str]:
 
 
 def _chapter_notebooks() -> list[Path]:
-    from attention_dynamics.notebooks import book_chapters
+    from attention_dynamics.book.notebooks import book_chapters
 
     return [c.path for c in book_chapters(REPO_ROOT)]
 
@@ -195,7 +195,7 @@ def test_mathjax_is_served_by_the_book(built_book):
 @pytest.mark.slow
 def test_launch_buttons_on_every_notebook_page(built_book):
     """Binder and Colab open the chapter's launch notebook (numbers as text), never its MyST source."""
-    from attention_dynamics.launch_notebooks import LAUNCH_DIR
+    from attention_dynamics.book.launch_notebooks import LAUNCH_DIR
 
     repo, branch = _repository()
     for nb in _chapter_notebooks():
@@ -215,8 +215,8 @@ def test_launch_notebooks_number_equations_as_the_book_does(built_book):
     """The equation numbers written into the launch notebooks are the ones Sphinx gave the book's equations."""
     import nbformat
 
-    from attention_dynamics.launch_notebooks import equation_numbers
-    from attention_dynamics.notebooks import book_chapters
+    from attention_dynamics.book.launch_notebooks import equation_numbers
+    from attention_dynamics.book.notebooks import book_chapters
 
     ours = equation_numbers([(c, nbformat.read(c.path, as_version=4)) for c in book_chapters(REPO_ROOT)])
     assert len(ours) > 30
@@ -272,7 +272,7 @@ def test_results_come_first(built_book):
     assert article.index("verdict-scoreboard") < article.index("<h2"), "the scoreboard is not on the front page's top"
     rows = set(re.findall(r'<tr[^>]*\bid="(verdict-[\w-]+)"', verdicts))
     links = re.findall(r'href="verdicts\.html#(verdict-[\w-]+)"', front)
-    from attention_dynamics import verdicts as v
+    from attention_dynamics.ledger import verdicts as v
 
     claim_rows = {"verdict-" + pc.id.replace("_", "-") for pc in v.PAPER_CLAIMS}
     check_rows = {"verdict-" + pc.id.replace("_", "-") for pc in v.CROSS_CHECKS}  # the book's cross-checks
@@ -556,13 +556,13 @@ MIN_FIGURE_SCALE = 0.5
 def _figure_problems(figures: list[dict]) -> list[str]:
     """Return what makes a shown figure hard to read: scaled below :data:`MIN_FIGURE_SCALE`, or text under
     :data:`MIN_FIGURE_TEXT_PX` as displayed, computed from the smallest font the PNG records (points, written
-    by :func:`attention_dynamics.plotting.figure_png`), its dpi and the scale it is shown at."""
+    by :func:`attention_dynamics.core.plotting.figure_png`), its dpi and the scale it is shown at."""
     import io
     import urllib.request
 
     from PIL import Image
 
-    from attention_dynamics.plotting import SMALLEST_FONT_KEY
+    from attention_dynamics.core.plotting import SMALLEST_FONT_KEY
 
     problems = []
     for fig in figures:
@@ -736,7 +736,7 @@ def test_page_checks_catch_a_broken_page(tmp_path):
     from PIL import Image
     from PIL.PngImagePlugin import PngInfo
 
-    from attention_dynamics.plotting import SMALLEST_FONT_KEY
+    from attention_dynamics.core.plotting import SMALLEST_FONT_KEY
 
     meta = PngInfo()
     meta.add_text(SMALLEST_FONT_KEY, "7")
@@ -806,7 +806,7 @@ def test_binder_environment_is_cpu_only_and_matches_the_pins():
 def test_every_chapter_starts_with_the_colab_install_cell():
     import nbformat
 
-    from attention_dynamics.notebooks import COLAB_TAG
+    from attention_dynamics.book.notebooks import COLAB_TAG
 
     url = CONFIG["repository"]["url"].rstrip("/")
     for path in _chapter_notebooks():
@@ -828,7 +828,8 @@ def test_the_colab_install_cell_pins_the_code_the_outputs_came_from():
     """
     import nbformat
 
-    from attention_dynamics.notebooks import PACKAGE_PATHS, colab_pin
+    from attention_dynamics.book.notebooks import colab_pin
+    from attention_dynamics.core.provenance import PACKAGE_PATHS
 
     if _git("rev-parse", "--git-dir").returncode != 0:
         pytest.skip("not a git checkout (an unpacked archive): there is no history to pin against")
@@ -936,15 +937,15 @@ def test_docstring_pipes_are_escaped_outside_literals(line, expected):
 
 def test_package_objects_are_found_by_their_dotted_names():
     api_modules = _ext_module("api_modules")
-    assert api_modules._package_object_exists(f"{PACKAGE}.attention.single_head_forward")
+    assert api_modules._package_object_exists(f"{PACKAGE}.science.attention.single_head_forward")
     assert api_modules._package_object_exists(f"{PACKAGE}.tasks")
-    assert not api_modules._package_object_exists(f"{PACKAGE}.attention.no_such_function")
+    assert not api_modules._package_object_exists(f"{PACKAGE}.science.attention.no_such_function")
     assert not api_modules._package_object_exists("numpy.sum")  # only the package's own objects
 
 
 def test_package_modules_lists_public_modules_only():
     names = _ext_module("api_modules").package_modules(PACKAGE)
-    assert PACKAGE in names and f"{PACKAGE}.attention" in names and f"{PACKAGE}.tasks" in names
+    assert PACKAGE in names and f"{PACKAGE}.science.attention" in names and f"{PACKAGE}.tasks" in names
     assert not [n for n in names if "._" in n or n.endswith("__main__")]
 
 
@@ -963,7 +964,7 @@ def test_chapter_code_is_formatted_and_fits_the_page():
     """
     import nbformat
 
-    from attention_dynamics.notebooks import COLAB_TAG
+    from attention_dynamics.book.notebooks import COLAB_TAG
 
     too_long = []
     for path in _chapter_notebooks():
@@ -1044,7 +1045,7 @@ def _should_collapse(source: str) -> bool:
 def test_bookkeeping_and_long_cells_are_collapsed():
     import nbformat
 
-    from attention_dynamics.notebooks import COLAB_TAG
+    from attention_dynamics.book.notebooks import COLAB_TAG
 
     shown = []
     for path in _chapter_notebooks():
@@ -1061,7 +1062,7 @@ def test_format_code_cells_formats_sources_and_leaves_outputs_alone():
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from attention_dynamics.notebooks import COLAB_TAG, format_code_cells
+    from attention_dynamics.book.notebooks import COLAB_TAG, format_code_cells
 
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     if not Path(ruff).exists():
@@ -1085,7 +1086,7 @@ def test_every_chapter_has_its_text_form_in_sync():
     import jupytext
     import nbformat
 
-    from attention_dynamics.notebooks import text_form, text_form_path
+    from attention_dynamics.book.notebooks import text_form, text_form_path
 
     for path in _chapter_notebooks():
         text = text_form_path(path)
@@ -1100,7 +1101,7 @@ def test_every_chapter_has_its_text_form_in_sync():
 
 def test_verdict_rendering_takes_a_verdict_it_does_not_know():
     """A verdict added later (one the rendering does not know) is counted, marked and coloured like the others."""
-    from attention_dynamics import verdicts as v
+    from attention_dynamics.ledger import verdicts as v
 
     tables = _ext_module("book_tables")
     claim = v.PAPER_CLAIMS[0]
@@ -1121,7 +1122,7 @@ def test_verdict_rendering_takes_a_verdict_it_does_not_know():
 def test_every_verdict_of_the_rule_has_its_mark_and_colour():
     """Each verdict the rule gives ("depends on the definition", "reproduces where decided", …) has a mark of its
     own kind and a colour class set in both themes (the browser test measures its contrast)."""
-    from attention_dynamics import verdicts as v
+    from attention_dynamics.ledger import verdicts as v
 
     tables = _ext_module("book_tables")
     for verdict in v.VERDICTS:
@@ -1135,7 +1136,7 @@ def test_every_verdict_of_the_rule_has_its_mark_and_colour():
 
 
 def test_every_paper_claim_has_a_short_name_or_a_readable_fallback():
-    from attention_dynamics import verdicts as v
+    from attention_dynamics.ledger import verdicts as v
 
     tables = _ext_module("book_tables")
     for claim in v.PAPER_CLAIMS:

@@ -9,9 +9,8 @@ import pytest
 import torch
 from scipy.stats import entropy as scipy_entropy
 
-from attention_dynamics import calibration
+from attention_dynamics.science import calibration, stats
 from attention_dynamics.tasks import bijection
-from attention_dynamics import stats
 
 
 def _random_distributions(shape, seed, zeros=False):

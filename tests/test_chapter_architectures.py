@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import calibration, plotting, stats
 from attention_dynamics.chapters.architectures import figures, report, runs, settings
+from attention_dynamics.core import plotting
 from attention_dynamics.diagnostics import routing_fit, state_clusters
 from attention_dynamics.models import factory
-from attention_dynamics.tasks import bijection, hmm
-from attention_dynamics.tasks import wind_tunnels as tunnels
+from attention_dynamics.science import calibration, stats
+from attention_dynamics.tasks import bijection, hmm, wind_tunnels as tunnels
 from attention_dynamics.training import families
 
 SMALL_TASKS = [

@@ -11,9 +11,9 @@ import pytest
 import torch
 from scipy import stats
 
-from attention_dynamics import compute
+from attention_dynamics.book import compute
 from attention_dynamics.chapters.architectures import binding_spread, runs, settings
-from attention_dynamics.paths import data_path
+from attention_dynamics.core.paths import data_path
 from attention_dynamics.training.families import compare_architectures
 
 

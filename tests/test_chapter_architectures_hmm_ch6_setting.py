@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from attention_dynamics import compute
+from attention_dynamics.book import compute
 from attention_dynamics.chapters.architectures import formats_report, hmm_ch6_setting
 from attention_dynamics.training.wind_tunnels import HMM_TUNNELS, hmm_batch_for_eval
 

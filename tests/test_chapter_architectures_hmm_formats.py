@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from attention_dynamics import compute
+from attention_dynamics.book import compute
 from attention_dynamics.chapters.architectures import formats_report, hmm_formats
 from attention_dynamics.diagnostics.memory_ladder import MemoryLadder
 from attention_dynamics.models.factory import build_model, matched_width

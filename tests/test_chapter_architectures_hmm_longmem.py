@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_dynamics import compute, plotting
+from attention_dynamics.book import compute
 from attention_dynamics.chapters.architectures import figures, hmm_longmem, memory_report
+from attention_dynamics.core import plotting
 from attention_dynamics.diagnostics.memory_ladder import MemoryLadder, ladder_of_batch
 from attention_dynamics.models.factory import FAMILIES
 

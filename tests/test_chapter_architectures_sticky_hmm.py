@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import calibration, compute, plotting
-from attention_dynamics.chapters.architectures import figures, runs, sticky_hmm
-from attention_dynamics.chapters.architectures import sticky_report as report
+from attention_dynamics.book import compute
+from attention_dynamics.chapters.architectures import figures, runs, sticky_hmm, sticky_report as report
+from attention_dynamics.core import plotting
+from attention_dynamics.core.paths import data_path
+from attention_dynamics.core.seeding import stream, torch_generator
 from attention_dynamics.models.factory import FAMILIES, build_model
-from attention_dynamics.paths import data_path
-from attention_dynamics.seeding import stream, torch_generator
-from attention_dynamics.tasks import hmm
-from attention_dynamics.tasks import wind_tunnels as tunnels
+from attention_dynamics.science import calibration
+from attention_dynamics.tasks import hmm, wind_tunnels as tunnels
 
 
 def test_sticky_task_samples_sticky_hmms_with_their_exact_filter():

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import claims, plotting
 from attention_dynamics.chapters.bayesian_manifolds import figures, report, runs as chapter_runs, settings
+from attention_dynamics.core import plotting
 from attention_dynamics.diagnostics import wind_tunnel_geometry as wg
+from attention_dynamics.ledger import claims
 from attention_dynamics.tasks import hmm
 from attention_dynamics.training import wind_tunnels as wt
 

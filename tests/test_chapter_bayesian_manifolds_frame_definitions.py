@@ -11,12 +11,16 @@ import json
 import numpy as np
 import pytest
 
-from attention_dynamics import claims, compute, verdicts
-from attention_dynamics.chapters.bayesian_manifolds import frame_definitions as tf
-from attention_dynamics.chapters.bayesian_manifolds import frame_definitions_report as report
-from attention_dynamics.chapters.bayesian_manifolds import settings as chapter_settings
-from attention_dynamics.diagnostics.frame_order import freeze_frame_summary, load_frame_freeze
-from attention_dynamics.paths import data_path
+from attention_dynamics.book import compute
+from attention_dynamics.chapters.bayesian_manifolds import (
+    frame_definitions as tf,
+    frame_definitions_report as report,
+    settings as chapter_settings,
+)
+from attention_dynamics.core.paths import data_path
+from attention_dynamics.diagnostics.frame_order import freeze_frame_summary
+from attention_dynamics.ledger import claims, verdicts
+from attention_dynamics.ledger.frame_results import load_frame_freeze
 from attention_dynamics.training.wind_tunnels import BIJECTION_TUNNELS, BijectionTraining
 
 TUNNEL_IDS = {"frame_precision.tunnel_order_path_adam", "frame_precision.tunnel_order_function_adam",

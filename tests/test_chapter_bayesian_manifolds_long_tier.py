@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import compute
+from attention_dynamics.book import compute
 from attention_dynamics.chapters.bayesian_manifolds import long_tier
 from attention_dynamics.training import wind_tunnels as wt
 

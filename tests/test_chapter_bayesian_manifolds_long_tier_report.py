@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import compute, plotting
-from attention_dynamics.chapters.bayesian_manifolds import figures, long_tier, settings
-from attention_dynamics.chapters.bayesian_manifolds import long_tier_report as report
+from attention_dynamics.book import compute
+from attention_dynamics.chapters.bayesian_manifolds import figures, long_tier, long_tier_report as report, settings
+from attention_dynamics.core import plotting
 from attention_dynamics.tasks import bijection, hmm
 from attention_dynamics.training import wind_tunnels as wt
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attention_dynamics import compute
+from attention_dynamics.book import compute
 from attention_dynamics.chapters.bayesian_manifolds import seed_spread, settings
+from attention_dynamics.core.paths import data_path
 from attention_dynamics.diagnostics.wind_tunnel_geometry import bijection_geometry
-from attention_dynamics.paths import data_path
 from attention_dynamics.training import wind_tunnels as wt
 
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import claims
 from attention_dynamics import diagnostics as D
 from attention_dynamics.chapters.diagnostics import report, runs, settings
+from attention_dynamics.ledger import claims
 from attention_dynamics.training import wind_tunnels as wt
 
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import attention, claims, gradients
 from attention_dynamics.chapters.gradient_laws import figures, report, runs, settings
+from attention_dynamics.ledger import claims
+from attention_dynamics.science import attention, gradients
 
 SMALL = settings.resolve("fast", device="cpu", n_draws=2, batch=2, T=6, fd_T=3, sweep_T=6, n_temperatures=7,
                          log10_beta_max=3, ws_steps=4, ws_every=2)
@@ -178,7 +179,7 @@ def test_entropy_bound_ratio_at_one_hot_attention_is_defined():
 def test_plot_weight_step_along_training_colours_schedules_and_keeps_the_legend_off_the_half_line():
     import matplotlib.pyplot as plt
 
-    from attention_dynamics import plotting
+    from attention_dynamics.core import plotting
 
     trace = {"steps": [0, 2, 4], "sign_agreement": [0.55, 0.56, 0.57], "ref_sign_agreement": [0.8, 0.8, 0.82],
              "value_cosine": [0.4, 0.38, 0.35], "ref_value_cosine": [1.0, 1.0, 1.0]}

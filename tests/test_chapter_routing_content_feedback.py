@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import claims, dynamics, plotting
 from attention_dynamics.chapters.routing_content_feedback import figures, report, runs, settings
-from attention_dynamics.training.recall_head import train_specialization_head
+from attention_dynamics.core import plotting
+from attention_dynamics.ledger import claims
+from attention_dynamics.science import dynamics
 from attention_dynamics.tasks import specialization as recall
+from attention_dynamics.training.recall_head import train_specialization_head
 
 
 def panels(fig):

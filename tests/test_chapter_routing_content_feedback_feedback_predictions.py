@@ -10,11 +10,15 @@ import json
 import pytest
 import torch
 
-from attention_dynamics import claims, compute
-from attention_dynamics.chapters.routing_content_feedback import feedback_predictions as fp
-from attention_dynamics.chapters.routing_content_feedback import report, runs
-from attention_dynamics.chapters.routing_content_feedback import settings as chapter_settings
-from attention_dynamics.paths import data_path
+from attention_dynamics.book import compute
+from attention_dynamics.chapters.routing_content_feedback import (
+    feedback_predictions as fp,
+    report,
+    runs,
+    settings as chapter_settings,
+)
+from attention_dynamics.core.paths import data_path
+from attention_dynamics.ledger import claims
 from attention_dynamics.training.recall_head import train_specialization_head
 
 FEEDBACK_IDS = {"dynamics.db_prediction_rel_err_init", "dynamics.db_prediction_rel_err_transition",

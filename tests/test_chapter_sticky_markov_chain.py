@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from scipy.stats import entropy
 
-from attention_dynamics import claims, plotting
 from attention_dynamics.chapters.sticky_markov_chain import figures, lr_surface, paper_scale, report, runs, settings
+from attention_dynamics.core import plotting
+from attention_dynamics.ledger import claims
 from attention_dynamics.models.single_head import initial_head
 from attention_dynamics.tasks import sticky_chain
 
@@ -244,8 +245,8 @@ def test_describe_machine_names_what_the_benchmark_recorded():
 
 def test_the_engine_timing_is_not_a_ledger_claim():
     """Timings depend on the machine; the ledger holds only what any machine reproduces."""
-    from attention_dynamics.claims import load_ledger
-    from attention_dynamics.paths import CLAIMS_PATH
+    from attention_dynamics.core.paths import CLAIMS_PATH
+    from attention_dynamics.ledger.claims import load_ledger
 
     ids = {claim.id for claim in load_ledger(CLAIMS_PATH)}
     assert "runs.engine_speedup_vs_autograd" not in ids

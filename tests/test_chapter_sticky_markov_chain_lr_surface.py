@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import compute, plotting
+from attention_dynamics.book import compute
 from attention_dynamics.chapters.sticky_markov_chain import figures, lr_surface, paper_scale, runs
+from attention_dynamics.core import plotting
+from attention_dynamics.core.paths import data_path
+from attention_dynamics.ledger.results import load_results
 from attention_dynamics.models.single_head import initial_head
-from attention_dynamics.paths import data_path
-from attention_dynamics.results import load_results
-from attention_dynamics.speedup import paper_speedup
+from attention_dynamics.science.speedup import paper_speedup
 from attention_dynamics.tasks import sticky_chain
 from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss
 from attention_dynamics.training.schedules import SCHEDULES, get_schedule, lr_ratio_schedule

@@ -10,10 +10,10 @@ import math
 import pytest
 import torch
 
-from attention_dynamics import compute
+from attention_dynamics.book import compute
 from attention_dynamics.chapters.sticky_markov_chain import paper_scale, runs
-from attention_dynamics.paths import data_path
-from attention_dynamics.results import load_results
+from attention_dynamics.core.paths import data_path
+from attention_dynamics.ledger.results import load_results
 from attention_dynamics.tasks import sticky_chain
 
 

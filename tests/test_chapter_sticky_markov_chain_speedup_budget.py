@@ -12,13 +12,17 @@ import math
 import numpy as np
 import pytest
 
-from attention_dynamics import claims, compute, plotting, verdicts
-from attention_dynamics.chapters.sticky_markov_chain import figures
-from attention_dynamics.chapters.sticky_markov_chain import speedup_budget as sb
-from attention_dynamics.chapters.sticky_markov_chain import speedup_budget_report as report
+from attention_dynamics.book import compute
+from attention_dynamics.chapters.sticky_markov_chain import (
+    figures,
+    speedup_budget as sb,
+    speedup_budget_report as report,
+)
 from attention_dynamics.chapters.sticky_markov_chain.runs import train_sticky_head
-from attention_dynamics.paths import CLAIMS_PATH, data_path
-from attention_dynamics.speedup import paper_speedup
+from attention_dynamics.core import plotting
+from attention_dynamics.core.paths import CLAIMS_PATH, data_path
+from attention_dynamics.ledger import claims, verdicts
+from attention_dynamics.science.speedup import paper_speedup
 
 FAST = sb.SETTINGS["fast"]
 

@@ -15,8 +15,9 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 
-from attention_dynamics import claims, plotting
 from attention_dynamics.chapters.two_timescale_em import figures, report, runs, settings
+from attention_dynamics.core import plotting
+from attention_dynamics.ledger import claims
 
 
 @pytest.fixture(autouse=True)

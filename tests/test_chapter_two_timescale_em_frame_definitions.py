@@ -12,14 +12,18 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import compute, plotting, verdicts
-from attention_dynamics.chapters.two_timescale_em import figures
-from attention_dynamics.chapters.two_timescale_em import frame_definitions as fd
-from attention_dynamics.chapters.two_timescale_em import frame_definitions_report as report
-from attention_dynamics.chapters.two_timescale_em import settings as chapter_settings
+from attention_dynamics.book import compute
+from attention_dynamics.chapters.two_timescale_em import (
+    figures,
+    frame_definitions as fd,
+    frame_definitions_report as report,
+    settings as chapter_settings,
+)
 from attention_dynamics.chapters.two_timescale_em.runs import settling_comparison
-from attention_dynamics.diagnostics.frame_order import TOY_ORDER_CLAIMS, frame_row_verdict, load_frame_definitions
-from attention_dynamics.paths import CLAIMS_PATH, data_path
+from attention_dynamics.core import plotting
+from attention_dynamics.core.paths import CLAIMS_PATH, data_path
+from attention_dynamics.ledger import verdicts
+from attention_dynamics.ledger.frame_results import TOY_ORDER_CLAIMS, frame_row_verdict, load_frame_definitions
 from attention_dynamics.training.recall_head import train_specialization_head
 
 FAST = fd.SETTINGS["fast"]

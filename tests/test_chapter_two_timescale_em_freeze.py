@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import compute
+from attention_dynamics.book import compute
 from attention_dynamics.chapters.two_timescale_em import freeze
-from attention_dynamics.paths import data_path
+from attention_dynamics.core.paths import data_path
 from attention_dynamics.training import wind_tunnels
 
 
@@ -118,9 +118,9 @@ def test_full_budget_freeze_is_chapter6s_book_tunnel_and_regenerates_through_com
 
 
 def test_committed_full_budget_file_is_the_book_spec():
-    from attention_dynamics.diagnostics import frame_order
+    from attention_dynamics.ledger import frame_results
 
-    committed = frame_order.load_frame_freeze_full()
+    committed = frame_results.load_frame_freeze_full()
     assert committed["scale"] == "book" and committed["tunnel"]["settings"] == freeze.FULL_SPECS["book"]["tunnel"]["settings"]
     runs = committed["tunnel"]["runs"]
     assert sorted((r["seed"], r["freeze_at"] is None) for r in runs) == sorted(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_dynamics.paths import CLAIMS_PATH, REPO_ROOT
+from attention_dynamics.core.paths import CLAIMS_PATH, REPO_ROOT
 
 CHAPTERS_DIR = REPO_ROOT / "src" / "attention_dynamics" / "chapters"
 SHAPE = ("settings.py", "runs.py", "report.py", "figures.py")

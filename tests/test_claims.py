@@ -9,7 +9,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from attention_dynamics.claims import (
+from attention_dynamics.book.notebooks import book_chapters
+from attention_dynamics.ledger.claims import (
     CLAIM_GLUE_PREFIX,
     CLAIM_MIME_TYPE,
     Claim,
@@ -21,7 +22,6 @@ from attention_dynamics.claims import (
     record,
     write_ledger,
 )
-from attention_dynamics.notebooks import book_chapters
 
 
 @pytest.mark.parametrize(
@@ -157,7 +157,7 @@ def test_committed_ledger_is_sound_and_matches_the_notebooks(repo_root):
     from_notebooks = []
     for chapter in book_chapters(repo_root):
         from_notebooks += claims_from_notebook(nbformat.read(chapter.path, as_version=4), chapter.name)
-    from attention_dynamics.claims import attach_tolerances, load_tolerances
+    from attention_dynamics.ledger.claims import attach_tolerances, load_tolerances
 
     from_notebooks = attach_tolerances(from_notebooks, load_tolerances(repo_root / "book" / "claim_tolerances.json"))
     assert [c.to_json() for c in claims] == [c.to_json() for c in from_notebooks], "run `make book` to refresh book/claims.json"
@@ -182,7 +182,7 @@ def _trained(**overrides):
 
 
 def test_compare_ledgers_accepts_values_within_their_tolerance_and_names_the_rest():
-    from attention_dynamics.claims import compare_ledgers
+    from attention_dynamics.ledger.claims import compare_ledgers
 
     exact = _claim(id="a.exact", value=1.0, expected=1.0, tolerance=1e-9)
     ref = [exact, _trained(id="a.trained")]
@@ -198,7 +198,7 @@ def test_compare_ledgers_accepts_values_within_their_tolerance_and_names_the_res
 
 
 def test_measure_tolerances_from_the_seed_spread():
-    from attention_dynamics.claims import measure_tolerances
+    from attention_dynamics.ledger.claims import measure_tolerances
 
     ref = [_trained(id="a.t", value=1.0), _claim(id="a.exact")]
     out = measure_tolerances(ref, [[_trained(id="a.t", value=1.2)], [_trained(id="a.t", value=0.8)]])
@@ -207,7 +207,7 @@ def test_measure_tolerances_from_the_seed_spread():
 
 
 def test_margin_problems_flag_a_claim_near_its_threshold():
-    from attention_dynamics.claims import margin_problems
+    from attention_dynamics.ledger.claims import margin_problems
 
     assert margin_problems([_trained(id="a.far", value=0.5)]) == []
     assert "straddles" in margin_problems([_trained(id="a.near", value=0.04, cross_machine_rtol=2.0)])[0]
@@ -215,13 +215,13 @@ def test_margin_problems_flag_a_claim_near_its_threshold():
 
 def test_no_committed_claim_could_change_status_within_its_tolerance(repo_root):
     """A claim whose status a re-execution elsewhere could flip is stated too close to its threshold."""
-    from attention_dynamics.claims import margin_problems
+    from attention_dynamics.ledger.claims import margin_problems
 
     assert margin_problems(load_ledger(repo_root / "book" / "claims.json")) == []
 
 
 def test_margin_problems_see_an_interval_claim_through_its_interval():
-    from attention_dynamics.claims import margin_problems
+    from attention_dynamics.ledger.claims import margin_problems
 
     clear = _trained(id="a.ci", value=0.85, lower=0.8, upper=None, interval=[0.83, 0.87], status="pass",
                      cross_machine_rtol=1e-6)
@@ -233,7 +233,7 @@ def test_margin_problems_see_an_interval_claim_through_its_interval():
 
 def test_ledger_compare_command_fails_on_one_moved_value(repo_root, tmp_path):
     """`ledger --compare` passes on the committed ledger itself and fails on one value moved beyond its tolerance."""
-    from attention_dynamics.reproduce import main
+    from attention_dynamics.book.reproduce import main
 
     committed = load_ledger(repo_root / "book" / "claims.json")
     same = write_ledger(committed, tmp_path / "same.json")
@@ -245,14 +245,14 @@ def test_ledger_compare_command_fails_on_one_moved_value(repo_root, tmp_path):
 
 
 def test_every_claim_declares_a_cross_machine_tolerance(repo_root):
-    from attention_dynamics.claims import claim_tolerance
+    from attention_dynamics.ledger.claims import claim_tolerance
 
     missing = [c.id for c in load_ledger(repo_root / "book" / "claims.json") if claim_tolerance(c) is None]
     assert missing == []
 
 
 def test_measure_spread_updates_the_chapters_it_was_given_and_keeps_the_rest(tmp_path):
-    from attention_dynamics.ledger_commands import measure_spread_command
+    from attention_dynamics.book.ledger_commands import measure_spread_command
 
     (tmp_path / "book").mkdir()
     committed = [_claim(id="six.a", value=1.0, expected=None, tolerance=None, status="new"),
@@ -273,7 +273,7 @@ def test_measure_spread_updates_the_chapters_it_was_given_and_keeps_the_rest(tmp
 
 
 def test_measure_tolerances_takes_the_spread_across_machines_where_seeds_do_not_vary_a_claim():
-    from attention_dynamics.claims import measure_tolerances
+    from attention_dynamics.ledger.claims import measure_tolerances
 
     ref = [_trained(id="a.fixed", value=2.0), _trained(id="a.seeded", value=1.0)]
     seeds = [[_trained(id="a.fixed", value=2.0), _trained(id="a.seeded", value=1.2)],
@@ -288,7 +288,7 @@ def test_measure_tolerances_takes_the_spread_across_machines_where_seeds_do_not_
 
 
 def test_a_claim_that_cannot_be_decided_carries_its_reason_and_passes_the_ledger_check():
-    from attention_dynamics.claims import ledger_problems, record
+    from attention_dynamics.ledger.claims import ledger_problems, record
 
     claim = record("chapter.vacuous", 0.9, unit="", description="a row its control cannot decide", lower=0.5,
                    undecided_because="the positive control fails at this budget")
@@ -299,7 +299,7 @@ def test_a_claim_that_cannot_be_decided_carries_its_reason_and_passes_the_ledger
 
 
 def test_recorded_claims_are_kept_for_the_chapter_that_records_them():
-    from attention_dynamics import claims as c
+    from attention_dynamics.ledger import claims as c
 
     first = c.record("test.kept_a", 1.0, description="d", unit="", lower=0.0)
     c.record("test.kept_b", 2.0, description="d", unit="")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_dynamics import compute, reproduce
-from attention_dynamics.results import Job, StoredResult
+from attention_dynamics.book import compute, reproduce
+from attention_dynamics.ledger.results import Job, StoredResult
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -91,7 +91,7 @@ def test_the_sizes_the_list_states_are_the_jobs_there_are(name):
     """Where ``expected`` starts with a number of jobs, it is the number of jobs of that scale."""
     result = compute.registry()[name]
     assert set(result.expected) == set(result.scales) and result.chapter in {
-        p.name for p in (Path(compute.__file__).parent / "chapters").iterdir() if p.is_dir()}
+        p.name for p in (Path(compute.__file__).parents[1] / "chapters").iterdir() if p.is_dir()}
     for scale in result.scales:
         stated = re.match(r"(\d+) jobs?\b", result.expected[scale])
         assert stated, f"{name} --scale {scale}: state the number of jobs first ({result.expected[scale]!r})"

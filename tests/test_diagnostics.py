@@ -23,10 +23,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attention_dynamics import diagnostics as D
-from attention_dynamics.models.encoder import TorchCausalEncoder
-from attention_dynamics.attention import SingleHeadParams, causal_mask, init_single_head, single_head_forward
-from attention_dynamics.gradients import key_gradient, query_gradient
 from attention_dynamics.models import CausalTransformer, Probe
+from attention_dynamics.models.encoder import TorchCausalEncoder
+from attention_dynamics.science.attention import SingleHeadParams, causal_mask, init_single_head, single_head_forward
+from attention_dynamics.science.gradients import key_gradient, query_gradient
 
 torch.set_default_dtype(torch.float32)
 

@@ -1,6 +1,7 @@
 """The frame order over seeds (diagnostics.frame_order): the share against its Clopper–Pearson closed form, the
 paired gap against scipy's t interval, the ratio of means against a direct bootstrap, the attention entropy against
-scipy, and the frame row's verdict read from chapter 4's stored result against the claims' own statuses."""
+scipy, and the frame row's verdict read from chapter 4's stored result (ledger.frame_results) against the claims' own
+statuses."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 import scipy.stats
 import torch
 
-from attention_dynamics import claims, verdicts
 from attention_dynamics.diagnostics import frame_order as fo
+from attention_dynamics.ledger import claims, frame_results as fr, verdicts
 
 
 @pytest.mark.parametrize("k, n", [(10, 10), (9, 10), (5, 5), (0, 10), (4, 8), (6, 6)])
@@ -75,15 +76,15 @@ def test_phrases_follow_the_statuses():
 
 def test_the_frame_row_is_decided_by_the_order_claims():
     row = next(s.row for s in verdicts.STAGED if s.name == "frame_precision_toy")
-    assert set(row.deciding) == {cid for cid, _, _ in fo.TOY_ORDER_CLAIMS}
+    assert set(row.deciding) == {cid for cid, _, _ in fr.TOY_ORDER_CLAIMS}
 
 
 def test_the_frame_row_verdict_from_the_stored_result():
     """Each definition's verdict is the status its share's interval gives against 1/2 (claims.claim_status)."""
-    result = fo.load_frame_definitions()
-    x = fo.frame_row_verdict(result)
+    result = fr.load_frame_definitions()
+    x = fr.frame_row_verdict(result)
     H = str(result["main_horizon"])
-    for claim_id, definition, optimiser in fo.TOY_ORDER_CLAIMS:
+    for claim_id, definition, optimiser in fr.TOY_ORDER_CLAIMS:
         r = result["toy"][optimiser]["horizons"][H][definition]
         status = claims.claim_status(r["share"], lower=0.5, interval=(r["low"], r["high"]))
         assert x.statuses[claim_id] == status
@@ -101,4 +102,4 @@ def test_freeze_frame_step_on_known_results():
     assert fo.freeze_frame_step(result, 0.01) == 40  # seed 1 leaves the margin again at 20
     assert fo.freeze_frame_step(result, 0.1) == 10
     assert fo.freeze_frame_summary(result, 0.01)["total_steps"] == 100
-    assert fo.load_frame_freeze()["tunnel"]["kind"] == "tunnel"
+    assert fr.load_frame_freeze()["tunnel"]["kind"] == "tunnel"

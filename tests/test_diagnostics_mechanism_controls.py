@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import calibration, geometry
 from attention_dynamics.diagnostics import mechanism_controls as mc
+from attention_dynamics.science import calibration, geometry
 from attention_dynamics.tasks import bijection, hmm
 from attention_dynamics.training.wind_tunnels import (
     bijection_log_probs,

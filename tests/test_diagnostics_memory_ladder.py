@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import calibration
 from attention_dynamics.diagnostics import memory_ladder as ml
-from attention_dynamics.tasks import hmm
-from attention_dynamics.tasks import wind_tunnels as tunnels
+from attention_dynamics.ledger import memory_claims as mc
+from attention_dynamics.science import calibration
+from attention_dynamics.tasks import hmm, wind_tunnels as tunnels
 
 
 def _ladder(levels):
@@ -77,7 +77,7 @@ def test_longmem_design_keeps_the_eight_step_window_far_from_the_filter():
 def test_window_claims_are_checked_against_path_enumeration():
     batch = hmm.sample_hmm_batch(60, 6, generator=torch.Generator().manual_seed(2))
     ladder = ml.ladder_of_batch(batch)
-    got = ml.window_claims({2: "test.window_kl_bits_k2", 3: "test.window_kl_bits_k3"}, batch.transition,
+    got = mc.window_claims({2: "test.window_kl_bits_k2", 3: "test.window_kl_bits_k3"}, batch.transition,
                            batch.emission, batch.observations, batch.posterior, ladder, params={}, tunnel_text="test")
     for k, claim_id in ((2, "test.window_kl_bits_k2"), (3, "test.window_kl_bits_k3")):
         assert got[claim_id].value == pytest.approx(ladder.level(k)) and got[claim_id].status == "pass"
@@ -85,7 +85,7 @@ def test_window_claims_are_checked_against_path_enumeration():
 
 def test_memory_claim_over_seeds_states_the_memory_of_the_mean_with_its_interval():
     ladder = _ladder([1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.0])
-    claim = ml.memory_claim("test.memory_steps", [0.04, 0.06, 0.05], ladder, model="m", realises=True, params={},
+    claim = mc.memory_claim("test.memory_steps", [0.04, 0.06, 0.05], ladder, model="m", realises=True, params={},
                             tunnel_text="t")
     assert claim.value == 5 and claim.lower == ladder.rule_window + 1
     assert claim.status in ("fail", "undecided")  # 5 steps is not more than the rule window (8)

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import gradients
 from attention_dynamics.diagnostics import routing_fit, state_clusters
 from attention_dynamics.models import factory, routing
 from attention_dynamics.models.mamba import MambaSequenceModel, forward_with_explicit_routing
+from attention_dynamics.science import gradients
 from attention_dynamics.tasks import wind_tunnels as tunnels
 
 SMALL_TASKS = [

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics import calibration
+from attention_dynamics.core.seeding import stream
 from attention_dynamics.diagnostics import wind_tunnel_geometry as wg
-from attention_dynamics.seeding import stream
+from attention_dynamics.science import calibration
 from attention_dynamics.tasks import bijection
 from attention_dynamics.training import wind_tunnels as wt
 

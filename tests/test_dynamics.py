@@ -9,16 +9,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_dynamics import gradients as G
-from attention_dynamics import dynamics
-
-from attention_dynamics import settling
-
 from attention_dynamics.chapters.routing_content_feedback import runs as routing_runs
 from attention_dynamics.chapters.two_timescale_em import runs as two_timescale_runs
-from attention_dynamics.training import recall_head
-from attention_dynamics.attention import init_single_head
+from attention_dynamics.science import dynamics, gradients as G, recall_head as rh, settling
+from attention_dynamics.science.attention import init_single_head
 from attention_dynamics.tasks import specialization as sp
+from attention_dynamics.training import recall_head
 
 SIZES = dict(n_sources=3, n_queries=4, n_tags=5, n_labels=6)
 
@@ -38,9 +34,9 @@ def _setup(seed=0, std=0.6, n=12, smoothing=0.0):
 
 def _loss_gradient_wrt_values(params, batch):
     """∂L/∂v for every value vector of the batch, by autograd (independent of the value law)."""
-    fwd = sp.query_forward(params, batch)
+    fwd = rh.query_forward(params, batch)
     v = fwd.v.detach().requires_grad_(True)
-    loss = sp.query_cross_entropy(((fwd.alpha.detach() @ v) @ params.W_O)[:, batch.n_sources:], batch)
+    loss = rh.query_cross_entropy(((fwd.alpha.detach() @ v) @ params.W_O)[:, batch.n_sources:], batch)
     (grad,) = torch.autograd.grad(loss, v)
     return grad
 
@@ -70,10 +66,10 @@ def test_value_step_loss_change_tends_to_the_first_order_prediction(seed, smooth
 def test_a_wrong_value_law_would_fail_the_check():
     """Stepping along twice the law's direction gives a ratio near 2, not 1: the check can fail."""
     params, batch = _setup(3)
-    fwd = sp.query_forward(params, batch)
+    fwd = rh.query_forward(params, batch)
     law = fwd.alpha.transpose(-1, -2) @ fwd.u  # Σ_i alpha_ij u_i, (B, T, d_v)
     eta = 1e-3
-    stepped = sp.query_cross_entropy(((fwd.alpha @ (fwd.v - eta * 2.0 * law)) @ params.W_O)[:, batch.n_sources:], batch)
+    stepped = rh.query_cross_entropy(((fwd.alpha @ (fwd.v - eta * 2.0 * law)) @ params.W_O)[:, batch.n_sources:], batch)
     ratio = (float(stepped) - float(fwd.loss)) / (-eta * float((law ** 2).sum()))
     assert ratio == pytest.approx(2.0, rel=1e-2)
 
@@ -87,11 +83,11 @@ def test_compatibility_change_decomposes_exactly():
     # With the error signal held fixed the prediction is exact: b changes by u_i·Δv_j.
     assert change.frozen_error_signal_residual < 1e-10
     # And the full change is recomputed from scratch independently here.
-    fwd = sp.query_forward(params, batch)
+    fwd = rh.query_forward(params, batch)
     grad = _loss_gradient_wrt_values(params, batch)
     v_new = fwd.v - 0.5 * grad
     g_new = (fwd.alpha @ v_new).requires_grad_(True)
-    loss = sp.query_cross_entropy((g_new @ params.W_O)[:, batch.n_sources:], batch)
+    loss = rh.query_cross_entropy((g_new @ params.W_O)[:, batch.n_sources:], batch)
     (u_new,) = torch.autograd.grad(loss, g_new)
     b_new = u_new @ v_new.transpose(-1, -2)
     K = batch.n_sources
@@ -103,13 +99,13 @@ def test_compatibility_change_decomposes_exactly():
 def test_compatibility_prediction_error_is_the_linear_response_of_the_error_signal():
     """As eta → 0 the relative error tends to that of the linearised u-response (a first-order term)."""
     params, batch = _setup(5, std=1.0)
-    fwd = sp.query_forward(params, batch)
+    fwd = rh.query_forward(params, batch)
     K = batch.n_sources
     grad = _loss_gradient_wrt_values(params, batch)
 
     def u_of_values(v):
         p = torch.softmax(((fwd.alpha @ v) @ params.W_O)[:, K:], -1)  # (B, Q, C)
-        return F.pad(sp.query_output_error(p, batch) @ params.W_O.transpose(0, 1), (0, 0, K, 0))  # (B, T, d_v)
+        return F.pad(rh.query_output_error(p, batch) @ params.W_O.transpose(0, 1), (0, 0, K, 0))  # (B, T, d_v)
 
     # Directional derivative of u along −∂L/∂v, by forward-mode autodiff.
     _, du = torch.autograd.functional.jvp(u_of_values, fwd.v, -grad)
@@ -167,7 +163,7 @@ def test_ideal_prototype_is_the_steepest_ascent_direction_of_the_label_log_likel
 
 def test_m_step_measures():
     params, batch = _setup(8)
-    fwd = sp.query_forward(params, batch)
+    fwd = rh.query_forward(params, batch)
     K = batch.n_sources
     logits = fwd.v[:, :K] @ params.W_O
     expected = float(F.cross_entropy(logits.reshape(-1, batch.n_labels), batch.source_labels.reshape(-1)))
@@ -264,10 +260,10 @@ def test_frozen_matrices_do_not_move():
 def test_correct_source_advantage_matches_autograd_routing_gradient():
     """The advantage is −(∂L/∂s_ij)/alpha_ij (routing law); the scores' gradient comes from autograd here."""
     params, batch = _setup(9)
-    fwd = sp.query_forward(params, batch)
+    fwd = rh.query_forward(params, batch)
     scores = fwd.scores.detach().requires_grad_(True)
     logits = (torch.softmax(scores, -1) @ fwd.v.detach()) @ params.W_O
-    (d_scores,) = torch.autograd.grad(sp.query_cross_entropy(logits[:, batch.n_sources:], batch), scores)
+    (d_scores,) = torch.autograd.grad(rh.query_cross_entropy(logits[:, batch.n_sources:], batch), scores)
     K = batch.n_sources
     at_source = (-d_scores[:, K:] / fwd.alpha[:, K:]).gather(2, batch.correct_source.unsqueeze(-1))
     expected = float(at_source.mean()) * batch.targets.numel()
@@ -322,12 +318,12 @@ def _advantage_after_value_step(params, batch, eta: float) -> torch.Tensor:
     autograd of the query loss with respect to the mixtures g (attention held).
     """
     with torch.no_grad():
-        fwd = sp.query_forward(params, batch)
+        fwd = rh.query_forward(params, batch)
         K = batch.n_sources
         v_new = fwd.v - eta * G.responsibility_weighted_value_gradient(fwd.alpha, fwd.u)
     with torch.enable_grad():
         g_new = (fwd.alpha @ v_new).requires_grad_(True)
-        loss = sp.query_cross_entropy(g_new[:, K:] @ params.W_O, batch)
+        loss = rh.query_cross_entropy(g_new[:, K:] @ params.W_O, batch)
         (u_new,) = torch.autograd.grad(loss, g_new)
     return G.advantage(fwd.alpha[:, K:], G.compatibility(u_new[:, K:], v_new)).detach()
 
@@ -347,7 +343,7 @@ def test_self_term_is_the_rich_get_richer_threshold():
     """The self term is |u_i|² (alpha_ij − Σ alpha²): positive exactly above the threshold, written out here."""
     params, batch = _setup(6)
     ch = dynamics.advantage_change_rate(params, batch)
-    fwd = sp.query_forward(params, batch)
+    fwd = rh.query_forward(params, batch)
     K = batch.n_sources
     a = fwd.alpha[:, K:]
     u2 = (fwd.u[:, K:] ** 2).sum(-1, keepdim=True)

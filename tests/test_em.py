@@ -8,12 +8,11 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture as SklearnMixture
 
-from attention_dynamics import em
+from attention_dynamics.science import em
 
 
 @pytest.fixture(autouse=True)

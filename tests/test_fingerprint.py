@@ -16,9 +16,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from attention_dynamics.fingerprint import chapter_dependencies, chapter_fingerprint, imported_modules
-from attention_dynamics.notebooks import METADATA_KEY, book_chapters, input_hash
-from attention_dynamics.paths import PACKAGE_DIR, REPO_ROOT
+from attention_dynamics.book.fingerprint import chapter_dependencies, chapter_fingerprint, imported_modules
+from attention_dynamics.book.notebooks import METADATA_KEY, book_chapters, input_hash
+from attention_dynamics.core.paths import PACKAGE_DIR, REPO_ROOT
 
 
 @pytest.mark.parametrize("chapter", book_chapters(REPO_ROOT), ids=lambda c: c.name)

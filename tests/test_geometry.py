@@ -8,13 +8,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy.stats import entropy as scipy_entropy
-from scipy.stats import rankdata
+from scipy.stats import entropy as scipy_entropy, rankdata
 
-from attention_dynamics import geometry
-
-from attention_dynamics import settling
-from attention_dynamics import stats
+from attention_dynamics.science import geometry, settling, stats
 
 
 def _rng(seed):

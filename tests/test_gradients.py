@@ -16,13 +16,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy.stats import entropy as scipy_entropy
 
-from attention_dynamics import gradients as G
-from attention_dynamics.attention import causal_mask, init_single_head, single_head_forward
-from attention_dynamics import stats
+from attention_dynamics.science import gradients as G, stats
+from attention_dynamics.science.attention import causal_mask, init_single_head, single_head_forward
 
 RELATIVE_TOL = 1e-12  # float64, relative to the largest entry of the reference gradient
 # Near one-hot attention, ∂L/∂s_ij = alpha_ij b_ij − alpha_ij E[b] is a difference of nearly equal
@@ -436,7 +434,7 @@ def test_law_discrepancies_can_fail(monkeypatch):
 
 
 def _weight_step_example(T=9, d_in=6, seed=0, std=0.7, orthonormal=False):
-    from attention_dynamics.attention import init_single_head, single_head_forward
+    from attention_dynamics.science.attention import init_single_head, single_head_forward
 
     g = torch.Generator().manual_seed(seed)
     params = init_single_head(d_in, 4, 5, 3, std=std, generator=g, dtype=torch.float64)
@@ -450,7 +448,7 @@ def _weight_step_example(T=9, d_in=6, seed=0, std=0.7, orthonormal=False):
 
 def _actual_step(params, x, y, eta):
     """Scores and values after one autograd step of size eta on W_Q, W_K, W_V (W_O fixed)."""
-    from attention_dynamics.attention import SingleHeadParams, single_head_forward
+    from attention_dynamics.science.attention import SingleHeadParams, single_head_forward
 
     W = {n: t.detach().clone().requires_grad_(True) for n, t in params.as_dict().items()}
     single_head_forward(x, SingleHeadParams(**W), y).loss.backward()
@@ -460,7 +458,7 @@ def _actual_step(params, x, y, eta):
 
 def test_the_weight_step_formulas_equal_an_autograd_step():
     """Δv through W_V and Δs through W_Q, W_K, as derived, equal what one real step does (to round-off)."""
-    from attention_dynamics.weight_space import weight_space_step
+    from attention_dynamics.science.weight_space import weight_space_step
 
     params, x, y, fwd = _weight_step_example()
     eta = 0.3
@@ -478,7 +476,7 @@ def test_the_weight_step_formulas_equal_an_autograd_step():
 
 
 def test_with_orthonormal_inputs_the_values_move_as_if_free():
-    from attention_dynamics.weight_space import score_sign_agreement, value_step_cosine, weight_space_step
+    from attention_dynamics.science.weight_space import score_sign_agreement, value_step_cosine, weight_space_step
 
     params, x, y, fwd = _weight_step_example(T=6, d_in=8, orthonormal=True)
     step = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=0.1)
@@ -492,7 +490,7 @@ def test_with_orthonormal_inputs_the_values_move_as_if_free():
 
 
 def test_score_sign_agreement_is_one_for_the_free_law_itself():
-    from attention_dynamics.weight_space import WeightStep, score_sign_agreement, weight_space_step
+    from attention_dynamics.science.weight_space import WeightStep, score_sign_agreement, weight_space_step
 
     params, x, y, fwd = _weight_step_example(T=12, seed=4)
     step = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=0.1)

@@ -14,21 +14,21 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from attention_dynamics.launch_notebooks import (
+from attention_dynamics.book.launch_notebooks import (
     LAUNCH_DIR,
     BookIndex,
     LaunchNotebookError,
     book_index,
     citation_label,
     equation_numbers,
-    figure_numbers,
     expand_macros,
+    figure_numbers,
     launch_notebook,
     launch_notebook_path,
     render_markdown,
     tex_macros,
 )
-from attention_dynamics.notebooks import Chapter, book_chapters, notebook_text
+from attention_dynamics.book.notebooks import Chapter, book_chapters, notebook_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: What must not reach a launch notebook: MyST roles and directives that Jupyter shows as written.

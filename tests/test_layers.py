@@ -2,22 +2,23 @@
 no module too long to read.
 
 What it protects: the science (laws, tasks, models) stays usable without the book's chapters, a reader can follow
-the code from the bottom up, and every chapter folder can be read on its own. The layers, lowest first (the package
-docstring, ``attention_dynamics.__init__``, says the same):
+the code from the bottom up, and every chapter folder can be read on its own. A layer is a folder, a top-level
+sub-package of ``attention_dynamics``; they are, lowest first (the package docstring, ``attention_dynamics.__init__``,
+draws the same):
 
-- ``base``: the book's machinery every layer may use (seeding, settings, paths, plotting, the claims ledger and the
-  verdicts, notebooks, stored results) and small shared helpers (stats, settling, the speed-up metric);
-- ``science``: the head and the paper's laws (attention, gradients, em, calibration, geometry);
+- ``core``: the foundations every layer may use (seeding, settings, paths, provenance, shapes, plotting);
+- ``science``: the head and the paper's laws (attention, gradients, em, calibration, geometry, dynamics, ...);
 - ``tasks``: the wind tunnels with their exact posteriors;
 - ``models``: every ``nn.Module``;
-- ``dynamics``: the measures of the recall head's routing–content loop;
 - ``training``: the one loop, the schedules, the closed-form engine, the trainers several chapters share;
 - ``diagnostics``: tools for any model;
+- ``ledger``: the claims ledger, the verdict rules, the stored results' declarations;
 - ``chapters``: one folder per chapter (no chapter imports another);
-- ``runner``: the command line, the stored-result runner, the PDF, the launch notebooks, the nbval plugin.
+- ``book``: the runner and its command line, the stored-result runner, the PDF, the launch notebooks, the nbval plugin.
 
-A module may import from its own layer or a lower one (``TYPE_CHECKING`` imports, for annotations,
-included); imports executed at import time form no cycle.
+The package root holds only ``__init__.py`` and ``__main__.py``, above every layer. A module may import from its own
+layer or a lower one (``TYPE_CHECKING`` imports, for annotations, included); imports executed at import time form no
+cycle.
 """
 
 from __future__ import annotations
@@ -28,19 +29,13 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attention_dynamics"
-LAYERS = {
-    "base": {"seeding", "settings", "paths", "plotting", "claims", "notebooks", "nbcompare", "verdicts",
-             "stats", "settling", "results", "speedup", "shapes"},
-    "science": {"attention", "gradients", "weight_space", "em", "calibration", "geometry"},
-    "tasks": {"tasks"},
-    "models": {"models"},
-    "dynamics": {"dynamics"},
-    "training": {"training"},
-    "diagnostics": {"diagnostics"},
-    "chapters": {"chapters"},
-    "runner": {"reproduce", "ledger_commands", "compute", "pdf", "launch_notebooks", "nbval_plugin", "__main__", "__init__"},
-}
-ORDER = list(LAYERS)
+#: The layers, lowest first: each is a folder of the package.
+LAYERS = ("core", "science", "tasks", "models", "training", "diagnostics", "ledger", "chapters", "book")
+#: The package root's own modules: above every layer (``python -m attention_dynamics`` and the version).
+TOP = ("__init__", "__main__")
+#: Folders of the package that hold no modules (the stored results' files).
+DATA_FOLDERS = ("data",)
+ORDER = [*LAYERS, "top"]
 MAX_LINES = 600
 
 
@@ -53,10 +48,29 @@ def _module_name(path: Path) -> str:
 
 def _layer(module: str) -> str:
     top = module.split(".")[0]
-    for name, members in LAYERS.items():
-        if top in members:
-            return name
-    raise AssertionError(f"module {module!r} belongs to no layer: add it to LAYERS in {__file__}")
+    if top in LAYERS:
+        return top
+    if module in TOP:
+        return "top"
+    raise AssertionError(f"module {module!r} belongs to no layer: put it in one of the folders {', '.join(LAYERS)}")
+
+
+def test_the_package_root_shows_the_layers_as_folders():
+    """Only ``__init__.py`` and ``__main__.py`` sit at the root; every folder is a declared layer (or the data)."""
+    stray = sorted(p.name for p in PACKAGE.glob("*.py") if p.stem not in TOP)
+    assert not stray, f"modules at the package root: {', '.join(stray)}; move each into its layer's folder"
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+    unknown = sorted(folders - set(LAYERS) - set(DATA_FOLDERS))
+    assert not unknown, f"folders that are not a layer: {', '.join(unknown)}; add them to LAYERS in their place"
+    missing = sorted(set(LAYERS) - folders)
+    assert not missing, f"layers without a folder: {', '.join(missing)}"
+    for layer in LAYERS:
+        assert (PACKAGE / layer / "__init__.py").exists(), f"{layer}/ has no __init__.py"
+
+
+def test_every_module_belongs_to_a_layer():
+    for module in _all_modules():
+        _layer(module)
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
@@ -114,7 +128,7 @@ def test_every_module_imports_only_its_own_layer_or_lower():
 
 def test_no_lower_layer_imports_a_chapter():
     offenders = [f"{m} imports {t}" for m, p in _all_modules().items() for t, _ in _imports(p)
-                 if t.startswith("chapters") and _layer(m) not in ("chapters", "runner")]
+                 if t.startswith("chapters") and _layer(m) not in ("chapters", "book", "top")]
     assert not offenders, "\n".join(offenders)
 
 
@@ -142,12 +156,13 @@ def test_every_chapter_folder_has_the_same_shape():
 
 
 def test_the_layer_test_agrees_with_the_package_docstring():
+    """The package docstring draws the layers, lowest at the bottom, in the order declared here."""
     import attention_dynamics
 
     doc = attention_dynamics.__doc__
-    for members in LAYERS.values():
-        for module in members - {"__main__", "__init__"}:
-            assert f"attention_dynamics.{module}`" in doc, f"the package docstring does not place {module}"
+    lines = [line for line in doc.splitlines() if any(line.lstrip().startswith(f"{layer}/") for layer in LAYERS)]
+    drawn = [line.lstrip().split("/")[0] for line in lines]
+    assert drawn == list(reversed(LAYERS)), f"the package docstring draws {drawn}, the layers are {list(LAYERS)}"
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

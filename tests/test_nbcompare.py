@@ -9,7 +9,7 @@ import sys
 import nbformat
 import pytest
 
-from attention_dynamics.nbcompare import (
+from attention_dynamics.book.nbcompare import (
     COMPUTED,
     TRAINED,
     TRAINED_TAG,
@@ -144,7 +144,7 @@ def _notebook(path, committed_value, rerun_value, tags=()):
 
 def _nbval(tmp_path, nb_path):
     out = tmp_path / "executed"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "attention_dynamics.nbval_plugin",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "attention_dynamics.book.nbval_plugin",
            "--nbval", str(nb_path), "--nbval-current-env", "--book-executed-dir", str(out), "-o", "addopts="]
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     return result, out

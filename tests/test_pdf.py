@@ -1,7 +1,7 @@
 """The book as one PDF (``make pdf``): every chapter, typeset equations, glued numbers, figures.
 
 The slow tests build the PDF once per module from the committed notebooks (nothing is executed)
-into a temporary folder, with :func:`attention_dynamics.pdf.build_pdf` exactly as
+into a temporary folder, with :func:`attention_dynamics.book.pdf.build_pdf` exactly as
 ``python -m attention_dynamics pdf`` does, and read it back with pypdf. They need Debian's
 ``chromium``: without it they are skipped (failed in CI). The fast test checks the error when
 Chromium is missing.
@@ -20,8 +20,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attention_dynamics.notebooks import BookError, book_chapters
-from attention_dynamics.pdf import build_pdf, heading_titles, online_book_url, printable_html, repair_outline, toc_parts
+from attention_dynamics.book.notebooks import BookError, book_chapters
+from attention_dynamics.book.pdf import (
+    build_pdf,
+    heading_titles,
+    online_book_url,
+    printable_html,
+    repair_outline,
+    toc_parts,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: What raw TeX left by a MathJax that did not run looks like in the text of the PDF.

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention_dynamics import plotting
+from attention_dynamics.core import plotting
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from attention_dynamics.notebooks import book_chapters, normalise_notebook, select_chapters
+from attention_dynamics.book.notebooks import book_chapters, normalise_notebook, select_chapters
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ def _chapter(body: list[str], params: str = PARAMS) -> nbformat.NotebookNode:
 
 GOOD = [
     "from dataclasses import dataclass\n\nfrom attention_dynamics import claims\n"
-    "from attention_dynamics.settings import ChapterSettings, resolve",
+    "from attention_dynamics.core.settings import ChapterSettings, resolve",
     "@dataclass(frozen=True)\nclass Toy(ChapterSettings):\n    steps: int = 1\n\n\n"
     'cfg = resolve({"book": Toy(steps=3), "fast": Toy(steps=1)}, scale, device=device, steps=steps)',
     'claims.record("toy.steps_used", cfg.steps, description="steps the chapter ran", unit="steps", lower=1)\nprint(cfg.steps)',
@@ -176,7 +176,7 @@ def _git(root: Path, *args: str) -> str:
 
 
 def test_the_colab_cell_pins_the_last_commit_of_the_package_and_is_kept_current(book):
-    from attention_dynamics.notebooks import colab_pin
+    from attention_dynamics.book.notebooks import colab_pin
 
     (book / "_config.yml").write_text("repository:\n  url: https://github.com/example/book\n")
     (book / "pyproject.toml").write_text('[project]\nname = "toy"\n')
@@ -203,7 +203,7 @@ def test_the_colab_cell_pins_the_last_commit_of_the_package_and_is_kept_current(
 
 
 def test_colab_pin_reads_what_ensure_colab_cell_writes():
-    from attention_dynamics.notebooks import colab_pin, ensure_colab_cell
+    from attention_dynamics.book.notebooks import colab_pin, ensure_colab_cell
 
     nb = _chapter(["1 + 1"])
     assert colab_pin(nb) is None

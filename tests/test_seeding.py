@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics.attention import init_single_head, single_head_forward
+from attention_dynamics.core.seeding import seed_everything, torch_generator
 from attention_dynamics.models import CausalTransformer
-from attention_dynamics.seeding import seed_everything, torch_generator
+from attention_dynamics.science.attention import init_single_head, single_head_forward
 from attention_dynamics.training import fit
 
 
@@ -57,7 +57,7 @@ def test_seed_everything_rejects_bad_seeds(bad):
 
 
 def test_streams_are_the_offsets_the_results_were_computed_with_and_distinct():
-    from attention_dynamics.seeding import STREAMS, stream
+    from attention_dynamics.core.seeding import STREAMS, stream
 
     assert stream(5, "init") == 5 and stream(5, "train") == 1_005 and stream(5, "heldout", 3) == 10_008
     wide = {name: offset for name, offset in STREAMS.items() if offset >= 1_000}
@@ -69,7 +69,7 @@ def test_streams_are_the_offsets_the_results_were_computed_with_and_distinct():
 
 @pytest.mark.parametrize("name, index", [("nope", 0), ("data", -1)])
 def test_stream_rejects_unknown_names_and_negative_indices(name, index):
-    from attention_dynamics.seeding import stream
+    from attention_dynamics.core.seeding import stream
 
     with pytest.raises(ValueError):
         stream(0, name, index)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from attention_dynamics.settings import ChapterSettings, check_positive_int, resolve, resolve_device
+from attention_dynamics.core.settings import ChapterSettings, check_positive_int, resolve, resolve_device
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ import importlib  # noqa: E402
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from attention_dynamics.settings import SCALES, ChapterSettings, resolve  # noqa: E402
+from attention_dynamics.core.settings import SCALES, ChapterSettings, resolve  # noqa: E402
 
 CHAPTERS = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "src" / "attention_dynamics" / "chapters").iterdir()
                   if (p / "settings.py").exists())

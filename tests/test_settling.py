@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_dynamics.settling import first_true, first_true_for_good
+from attention_dynamics.science.settling import first_true, first_true_for_good
 
 
 def _brute_first(c):
@@ -32,7 +32,7 @@ def test_edge_cases_and_shape_check():
 
 
 def test_late_drop_of_a_falling_a_flat_and_a_rising_curve():
-    from attention_dynamics.settling import late_drop
+    from attention_dynamics.science.settling import late_drop
 
     t = np.arange(1000)
     falling = 1.0 + 1.0 / (1 + t / 100)  # excess over the floor 1 halves from t = 800 ... to later
@@ -47,7 +47,7 @@ def test_late_drop_of_a_falling_a_flat_and_a_rising_curve():
 
 
 def test_path_settling_step_on_a_known_path():
-    from attention_dynamics.settling import path_settling_step
+    from attention_dynamics.science.settling import path_settling_step
 
     steps = np.arange(0, 11)
     inc = np.array([4, 3, 1, 1, 0.5, 0.25, 0.125, 0.125, 0, 0], dtype=float)  # total 10

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_dynamics import speedup
+from attention_dynamics.science import speedup
 
 
 def test_steps_to_threshold_follows_the_scripts_rule():

@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 from scipy.stats import entropy as scipy_entropy
 
-from attention_dynamics.stats import entropy, moving_average, paired_tests, t_interval
+from attention_dynamics.science.stats import entropy, moving_average, paired_tests, t_interval
 
 
 @pytest.mark.parametrize("unit, base", [("nats", None), ("bits", 2)])

@@ -1,4 +1,5 @@
-"""The content-addressed recall task: its ground truth, its loss and that one head can solve it."""
+"""The content-addressed recall task: its ground truth, the head's loss on it (science.recall_head) and that one head
+can solve it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_dynamics.attention import SingleHeadParams, init_single_head, single_head_forward
-from attention_dynamics.gradients import advantage_routing_gradient, responsibility_weighted_value_gradient
+from attention_dynamics.science import recall_head as rh
+from attention_dynamics.science.attention import SingleHeadParams, init_single_head, single_head_forward
+from attention_dynamics.science.gradients import advantage_routing_gradient, responsibility_weighted_value_gradient
 from attention_dynamics.tasks import specialization as sp
 
 SIZES = dict(n_sources=4, n_queries=5, n_tags=6, n_labels=7)
@@ -65,24 +67,31 @@ def test_sampling_is_seeded_and_validated():
         sp.sample_specialization_batch(0)
 
 
+def test_a_task_batch_has_everything_the_science_layer_reads():
+    """The head's loss and the dynamics' measures type their batch as a protocol; the task's batch fulfils it."""
+    b = _batch()
+    for name in [*rh.RecallBatch.__annotations__, "n_sources", "responsibility", "target_distribution"]:
+        assert hasattr(b, name), name
+
+
 @pytest.mark.parametrize("smoothing", [0.0, 0.3])
 def test_query_forward_loss_and_error_signal_match_autograd(smoothing):
     b = _batch(1, target_smoothing=smoothing)
     params = init_single_head(b.x.shape[-1], 3, 5, b.n_labels, std=0.8,
                               generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    fwd = sp.query_forward(params, b)
+    fwd = rh.query_forward(params, b)
     # Loss: the mean over query positions of −Σ_c t_c log p_c, written out by hand.
     logp = torch.log_softmax(fwd.logits[:, b.n_sources:], -1)
     expected = -(b.target_distribution * logp).sum(-1).mean()
     torch.testing.assert_close(fwd.loss, expected, rtol=0, atol=1e-12)
     # u = ∂L/∂g by autograd, zero on source rows.
     g = fwd.g.detach().requires_grad_(True)
-    loss = sp.query_cross_entropy((g @ params.W_O)[:, b.n_sources:], b)
+    loss = rh.query_cross_entropy((g @ params.W_O)[:, b.n_sources:], b)
     (u_auto,) = torch.autograd.grad(loss, g)
     torch.testing.assert_close(fwd.u, u_auto, rtol=0, atol=1e-14)
     assert fwd.u[:, : b.n_sources].abs().max() == 0
     torch.testing.assert_close(fwd.b, fwd.u @ fwd.v.transpose(-1, -2))
-    torch.testing.assert_close(sp.query_loss(params, b), fwd.loss)
+    torch.testing.assert_close(rh.query_loss(params, b), fwd.loss)
 
 
 def test_the_paper_laws_hold_for_the_query_loss():
@@ -90,11 +99,11 @@ def test_the_paper_laws_hold_for_the_query_loss():
     b = _batch(2)
     params = init_single_head(b.x.shape[-1], 4, 4, b.n_labels, std=0.9,
                               generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    fwd = sp.query_forward(params, b)
+    fwd = rh.query_forward(params, b)
     scores = fwd.scores.detach().requires_grad_(True)
     v = fwd.v.detach().requires_grad_(True)
     logits = (torch.softmax(scores, -1) @ v) @ params.W_O
-    loss = sp.query_cross_entropy(logits[:, b.n_sources:], b)
+    loss = rh.query_cross_entropy(logits[:, b.n_sources:], b)
     d_scores, d_v = torch.autograd.grad(loss, (scores, v))
     torch.testing.assert_close(d_v, responsibility_weighted_value_gradient(fwd.alpha, fwd.u), rtol=0, atol=1e-14)
     torch.testing.assert_close(torch.nan_to_num(d_scores), advantage_routing_gradient(fwd.alpha, fwd.b),
@@ -118,11 +127,11 @@ def _constructed_head(n_tags, n_labels, *, match_gain, readout_gain, route=True)
 def test_one_head_solves_the_task_and_a_routing_blind_head_reaches_ln_K():
     b = _batch(5, n=64)
     solver = _constructed_head(b.n_tags, b.n_labels, match_gain=6.0, readout_gain=40.0)
-    assert float(sp.query_loss(solver, b)) < 1e-3 + sp.bayes_floor_nats()
+    assert float(rh.query_loss(solver, b)) < 1e-3 + sp.bayes_floor_nats()
     # Uniform attention over everything visible: the context holds the K present labels equally
     # (queries add nothing), so with a large readout the prediction is uniform over them.
     blind = _constructed_head(b.n_tags, b.n_labels, match_gain=0.0, readout_gain=200.0, route=False)
-    assert float(sp.query_loss(blind, b)) == pytest.approx(sp.routing_blind_floor_nats(b.n_sources), abs=1e-6)
+    assert float(rh.query_loss(blind, b)) == pytest.approx(sp.routing_blind_floor_nats(b.n_sources), abs=1e-6)
     assert sp.routing_blind_floor_nats(4) == pytest.approx(math.log(4))
     assert sp.chance_loss_nats(8) == pytest.approx(math.log(8))
 
@@ -134,7 +143,7 @@ def test_bayes_floor_is_the_entropy_of_the_target_distribution():
     assert sp.bayes_floor_nats(0.2, b.n_labels) == pytest.approx(entropy, abs=1e-12)
     # A predictor that outputs the target distribution exactly reaches the floor.
     logits = torch.log(t)
-    assert float(sp.query_cross_entropy(logits, b)) == pytest.approx(entropy, abs=1e-12)
+    assert float(rh.query_cross_entropy(logits, b)) == pytest.approx(entropy, abs=1e-12)
     assert sp.bayes_floor_nats() == 0.0
 
 

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from attention_dynamics.attention import init_single_head, single_head_forward
-from attention_dynamics.gradients import single_head_parameter_gradients
+from attention_dynamics.science.attention import init_single_head, single_head_forward
+from attention_dynamics.science.gradients import single_head_parameter_gradients
+from attention_dynamics.tasks import sticky_chain
+from attention_dynamics.training import fit
 from attention_dynamics.training.head_engine import (
     SingleHeadModule,
     autograd_head_loss,
@@ -15,8 +17,6 @@ from attention_dynamics.training.head_engine import (
     closed_form_head_pass,
     head_metrics,
 )
-from attention_dynamics.tasks import sticky_chain
-from attention_dynamics.training import fit
 
 CASES = [  # (T, d_in, d_k, d_v, C, block_size)
     (1, 3, 2, 2, 2, 4),
@@ -51,7 +51,7 @@ def test_engine_gradients_equal_autograd(case):
 
 @pytest.mark.parametrize("case", CASES[1:4])
 def test_engine_equals_the_dense_laws(case):
-    """The block-wise engine and the whole-matrix laws of attention_dynamics.gradients agree."""
+    """The block-wise engine and the whole-matrix laws of attention_dynamics.science.gradients agree."""
     *shape, block = case
     params, x, y = _example(*shape, seed=1)
     loss, grads = single_head_parameter_gradients(x, params, y)

@@ -7,7 +7,8 @@ import pytest
 import scipy.optimize
 import torch
 
-from attention_dynamics.attention import init_single_head, single_head_forward
+from attention_dynamics.science.attention import init_single_head, single_head_forward
+from attention_dynamics.training import fit
 from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
 from attention_dynamics.training.schedules import (
     SCHEDULES,
@@ -18,7 +19,6 @@ from attention_dynamics.training.schedules import (
     responsibility_weighted_input_moment,
     value_m_step,
 )
-from attention_dynamics.training import fit
 
 
 def _example(T=12, d_in=5, d_k=3, d_v=4, C=3, seed=0):

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_dynamics import calibration
-from attention_dynamics.settings import SCALES
+from attention_dynamics.core.settings import SCALES
+from attention_dynamics.science import calibration
 from attention_dynamics.tasks import bijection
 from attention_dynamics.training import wind_tunnels as wt
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from attention_dynamics import verdicts as v
-from attention_dynamics.paths import CLAIMS_PATH, REPO_ROOT
+from attention_dynamics.core.paths import CLAIMS_PATH, REPO_ROOT
+from attention_dynamics.ledger import verdicts as v
 
 
 @pytest.mark.parametrize(
@@ -253,13 +253,14 @@ def test_staged_rows_are_fed_by_the_stored_results():
     """Switched on, every staged row is decided by the committed ledger plus the claims the chapters will record from
     the stored results (what the integration must do), with no missing or undeciding claim."""
     from attention_dynamics.chapters.architectures import formats_report, memory_report
-    from attention_dynamics.chapters.bayesian_manifolds import frame_definitions as tunnel_frames
-    from attention_dynamics.chapters.bayesian_manifolds import frame_definitions_report as tunnel_report
-    from attention_dynamics.chapters.routing_content_feedback import feedback_predictions
-    from attention_dynamics.chapters.routing_content_feedback import report as feedback_report
+    from attention_dynamics.chapters.bayesian_manifolds import (
+        frame_definitions as tunnel_frames,
+        frame_definitions_report as tunnel_report,
+    )
+    from attention_dynamics.chapters.routing_content_feedback import feedback_predictions, report as feedback_report
     from attention_dynamics.chapters.sticky_markov_chain import speedup_budget, speedup_budget_report
     from attention_dynamics.chapters.two_timescale_em import frame_definitions, frame_definitions_report
-    from attention_dynamics.diagnostics.frame_order import load_frame_freeze
+    from attention_dynamics.ledger.frame_results import load_frame_freeze
 
     ledger = {c["id"]: c for c in _ledger()}
     recorded = [

@@ -4,14 +4,14 @@
 ``book/status.json`` (per-chapter execution time and environment). Both files are written by
 ``python -m attention_dynamics reproduce``; reading them at build time keeps the pages in step.
 
-The verdicts (:func:`attention_dynamics.verdicts.assess` over the ledger) are rendered three ways:
+The verdicts (:func:`attention_dynamics.ledger.verdicts.assess` over the ledger) are rendered three ways:
 ``verdicts-table`` (one row per claim of the paper, with the book's deciding numbers beside the
 paper's value, grouped by the definition or part they decide, and each definition's own verdict under the row's;
 then the book's own cross-checks in a second table), ``verdicts-scoreboard`` (the counts per verdict and one line per verdict naming its
 claims, each a link to its row: the front page opens with it) and, injected at build time at the
 top of every chapter page (:func:`add_chapter_verdicts`), a box with that chapter's verdicts and
 its numbers in the ledger. A verdict the rendering does not know (a new one added to
-:mod:`attention_dynamics.verdicts`) is shown and counted like the others, in its own colour.
+:mod:`attention_dynamics.ledger.verdicts`) is shown and counted like the others, in its own colour.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
 
-from attention_dynamics.claims import format_value
+from attention_dynamics.ledger.claims import format_value
 
 
 def _table(header: list[str], rows: list[list[str]], widths: list[int], classes: list[str]) -> nodes.table:
@@ -301,7 +301,7 @@ def _read_ledger(env) -> list[dict] | None:
 def _ours_lines(ledger_by_id: dict[str, dict], groups) -> nodes.Node:
     """The deciding numbers, one line each: value with unit (and interval), what it is, its status; grouped under
     the name of the definition or part they decide (``groups``: the paper claim's
-    :attr:`~attention_dynamics.verdicts.PaperClaim.groups`, one unnamed group for plain evidence)."""
+    :attr:`~attention_dynamics.ledger.verdicts.PaperClaim.groups`, one unnamed group for plain evidence)."""
     box = nodes.container(classes=["verdict-ours"])
     for group in groups:
         if group.name:
@@ -344,16 +344,16 @@ class VerdictsTable(SphinxDirective):
     """Render one row per claim of the paper: statement · paper · ours · verdict; then the book's cross-checks.
 
     The verdicts come from the ledger (``book/claims.json``) through
-    :func:`attention_dynamics.verdicts.assess`. "ours" lists the deciding ledger numbers with their
+    :func:`attention_dynamics.ledger.verdicts.assess`. "ours" lists the deciding ledger numbers with their
     units, each with its status, grouped by the definition (or part) they decide; under the row's verdict, each
     definition's own verdict, or what is not decided at this scale. The statement's cell carries the caveat, filled
     from the ledger, and links to the section that shows the evidence. Each row has the id :func:`row_id` of its
     claim, which the scoreboard and the chapter boxes link to. A second table lists the book's own cross-checks
-    (:data:`attention_dynamics.verdicts.CROSS_CHECKS`) the same way.
+    (:data:`attention_dynamics.ledger.verdicts.CROSS_CHECKS`) the same way.
     """
 
     def run(self):
-        from attention_dynamics import verdicts as v
+        from attention_dynamics.ledger import verdicts as v
 
         ledger = _read_ledger(self.env)
         if ledger is None:
@@ -398,11 +398,11 @@ class VerdictsScoreboard(SphinxDirective):
     """Render the verdicts at a glance: the counts per verdict, then one line per verdict naming its claims.
 
     Each claim links to its row on the verdict page. Verdicts without a claim are counted (zero) but
-    get no line; a verdict :mod:`attention_dynamics.verdicts` adds later is counted and listed too.
+    get no line; a verdict :mod:`attention_dynamics.ledger.verdicts` adds later is counted and listed too.
     """
 
     def run(self):
-        from attention_dynamics import verdicts as v
+        from attention_dynamics.ledger import verdicts as v
 
         ledger = _read_ledger(self.env)
         if ledger is None:
@@ -441,7 +441,7 @@ _CHAPTER_DOC = re.compile(r"^book/(\d\d-[a-z0-9-]+)$")
 
 def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonition:
     """Return the box that opens a chapter page: its verdicts (linked to their rows) and its ledger counts."""
-    from attention_dynamics import verdicts as v
+    from attention_dynamics.ledger import verdicts as v
 
     found = [x for x in v.assess(ledger) if x.claim.section[0] == f"book/{chapter}"]
     checks = [x for x in v.assess(ledger, v.CROSS_CHECKS) if x.claim.section[0] == f"book/{chapter}"]

@@ -3,7 +3,7 @@
 A chapter's source notebook (``book/NN-slug.ipynb``) holds MyST roles (``{glue:text}``, ``{cite}``,
 ``{eq}``) that only the book build fills in; JupyterLab and Colab would show them as written. The
 runner writes each chapter's launch notebook to ``notebooks/NN-slug.ipynb``
-(:mod:`attention_dynamics.launch_notebooks`), with those roles as text. sphinx-book-theme builds the
+(:mod:`attention_dynamics.book.launch_notebooks`), with those roles as text. sphinx-book-theme builds the
 Binder and Colab links from the page's own path; this extension, running after it, points every
 launch link of a chapter page at the chapter's launch notebook instead.
 """
@@ -14,7 +14,7 @@ import re
 
 from sphinx.application import Sphinx
 
-from attention_dynamics.launch_notebooks import LAUNCH_DIR
+from attention_dynamics.book.launch_notebooks import LAUNCH_DIR
 
 _CHAPTER_PAGE = re.compile(r"^book/(\d\d-[a-z0-9-]+)$")
 

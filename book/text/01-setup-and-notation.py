@@ -16,7 +16,7 @@ if "google.colab" in sys.modules:
 # differentiation.
 #
 # Like every chapter, it starts with a parameters cell (the defaults are what the book shows),
-# validates it with {py:func}`attention_dynamics.settings.resolve`, seeds every random number generator with
+# validates it with {py:func}`attention_dynamics.core.settings.resolve`, seeds every random number generator with
 # {py:func}`seeding.seed_everything`, and records each number the text states with
 # {py:func}`claims.record` (the [claims ledger](reproducibility.md) collects them). The
 # [notation page](notation.md) collects the symbols and terms this chapter defines.
@@ -29,9 +29,9 @@ device = "auto"
 T = None  # length of the worked example (None: as the scale says)
 
 # %% tags=[]
-from attention_dynamics import plotting
 from attention_dynamics.chapters.setup_and_notation import figures, report, runs, settings
-from attention_dynamics.seeding import seed_everything
+from attention_dynamics.core import plotting
+from attention_dynamics.core.seeding import seed_everything
 
 cfg = settings.resolve(scale, device=device, T=T)  # the worked example is small at every scale
 generator = seed_everything(seed)

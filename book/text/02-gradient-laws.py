@@ -13,7 +13,7 @@ if "google.colab" in sys.modules:
 # matrices. The results are the paper's two boxed laws — the **advantage-based routing law** and the
 # **responsibility-weighted value update** — and what they imply for queries and keys
 # {cite}`agarwal2025gradient`. Each law is derived step by step and implemented as one function of
-# `attention_dynamics.gradients`. Each is then checked four ways: against automatic differentiation,
+# `attention_dynamics.science.gradients`. Each is then checked four ways: against automatic differentiation,
 # against the backward pass of PyTorch's fused attention kernel, against central finite differences
 # of the loss, and against the structural properties that the derivation predicts. The last
 # section shows the property that the rest of the book builds on: as attention sharpens, the routing
@@ -31,10 +31,10 @@ n_draws = (
 # %% tags=["hide-input"]
 import numpy as np
 
-from attention_dynamics import claims, plotting
 from attention_dynamics.chapters.gradient_laws import figures, report, runs, settings
-from attention_dynamics.diagnostics import frame_order
-from attention_dynamics.seeding import seed_everything
+from attention_dynamics.core import plotting
+from attention_dynamics.core.seeding import seed_everything
+from attention_dynamics.ledger import claims, frame_results
 from attention_dynamics.tasks import sticky_chain
 
 # fast / book / paper: how many heads and how long their sequences are; the heads have the paper's
@@ -395,7 +395,7 @@ report.record_sweep_claims(sweep, cfg, seed=seed)
 # %% tags=["hide-input"]
 # chapter 4 decides the order under several definitions; its stored readings give the verdict here
 # (no claim is recorded: the claims belong to chapter 4)
-frame_row = frame_order.frame_row_verdict(frame_order.load_frame_definitions())
+frame_row = frame_results.frame_row_verdict(frame_results.load_frame_definitions())
 claims.glue("ch2.frame_row_verdict", frame_row.verdict)
 claims.glue("ch2.frame_row_readings", frame_row.readings_text())
 
@@ -514,7 +514,7 @@ plotting.glue_figure("fig-gradient-weight-step", figures.plot_weight_step_along_
 # %% [markdown] tags=[]
 # ## Summary
 #
-# | Result | Equation | Function in `attention_dynamics.gradients` | Checked by (`tests/test_gradients.py`) |
+# | Result | Equation | Function in `attention_dynamics.science.gradients` | Checked by (`tests/test_gradients.py`) |
 # | --- | --- | --- | --- |
 # | error signal at the logits | {eq}`eq-grad-logits` | `output_error`, `upstream_gradient` | `test_every_law_matches_autograd` |
 # | compatibility, advantage | {eq}`eq-grad-dalpha`, {eq}`eq-grad-advantage` | `compatibility`, `advantage` | `test_routing_gradient_is_minus_attention_times_advantage` |

@@ -49,7 +49,6 @@ warnings.filterwarnings(
     "ignore", message="IProgress not found"
 )  # tqdm's notebook bar (no bars are shown)
 
-from attention_dynamics import claims, plotting, verdicts
 from attention_dynamics.chapters.routing_content_feedback import (
     feedback_predictions,
     figures,
@@ -57,7 +56,9 @@ from attention_dynamics.chapters.routing_content_feedback import (
     runs,
     settings,
 )
-from attention_dynamics.seeding import seed_everything
+from attention_dynamics.core import plotting
+from attention_dynamics.core.seeding import seed_everything
+from attention_dynamics.ledger import claims, verdicts
 from attention_dynamics.tasks import specialization as recall
 
 cfg = settings.resolve(scale, device=device, steps=steps)  # fast / book / paper

@@ -43,7 +43,6 @@ warnings.filterwarnings(
     "ignore", message="IProgress not found"
 )  # tqdm's notebook bar (no bars are shown)
 
-from attention_dynamics import claims, plotting, verdicts
 from attention_dynamics.chapters.two_timescale_em import (
     figures,
     frame_definitions,
@@ -53,8 +52,10 @@ from attention_dynamics.chapters.two_timescale_em import (
     runs,
     settings,
 )
+from attention_dynamics.core import plotting
+from attention_dynamics.core.seeding import seed_everything
 from attention_dynamics.diagnostics import frame_order
-from attention_dynamics.seeding import seed_everything
+from attention_dynamics.ledger import claims, verdicts
 
 # the recall heads of chapter 3; the paper has no such experiment, so "paper" = "book"
 cfg = settings.resolve(scale, device=device, steps=steps)

@@ -38,7 +38,6 @@ warnings.filterwarnings(
     "ignore", message="IProgress not found"
 )  # tqdm's notice when ipywidgets is absent
 
-from attention_dynamics import claims, plotting, verdicts
 from attention_dynamics.chapters.sticky_markov_chain import (
     figures,
     lr_surface,
@@ -49,7 +48,9 @@ from attention_dynamics.chapters.sticky_markov_chain import (
     speedup_budget,
     speedup_budget_report,
 )
-from attention_dynamics.seeding import seed_everything
+from attention_dynamics.core import plotting
+from attention_dynamics.core.seeding import seed_everything
+from attention_dynamics.ledger import claims, verdicts
 from attention_dynamics.tasks import sticky_chain
 
 # the 20-seed, long-run and deep results are stored, loaded below (compute sticky_chain_paper_scale)

@@ -30,7 +30,6 @@ hmm_steps = None  # HMM training steps (None: as the scale says)
 # %% tags=["remove-stderr"]
 import pandas as pd
 
-from attention_dynamics import claims, plotting, verdicts
 from attention_dynamics.chapters.bayesian_manifolds import (
     figures,
     frame_definitions,
@@ -42,9 +41,11 @@ from attention_dynamics.chapters.bayesian_manifolds import (
     runs,
     settings,
 )
+from attention_dynamics.core import plotting
+from attention_dynamics.core.seeding import seed_everything
 from attention_dynamics.diagnostics import frame_order, mechanism_controls, memory_ladder
-from attention_dynamics.diagnostics.frame_order import load_frame_freeze
-from attention_dynamics.seeding import seed_everything
+from attention_dynamics.ledger import claims, memory_claims, verdicts
+from attention_dynamics.ledger.frame_results import load_frame_freeze, load_frame_freeze_full
 from attention_dynamics.training import wind_tunnels
 
 # The two tunnels live in the library (training.wind_tunnels) so that other chapters study
@@ -318,8 +319,8 @@ memory6 = memory_report.record_chapter6_memory(
     ladders, hmm_kl, model="chapter6", params=report.hmm_params(cfg, seed=seed), eval_hmm=eval_hmm
 )  # hmm.window_kl_bits_k2..4 (checked by path enumeration), hmm.memory_steps_transformer*
 for K, role in memory_report.length_roles(ladders).items():
-    memory_ladder.glue_ladder(f"manifolds.ladder_{role}", ladders[K])
-    memory_ladder.glue_memory(f"manifolds.hmm_{role}", ladders[K], hmm_kl[K])
+    memory_claims.glue_ladder(f"manifolds.ladder_{role}", ladders[K])
+    memory_claims.glue_memory(f"manifolds.hmm_{role}", ladders[K], hmm_kl[K])
 memory_ladder.ladder_frame(
     {f"K = {K}": ladder for K, ladder in ladders.items()},
     models={"this transformer": {f"K = {K}": kl for K, kl in hmm_kl.items()}},
@@ -407,15 +408,13 @@ ablation = mechanism_report.record_layer_ablation(
 )
 claims.glue("manifolds.key_abs_cos_embedding_keys", paper_keys["trained"]["abs"])
 claims.glue("manifolds.key_abs_cos_embedding_keys_untrained", paper_keys["untrained"]["abs"])
-freeze = frame_order.freeze_frame_summary(
-    frame_order.load_frame_freeze()["tunnel"]
-)  # chapter 4's runs
+freeze = frame_order.freeze_frame_summary(load_frame_freeze()["tunnel"])  # chapter 4's runs
 claims.glue(
     "manifolds.tunnel_freeze_frame_cost_bits", freeze["cost_mean_bits"][0]
 )  # frozen at step 0
 # the causal definition: the frame frozen at initialisation, chapter 6's full budget
 freeze_full = mechanism_report.record_freeze_frame_cost(
-    frame_order.load_frame_freeze_full()["tunnel"],
+    load_frame_freeze_full()["tunnel"],
     margin_fraction=freeze["margin_fraction"],
     stored_steps=freeze["total_steps"],
     source="data/frame_freeze_full.json",

@@ -42,7 +42,6 @@ import numpy as np
 import torch
 from IPython.display import Markdown, display
 
-from attention_dynamics import claims, plotting
 from attention_dynamics.chapters.architectures import (
     binding_spread,
     figures,
@@ -56,9 +55,11 @@ from attention_dynamics.chapters.architectures import (
     sticky_hmm,
     sticky_report,
 )
+from attention_dynamics.core import plotting
+from attention_dynamics.core.seeding import seed_everything
 from attention_dynamics.diagnostics import memory_ladder
+from attention_dynamics.ledger import claims, memory_claims
 from attention_dynamics.models import count_parameters, factory
-from attention_dynamics.seeding import seed_everything
 from attention_dynamics.tasks import associative_recall, bijection
 from attention_dynamics.training.families import compare_architectures
 
@@ -348,9 +349,9 @@ grid_memory = memory_report.record_chapter7_memory(
     {f: results[(f, "hmm")].metrics["kl_bits"] for f in factory.FAMILIES},
     params=run_params,
 )
-memory_ladder.glue_ladder("architectures.grid_ladder", grid_ladder)
+memory_claims.glue_ladder("architectures.grid_ladder", grid_ladder)
 for f in factory.FAMILIES:
-    memory_ladder.glue_memory(
+    memory_claims.glue_memory(
         f"architectures.grid_{f}", grid_ladder, results[(f, "hmm")].metrics["kl_bits"]
     )
 grid_K = f"K = {grid_ladder.sequence_length}"
@@ -393,7 +394,7 @@ memory_ladder.ladder_frame(
 
 # %% tags=["hide-input"]
 ch6_rows = formats_report.record_ch6_setting_claims()  # data/hmm_ch6_setting.json
-memory_ladder.glue_ladder("architectures.ch6_ladder", ch6_rows["ladder"])
+memory_claims.glue_ladder("architectures.ch6_ladder", ch6_rows["ladder"])
 runs.pd_table(ch6_rows["table"], index_name="model")
 
 # %% tags=["hide-input", "remove-output"]
@@ -519,9 +520,9 @@ sticky_memory = memory_report.record_chapter7_memory(
     longer={f: f in sticky["longer"] for f in sticky["runs"]},
     batch=sticky_eval,
 )  # also hmm_sticky.window_kl_bits_k2..4, each checked against a sum over the window's hidden paths
-memory_ladder.glue_ladder("architectures.sticky_ladder", sticky_ladder)
+memory_claims.glue_ladder("architectures.sticky_ladder", sticky_ladder)
 for f, kl in sticky_kl.items():
-    memory_ladder.glue_memory(f"architectures.sticky_{f}", sticky_ladder, kl)
+    memory_claims.glue_memory(f"architectures.sticky_{f}", sticky_ladder, kl)
 
 # %% tags=["hide-input", "remove-output"]
 plotting.glue_figure("fig-arch-sticky-kl", figures.plot_sticky_kl_curves(sticky))
@@ -655,7 +656,7 @@ runs.pd_table(
 
 # %% tags=["hide-input"]
 longmem = memory_report.record_longmem_claims()  # data/hmm_longmem.json
-memory_ladder.glue_ladder("architectures.longmem_ladder", longmem["ladder"])
+memory_claims.glue_ladder("architectures.longmem_ladder", longmem["ladder"])
 runs.pd_table(longmem["table"], index_name="model")
 
 # %% tags=["hide-input"]

@@ -38,10 +38,12 @@ warnings.filterwarnings(
 
 import numpy as np
 
-from attention_dynamics import claims, diagnostics, plotting, stats, training
+from attention_dynamics import diagnostics, training
 from attention_dynamics.chapters.diagnostics import figures, report, runs, settings
-from attention_dynamics.diagnostics import frame_order
-from attention_dynamics.seeding import seed_everything
+from attention_dynamics.core import plotting
+from attention_dynamics.core.seeding import seed_everything
+from attention_dynamics.ledger import claims, frame_results
+from attention_dynamics.science import stats
 from attention_dynamics.tasks import bijection, sticky_chain
 from attention_dynamics.training import wind_tunnels
 
@@ -71,7 +73,7 @@ cfg
 # $\mathbb{E}_{\alpha_i}[b] - b_{ij}$ the *advantage* (positive means gradient descent moves attention toward
 # key $j$), so the tool's `advantage_matrix` is $A = -\partial L/\partial S$: the change of the scores in one
 # gradient step per unit learning rate, red where attention grows. The paper's matrix is the tool's
-# `routing_gradient`. Both come straight from the laws in `attention_dynamics.gradients`. Every row of $A$
+# `routing_gradient`. Both come straight from the laws in `attention_dynamics.science.gradients`. Every row of $A$
 # sums to zero (attention is moved, not created), and $A$ is gated by $\alpha_{ij}$: a key that receives no
 # attention receives no routing signal either.
 #
@@ -151,7 +153,7 @@ for name in ("sgd", "em_like"):  # where each schedule's loss lies, by chapter 5
     claims.glue(f"diagnostics.{name}_position", sticky_chain.position_phrase(share))
     claims.glue(f"diagnostics.{name}_share_of_way", share)
 # chapter 4 decides the order of frame and precision; its stored readings give the verdict here
-frame_row = frame_order.frame_row_verdict(frame_order.load_frame_definitions())
+frame_row = frame_results.frame_row_verdict(frame_results.load_frame_definitions())
 claims.glue("diagnostics.frame_row_verdict", frame_row.verdict)
 claims.glue("diagnostics.frame_row_readings", frame_row.readings_text())
 

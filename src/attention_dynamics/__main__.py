@@ -1,7 +1,7 @@
-"""``python -m attention_dynamics`` — the book's runner (see :mod:`attention_dynamics.reproduce`)."""
+"""``python -m attention_dynamics`` — the book's runner (see :mod:`attention_dynamics.book.reproduce`)."""
 
 import sys
 
-from .reproduce import main
+from .book.reproduce import main
 
 sys.exit(main())

@@ -11,7 +11,7 @@ The paper proposes two matrices as practical diagnostics. For every head, with u
   book's sign convention calls ``E_alpha[b] − b_ij`` the *advantage* (positive = gradient descent
   moves attention toward key j), so :attr:`HeadDiagnostics.advantage_matrix` is
   ``alpha ⊙ (E_alpha[b] − B) = −∂L/∂S``; :attr:`HeadDiagnostics.routing_gradient` is the paper's
-  ``alpha ⊙ (B − E_alpha[b]) = ∂L/∂S``. Both come from :mod:`attention_dynamics.gradients`.
+  ``alpha ⊙ (B − E_alpha[b]) = ∂L/∂S``. Both come from :mod:`attention_dynamics.science.gradients`.
 
 How the tensors are captured (forward hooks only; the model is not modified):
 
@@ -27,9 +27,9 @@ How the tensors are captured (forward hooks only; the model is not modified):
   gradient of the loss with respect to the module's output, mapped back through ``out_proj``
   (``u_concat = ∂L/∂out · W_out``) and split into heads. A post-hook hands the caller exactly the
   output it asked for.
-- the book's bare single head (:class:`~attention_dynamics.attention.SingleHeadParams`):
+- the book's bare single head (:class:`~attention_dynamics.science.attention.SingleHeadParams`):
   :func:`diagnose_single_head` reads the tensors of
-  :func:`~attention_dynamics.attention.single_head_forward`.
+  :func:`~attention_dynamics.science.attention.single_head_forward`.
 
 Gradients are taken with ``torch.autograd.grad``, so ``.grad`` of the parameters is never touched;
 the model runs in ``eval`` mode during the capture (dropout off) and its mode is restored after.

@@ -2,7 +2,7 @@
 
 Models of this package route their tensors through ``Probe`` children; models built from
 ``torch.nn.MultiheadAttention`` are read through a pre-hook asking for per-head weights; the book's bare
-single head is read from :func:`~attention_dynamics.attention.single_head_forward`. Gradients come from
+single head is read from :func:`~attention_dynamics.science.attention.single_head_forward`. Gradients come from
 ``torch.autograd.grad``: ``.grad`` of the parameters is never touched.
 """
 
@@ -17,8 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..attention import SingleHeadParams, causal_mask, single_head_forward
 from ..models.transformer import Probe
+from ..science.attention import SingleHeadParams, causal_mask, single_head_forward
 
 
 @dataclass
@@ -357,7 +357,7 @@ def capture_single_head(
 ) -> tuple[HeadCapture, float]:
     """Return ``(the HeadCapture, the loss in nats)`` of the book's single head on inputs ``x`` ``(B, T, d_in)`` or ``(T, d_in)``.
 
-    The tensors are those of :func:`attention_dynamics.attention.single_head_forward`, whose u and
+    The tensors are those of :func:`attention_dynamics.science.attention.single_head_forward`, whose u and
     b are the closed forms of the paper's Section 2.
     """
     with torch.no_grad():

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .. import plotting
+from ..core import plotting
 
 if TYPE_CHECKING:
     from .measures import SpecializationSummary

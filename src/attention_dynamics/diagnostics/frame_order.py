@@ -9,9 +9,10 @@ the two under several definitions; each definition gives, per run, a frame step 
   decides the order (an interval straddling 1/2 leaves it undecided); :func:`paired_gap`: the mean ``t_P − t_F``
   with a paired t interval; :func:`ratio_of_means_ci`: how a gap changes between two run lengths;
 - the freeze intervention read from freeze runs (``W_Q``, ``W_K`` stopped at step t, the rest trained to the end):
-  :func:`freeze_frame_step` and :func:`freeze_frame_summary`;
-- the verdict of chapter 4's frame row read from its stored result (:func:`frame_row_verdict`), for the chapters
-  that state that verdict without recording its claims (2 and 8).
+  :func:`freeze_frame_step` and :func:`freeze_frame_summary`.
+
+Chapter 4's stored freeze runs and definitions, and the verdict of its frame row read from them, are in
+:mod:`attention_dynamics.ledger.frame_results` (they read stored results and decide claims: the ledger's layer).
 """
 
 from __future__ import annotations
@@ -36,14 +37,6 @@ __all__ = [
     "freeze_table",
     "freeze_frame_step",
     "freeze_frame_summary",
-    "FRAME_FREEZE_FILE",
-    "load_frame_freeze",
-    "FRAME_FREEZE_FULL_FILE",
-    "load_frame_freeze_full",
-    "FRAME_DEFINITIONS_FILE",
-    "TOY_ORDER_CLAIMS",
-    "load_frame_definitions",
-    "frame_row_verdict",
 ]
 
 #: Bits per nat.
@@ -175,72 +168,3 @@ def freeze_frame_summary(result: Mapping[str, Any], margin_fraction: float = 0.0
         "n_seeds": len(unfrozen),
         "total_steps": total_steps(result),
     }
-
-
-#: The file of chapter 4's stored result ``frame_freeze`` (freeze runs of the recall head and of chapter 6's tunnel).
-FRAME_FREEZE_FILE = "frame_freeze.json"
-
-
-#: The file of chapter 4's stored result ``frame_freeze_full`` (the tunnel frozen at initialisation, full budget).
-FRAME_FREEZE_FULL_FILE = "frame_freeze_full.json"
-
-
-def load_frame_freeze_full(path=None) -> dict[str, Any]:
-    """Return the stored full-budget freeze runs ``data/frame_freeze_full.json`` (the tunnel's, under ``"tunnel"``):
-    chapter 6's causal reading of the geometry."""
-    from ..paths import data_path
-    from ..results import load_results
-
-    return load_results(path or data_path(FRAME_FREEZE_FULL_FILE))
-
-
-def load_frame_freeze(path=None) -> dict[str, Any]:
-    """Return the stored freeze runs ``data/frame_freeze.json`` (or the file at ``path``): chapter 4 records them, and
-    chapter 6 re-reads the tunnel's as its fourth definition of the order."""
-    from ..paths import data_path
-    from ..results import load_results
-
-    return load_results(path or data_path(FRAME_FREEZE_FILE))
-
-
-# ---------------------------------------------------------------------------------------------
-# Chapter 4's frame row, read from its stored result
-# ---------------------------------------------------------------------------------------------
-
-#: The file of chapter 4's stored result ``frame_definitions`` (the recall head under four definitions).
-FRAME_DEFINITIONS_FILE = "frame_definitions.json"
-
-#: Chapter 4's order claims: (claim id, definition, optimiser). The chapter records each (a test checks that it
-#: records exactly these); the frame row of the verdict page is decided by them.
-TOY_ORDER_CLAIMS = (
-    ("frame_precision.order_path_sgd", "path", "sgd"),
-    ("frame_precision.order_path_adam", "path", "adam"),
-    ("frame_precision.order_function_sgd", "function", "sgd"),
-    ("frame_precision.order_function_adam", "function", "adam"),
-    ("frame_precision.order_function_log_sgd", "function_log", "sgd"),
-    ("frame_precision.order_function_log_adam", "function_log", "adam"),
-    ("frame_precision.order_intervention_sgd", "intervention", "sgd"),
-    ("frame_precision.order_intervention_adam", "intervention", "adam"),
-)
-
-
-def load_frame_definitions(path=None) -> dict[str, Any]:
-    """Return chapter 4's stored result ``data/frame_definitions.json`` (or the file at ``path``)."""
-    from ..paths import data_path
-    from ..results import load_results
-
-    return load_results(path or data_path(FRAME_DEFINITIONS_FILE))
-
-
-def frame_row_verdict(result: Mapping[str, Any]):
-    """Return the verdict of chapter 4's frame–precision row (:func:`attention_dynamics.verdicts.verdict_of`) from the
-    stored result, recording no claim: for a chapter that states the verdict but does not own its claims."""
-    from .. import claims, verdicts
-
-    H = str(result["main_horizon"])
-    ledger = []
-    for claim_id, definition, optimiser in TOY_ORDER_CLAIMS:
-        row = result["toy"][optimiser]["horizons"][H][definition]
-        status = claims.claim_status(row["share"], lower=0.5, interval=(row["low"], row["high"]))
-        ledger.append({"id": claim_id, "status": status, "value": row["share"], "interval": [row["low"], row["high"]]})
-    return verdicts.verdict_of("frame_precision_toy", ledger)

@@ -12,11 +12,8 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from ..geometry import isotropic_abs_cosine_baseline, mean_abs_cosine, pca_spectrum
-from ..gradients import (
-    advantage_routing_gradient,
-    compatibility,
-)
+from ..science.geometry import isotropic_abs_cosine_baseline, mean_abs_cosine, pca_spectrum
+from ..science.gradients import advantage_routing_gradient, compatibility
 
 if TYPE_CHECKING:
     from .capture import HeadCapture
@@ -197,8 +194,8 @@ def key_orthogonality(
     ``keys`` ``(..., d_k)``. With ``labels`` (same leading shape as ``keys``), the keys are first
     averaged per label, so the measurement is between one key per hypothesis (Paper I's
     reading); without, between the key vectors of all positions (evenly subsampled to
-    ``max_rows``). Uses :func:`attention_dynamics.geometry.mean_abs_cosine` and
-    :func:`~attention_dynamics.geometry.isotropic_abs_cosine_baseline`.
+    ``max_rows``). Uses :func:`attention_dynamics.science.geometry.mean_abs_cosine` and
+    :func:`~attention_dynamics.science.geometry.isotropic_abs_cosine_baseline`.
     """
     d_k = keys.shape[-1]
     if labels is not None:
@@ -218,7 +215,7 @@ def key_orthogonality(
 def value_spectrum(values: torch.Tensor, *, max_rows: int | None = DEFAULT_MAX_ROWS) -> np.ndarray:
     """Return the PCA explained-variance ratios of the value vectors ``(..., d_v)`` (descending).
 
-    Uses :func:`attention_dynamics.geometry.pca_spectrum` on all positions of the batch (evenly
+    Uses :func:`attention_dynamics.science.geometry.pca_spectrum` on all positions of the batch (evenly
     subsampled to ``max_rows``).
     """
     rows = _rows(values, max_rows)

@@ -3,7 +3,7 @@
 - **Key orthogonality, Paper I's way** (:func:`paper_key_orthogonality`): the authors' ``cmd_orthogonality``
   takes one layer's W_K applied to the *token embeddings* of the hypothesis tokens (the value tokens; no
   positions, no LayerNorm) and reports the *signed* mean off-diagonal cosine
-  (:func:`~attention_dynamics.geometry.key_cosine_of_embeddings`); the same keys' mean ``|cos|`` beside it.
+  (:func:`~attention_dynamics.science.geometry.key_cosine_of_embeddings`); the same keys' mean ``|cos|`` beside it.
 - **Which layer does the work** (:func:`layer_ablation`): each layer's attention output replaced by its mean over
   the evaluation sequences at each position (the content removed, the position kept), one layer at a time, and the
   calibration cost measured against the exact posterior.
@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import calibration, geometry
 from ..models.transformer import CausalTransformer, probe_activations
+from ..science import calibration, geometry
 from ..tasks import bijection, hmm
 
 __all__ = ["paper_key_orthogonality", "layer_ablation", "MANIFOLD_EXPLANATIONS", "manifold_regression"]

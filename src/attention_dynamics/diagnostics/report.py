@@ -12,9 +12,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .. import stats
-from ..attention import SingleHeadParams, single_head_forward
-from ..gradients import (
+from ..science import stats
+from ..science.attention import SingleHeadParams, single_head_forward
+from ..science.gradients import (
     advantage_routing_gradient,
     compatibility,
     expected_compatibility,
@@ -53,7 +53,7 @@ class HeadDiagnostics:
     """The diagnostics of one head: the paper's matrices (computed on demand) and scalar metrics.
 
     Matrices are recomputed from the capture when asked for (they are ``(B, Tq, Tk)`` each), from
-    the laws in :mod:`attention_dynamics.gradients`.
+    the laws in :mod:`attention_dynamics.science.gradients`.
     """
 
     def __init__(self, capture: HeadCapture, *, starved_threshold: float = DEFAULT_STARVED_THRESHOLD,
@@ -263,7 +263,7 @@ def diagnose(
     """Return the :class:`AttentionDiagnostics` of every head of ``model`` on a batch with targets.
 
     ``model``: a package model (probes), any model built from ``torch.nn.MultiheadAttention``, or
-    the book's single head (a :class:`~attention_dynamics.attention.SingleHeadParams`, or a module
+    the book's single head (a :class:`~attention_dynamics.science.attention.SingleHeadParams`, or a module
     whose ``head_params()`` or ``params()`` returns one; then ``inputs`` is ``x`` ``(T, d_in)`` or
     ``(B, T, d_in)`` and the loss is the head's mean cross-entropy, see :func:`diagnose_single_head`).
     ``inputs`` go to ``model`` unchanged (a tuple is unpacked as positional arguments); ``targets``
@@ -361,7 +361,7 @@ def verify_against_autograd(
     """Return an :class:`AutogradCheck` of the diagnostics of ``model`` against autograd (use it on your own model).
 
     The captured alpha, values, keys, queries and u are pushed through the paper's laws
-    (:mod:`attention_dynamics.gradients`) and compared with gradients autograd computes in the
+    (:mod:`attention_dynamics.science.gradients`) and compared with gradients autograd computes in the
     same forward pass:
 
     - ``torch.nn.MultiheadAttention``: the query, key and value laws, chained through the input

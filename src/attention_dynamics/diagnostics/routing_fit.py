@@ -13,7 +13,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..gradients import advantage_routing_gradient
 from ..models.mamba import (
     MambaSequenceModel,
     block_output_from_routing,
@@ -21,6 +20,7 @@ from ..models.mamba import (
     selective_scan_routing,
 )
 from ..models.routing import ContentRouter
+from ..science.gradients import advantage_routing_gradient
 from ..tasks.wind_tunnels import TaskBatch, loss_from_logits
 
 

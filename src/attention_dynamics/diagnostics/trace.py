@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..settling import first_true_for_good
+from ..science.settling import first_true_for_good
 from .report import AttentionDiagnostics, diagnose
 
 #: A head's attention has collapsed when its normalized entropy falls below this value ...

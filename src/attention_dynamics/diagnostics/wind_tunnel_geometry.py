@@ -20,9 +20,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import calibration, geometry, settling, stats
+from ..core.seeding import stream, torch_generator
 from ..models.transformer import CausalTransformer, probe_activations
-from ..seeding import stream, torch_generator
+from ..science import calibration, geometry, settling, stats
 from ..tasks import bijection, hmm
 from ..training.wind_tunnels import BijectionTraining, TrainedRun, bijection_probe_batch
 
@@ -52,10 +52,10 @@ class FrameCalibrationCurves:
     ``value_pc1_spearman`` ``(n_ckpt,)`` the rank correlation of that PC1 coordinate with the Bayes
     entropy.
 
-    Settling (see :mod:`~attention_dynamics.geometry`): ``frame_settle_step`` is the first checkpoint
+    Settling (see :mod:`~attention_dynamics.science.geometry`): ``frame_settle_step`` is the first checkpoint
     from which *every* layer's similarity stays ≥ ``frame_threshold`` (at most 5 % of the attention
     mass routed differently from the end, by default); ``frame_settle_step_relative`` applies the
-    10 %-of-total-change rule of :func:`~attention_dynamics.settling.settle_step` to the mean
+    10 %-of-total-change rule of :func:`~attention_dynamics.science.settling.settle_step` to the mean
     attention distance instead; ``calibration_settle_step`` applies that rule to log10 of the entropy
     error (which falls by orders of magnitude), ``calibration_settle_step_linear`` to the error itself.
     """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-from ..settings import check_positive_ints
+from ..core.settings import check_positive_ints
 
 __all__ = ["input_embedding"]
 

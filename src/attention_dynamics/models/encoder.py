@@ -8,7 +8,7 @@ import torch.nn as nn
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..shapes import shape_checked
+from ..core.shapes import shape_checked
 
 
 class TorchCausalEncoder(nn.Module):

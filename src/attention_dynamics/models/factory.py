@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import torch.nn as nn
 
+from ..core.settings import check_positive_int
 from ..models import CausalTransformer, count_parameters
 from ..models.mamba import (
     MambaSequenceModel,
 )
 from ..models.mlp import ContextBlindMLP, WindowMLP
 from ..models.recurrent import LSTMSequenceModel
-from ..settings import check_positive_int
 
 if TYPE_CHECKING:
     from ..tasks.wind_tunnels import WindTunnel

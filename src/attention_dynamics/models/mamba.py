@@ -28,8 +28,8 @@ from jaxtyping import Float, Int
 from mambapy.mamba import Mamba, MambaBlock, MambaConfig, RMSNorm
 from torch import Tensor
 
-from ..settings import check_positive_ints
-from ..shapes import shape_checked
+from ..core.settings import check_positive_ints
+from ..core.shapes import shape_checked
 from ._inputs import input_embedding
 
 __all__ = [

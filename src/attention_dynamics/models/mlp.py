@@ -17,8 +17,8 @@ import torch.nn as nn
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..settings import check_positive_ints
-from ..shapes import shape_checked
+from ..core.settings import check_positive_ints
+from ..core.shapes import shape_checked
 from ._inputs import input_embedding
 
 __all__ = ["ContextBlindMLP", "WindowMLP", "mlp_stack"]

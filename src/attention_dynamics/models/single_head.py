@@ -10,9 +10,9 @@ import torch.nn as nn
 from jaxtyping import Float
 from torch import Tensor
 
-from ..attention import PARAM_NAMES, SingleHeadParams, init_single_head, single_head_forward
-from ..seeding import stream, torch_generator
-from ..shapes import shape_checked
+from ..core.seeding import stream, torch_generator
+from ..core.shapes import shape_checked
+from ..science.attention import PARAM_NAMES, SingleHeadParams, init_single_head, single_head_forward
 
 __all__ = [
     "SingleHeadModule",
@@ -23,7 +23,7 @@ __all__ = [
 
 
 class SingleHeadModule(nn.Module):
-    """The single head of :mod:`attention_dynamics.attention` with parameters ``W_Q, W_K, W_V, W_O`` (for
+    """The single head of :mod:`attention_dynamics.science.attention` with parameters ``W_Q, W_K, W_V, W_O`` (for
     :func:`attention_dynamics.training.fit`).
 
     ``forward(x)`` returns the logits ``(..., T, C)`` of the dense reference implementation (autograd works
@@ -37,7 +37,7 @@ class SingleHeadModule(nn.Module):
             self.register_parameter(name, nn.Parameter(getattr(params, name).detach().clone()))
 
     def head_params(self, *, live: bool = False) -> SingleHeadParams:
-        """Return the weights as :class:`~attention_dynamics.attention.SingleHeadParams`: detached (sharing
+        """Return the weights as :class:`~attention_dynamics.science.attention.SingleHeadParams`: detached (sharing
         storage, no gradient) or, with ``live=True``, the parameters themselves (gradients flow into the module)."""
         return SingleHeadParams(**{n: getattr(self, n) if live else getattr(self, n).detach() for n in PARAM_NAMES})
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..shapes import shape_checked
+from ..core.shapes import shape_checked
 
 __all__ = [
     "Probe",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..settings import check_positive_int
+from ..core.settings import check_positive_int
 
 __all__ = [
     "HMMBatch",

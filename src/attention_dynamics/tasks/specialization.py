@@ -21,8 +21,8 @@ position) pair is 0 or 1, and the Bayes cross-entropy floor is 0 nats (the answe
 deterministic function of the sequence). A head that cannot bind requests to tags can at best
 spread its belief over the ``K`` labels present: ``ln K`` nats (the routing-blind floor).
 
-The loss is the mean cross-entropy over the query positions only (:func:`query_forward`);
-sources have no targets.
+The loss is the mean cross-entropy over the query positions only; sources have no targets. The head's forward
+with that loss is science, not data: :func:`attention_dynamics.science.recall_head.query_forward`.
 """
 
 from __future__ import annotations
@@ -34,18 +34,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..attention import HeadForward, SingleHeadParams, single_head_forward
-from ..gradients import compatibility
-
 __all__ = [
     "SpecializationBatch",
     "check_sizes",
     "input_dim",
     "sample_specialization_batch",
-    "query_forward",
-    "query_loss",
-    "query_cross_entropy",
-    "query_output_error",
     "bayes_floor_nats",
     "routing_blind_floor_nats",
     "chance_loss_nats",
@@ -170,44 +163,6 @@ def sample_specialization_batch(
     return SpecializationBatch(x=x, targets=targets, source_tags=source_tags, source_labels=source_labels,
                                requests=requests, correct_source=correct_source,
                                n_tags=n_tags, n_labels=n_labels, target_smoothing=float(target_smoothing))
-
-
-def query_forward(params: SingleHeadParams, batch: SpecializationBatch) -> HeadForward:
-    """Return the head's :class:`HeadForward` on ``batch`` with the loss taken over the queries only.
-
-    ``loss`` is the mean cross-entropy (nats) over the ``B·Q`` query positions (differentiable);
-    ``u = ∂L/∂g`` ``(B, T, d_v)`` is the closed-form error signal, exactly zero on source rows
-    (they carry no target), and ``b = u vᵀ`` ``(B, T, T)``. The paper's laws then hold as written.
-    """
-    fwd = single_head_forward(batch.x, params)  # causal; no targets: the loss is defined here
-    K = batch.n_sources
-    fwd.loss = query_cross_entropy(fwd.logits[:, K:], batch)
-    u = torch.zeros_like(fwd.g.detach())  # (B, T, d_v)
-    u[:, K:] = query_output_error(fwd.p[:, K:].detach(), batch) @ params.W_O.detach().transpose(0, 1)
-    fwd.u = u
-    fwd.b = compatibility(u, fwd.v.detach())  # (B, T, T)
-    full_targets = torch.full(fwd.x.shape[:-1], -1, dtype=torch.long, device=fwd.x.device)
-    full_targets[:, K:] = batch.targets
-    fwd.targets = full_targets  # −1 on sources: no target
-    return fwd
-
-
-def query_loss(params: SingleHeadParams, batch: SpecializationBatch) -> torch.Tensor:
-    """Return the mean cross-entropy over query positions, in nats (a differentiable scalar)."""
-    return query_cross_entropy(single_head_forward(batch.x, params).logits[:, batch.n_sources:], batch)
-
-
-def query_cross_entropy(logits_q: torch.Tensor, batch: SpecializationBatch) -> torch.Tensor:
-    """Return the mean cross-entropy (nats) of query logits ``(B, Q, C)`` against the batch's targets."""
-    flat = logits_q.reshape(-1, logits_q.shape[-1])
-    if batch.target_smoothing == 0:
-        return F.cross_entropy(flat, batch.targets.reshape(-1))
-    return F.cross_entropy(flat, batch.target_distribution.reshape(flat.shape))
-
-
-def query_output_error(p_q: torch.Tensor, batch: SpecializationBatch) -> torch.Tensor:
-    """Return ∂L/∂logits at the queries, ``(p − target distribution) / (B·Q)``, shape ``(B, Q, C)``."""
-    return (p_q - batch.target_distribution.to(p_q.dtype)) / batch.targets.numel()
 
 
 def bayes_floor_nats(target_smoothing: float = 0.0, n_labels: int = 8) -> float:

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.special import logsumexp
-from ..seeding import torch_generator
+
+from ..core.seeding import torch_generator
 
 __all__ = [
     "N_SYMBOLS",

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-from .. import calibration
-from ..settings import check_positive_int
+from ..core.settings import check_positive_int
+from ..science import calibration
 from ..tasks import associative_recall, bijection, hmm
 
 #: The three wind tunnels, in the order of Paper I v3's primitives.

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .. import calibration, stats
+from ..core.seeding import stream, torch_generator
+from ..core.settings import check_positive_int
 from ..models import count_parameters
 from ..models.factory import FAMILIES, build_model, matched_width
-from ..seeding import stream, torch_generator
-from ..settings import check_positive_int
+from ..science import calibration, stats
 from ..tasks.wind_tunnels import TaskBatch, WindTunnel, prediction_logits, task_loss
 from .loop import fast_adamw, fit, map_parallel
 from .schedules import warmup_cosine

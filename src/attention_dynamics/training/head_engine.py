@@ -1,14 +1,14 @@
 """A fast closed-form training engine for the single causal head: the paper's laws, block by block.
 
 The engine computes the loss and the four weight gradients of the head of
-:mod:`attention_dynamics.attention` without autograd, from the closed forms of
-:mod:`attention_dynamics.gradients` (the paper's gradient laws, chapter 2):
+:mod:`attention_dynamics.science.attention` without autograd, from the closed forms of
+:mod:`attention_dynamics.science.gradients` (the paper's gradient laws, chapter 2):
 
-- the error signal ``u_i = W_O (p_i − e_{y_i}) / N`` (:func:`~attention_dynamics.attention.upstream_gradient`),
+- the error signal ``u_i = W_O (p_i − e_{y_i}) / N`` (:func:`~attention_dynamics.science.attention.upstream_gradient`),
 - the advantage routing law ``∂L/∂s_ij = alpha_ij (b_ij − E_{alpha_i}[b])`` with ``b_ij = u_i·v_j``
-  (:func:`~attention_dynamics.gradients.advantage_routing_gradient`),
+  (:func:`~attention_dynamics.science.gradients.advantage_routing_gradient`),
 - the responsibility-weighted value law ``∂L/∂v_j = Σ_i alpha_ij u_i``
-  (:func:`~attention_dynamics.gradients.responsibility_weighted_value_gradient`),
+  (:func:`~attention_dynamics.science.gradients.responsibility_weighted_value_gradient`),
 - the query and key laws ``∂L/∂q_i = scale Σ_j (∂L/∂s_ij) k_j``, ``∂L/∂k_j = scale Σ_i (∂L/∂s_ij) q_i``,
 
 then the chain rule through the four linear maps. Why it is fast: with one head and no layer
@@ -16,7 +16,7 @@ above it, the error signal ``u_i`` depends on query row i alone, so the forward 
 pass of a block of query rows can be done together, while the block's ``(rows, keys)`` slice of
 the attention matrix is still in cache. Each block only visits the keys it may see (j ≤ i), so
 the masked upper triangle is never computed, and the ``T × T`` matrices are never stored.
-:func:`attention_dynamics.gradients.single_head_parameter_gradients` is the same computation on
+:func:`attention_dynamics.science.gradients.single_head_parameter_gradients` is the same computation on
 the whole matrix at once (the explicit formula, kept for checking).
 
 :class:`SingleHeadModule` wraps the head as an ``nn.Module`` and :func:`closed_form_backward`
@@ -34,8 +34,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..attention import SingleHeadParams, single_head_forward
 from ..models.single_head import SingleHeadModule
+from ..science.attention import SingleHeadParams, single_head_forward
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -77,7 +77,7 @@ def closed_form_head_pass(
     """Return the mean cross-entropy (nats) and its weight gradients for one causal head, without autograd.
 
     ``x`` is one sequence ``(T, d_in)``, ``targets`` ``(T,)`` class indices; the loss is the mean over
-    the T positions, exactly as :func:`attention_dynamics.attention.single_head_forward` with
+    the T positions, exactly as :func:`attention_dynamics.science.attention.single_head_forward` with
     ``reduction="mean"``. Query rows are processed in blocks of ``block_size``; block r sees keys
     ``0 … end of block`` only (see the module docstring). ``workers`` (default: PyTorch's thread
     count) threads share the blocks, each running its products single-threaded: the products are

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 from tqdm.std import tqdm  # plain text bar: no widget warning inside notebooks
 
-from ..settings import check_positive_int
+from ..core.settings import check_positive_int
 
 __all__ = ["TrainHistory", "autograd_backward", "fit", "ResumePoint", "fit_resumable", "fast_training_path", "fast_adamw",
            "map_parallel", "usable_cpus", "cgroup_cpu_limit"]

@@ -2,7 +2,7 @@
 
 The recall task (:mod:`attention_dynamics.tasks.specialization`) has a known right answer for every query, so
 the head's routing (the E-step) and its values (the M-step) can each be measured against the truth while it
-trains (:mod:`attention_dynamics.dynamics`); :class:`SpecializationRun` holds the curves and the recorded paths
+trains (:mod:`attention_dynamics.science.dynamics`); :class:`SpecializationRun` holds the curves and the recorded paths
 from which the settling steps of the frame and the values are read.
 """
 
@@ -14,8 +14,11 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..attention import SingleHeadParams, init_single_head
-from ..dynamics import (
+from ..core.seeding import stream, torch_generator
+from ..core.settings import check_positive_int
+from ..models.single_head import SingleHeadModule
+from ..science.attention import SingleHeadParams, init_single_head
+from ..science.dynamics import (
     attention_distance,
     attention_on_correct_source,
     attention_on_sources,
@@ -25,10 +28,8 @@ from ..dynamics import (
     value_precision_nats,
     value_prototype_alignment,
 )
-from ..models.single_head import SingleHeadModule
-from ..seeding import stream, torch_generator
-from ..settings import check_positive_int
-from ..settling import quiescence_step, settle_step
+from ..science.recall_head import query_forward, query_loss
+from ..science.settling import quiescence_step, settle_step
 from ..tasks import specialization as task
 from ..tasks.specialization import SpecializationBatch
 from .loop import fit
@@ -96,7 +97,7 @@ class SpecializationRun:
                 quiescence_step(self.change_steps, self.value_change, threshold))
 
     def settling_steps_by_distance(self, tolerance: float = 0.1) -> tuple[int, int]:
-        """Return ``(frame_step, value_step)`` by the distance-to-final criterion (:func:`~attention_dynamics.settling.settle_step`)."""
+        """Return ``(frame_step, value_step)`` by the distance-to-final criterion (:func:`~attention_dynamics.science.settling.settle_step`)."""
         return (settle_step(self.steps, self.frame_distance, fraction=tolerance),
                 settle_step(self.steps, self.value_distance, fraction=tolerance))
 
@@ -174,13 +175,13 @@ def train_specialization_head(
     def measure(step: int, module: SingleHeadModule, loss: float) -> dict[str, Any] | None:
         if step in path_at:
             with torch.no_grad():
-                fwd = task.query_forward(module.head_params(live=True), probe)
+                fwd = query_forward(module.head_params(live=True), probe)
                 path.append((step, fwd.alpha[:, K:].clone(), fwd.v[:, :K].clone()))
         if step % record_every and step != steps:
             return None
         with torch.no_grad():
             p = module.head_params(live=True)
-            fwd = task.query_forward(p, probe)
+            fwd = query_forward(p, probe)
             alphas.append(fwd.alpha[:, K:].clone())  # (n_probe, Q, T)
             values.append(fwd.v[:, :K].clone())  # (n_probe, K, d_v)
             snapshots.append({k: v.detach().numpy().copy() for k, v in p.as_dict().items()})
@@ -197,7 +198,7 @@ def train_specialization_head(
             }
 
     history = fit(model, batches, steps=steps, optimizer=optimizer,
-                  loss_fn=lambda module, batch: task.query_loss(module.head_params(live=True), batch),
+                  loss_fn=lambda module, batch: query_loss(module.head_params(live=True), batch),
                   callback=measure, callback_steps=set(range(0, steps, record_every)) | path_at)
     recs = history.records
 

@@ -50,7 +50,7 @@ from typing import Callable
 
 import torch
 
-from ..settings import check_positive_int
+from ..core.settings import check_positive_int
 from .head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, closed_form_head_pass
 
 __all__ = [

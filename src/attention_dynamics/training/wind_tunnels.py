@@ -33,10 +33,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import calibration
+from ..core.seeding import stream, torch_generator
+from ..core.settings import check_positive_int, resolve_device
 from ..models.transformer import CausalTransformer
-from ..seeding import stream, torch_generator
-from ..settings import check_positive_int, resolve_device
+from ..science import calibration
 from ..tasks import bijection, hmm
 from .loop import ResumePoint, fast_adamw, fit, fit_resumable, map_parallel
 from .schedules import warmup_cosine

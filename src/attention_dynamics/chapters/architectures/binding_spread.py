@@ -18,9 +18,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...stats import t_interval
+from ...core.paths import data_path
+from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...science.stats import t_interval
 from ...training.families import evaluation_seed, train_and_evaluate
 from .runs import book_tasks
 from .settings import SETTINGS

@@ -3,8 +3,8 @@ at runs four times as long, the sticky tunnel's KL curves, and the KL curves ove
 and of the families at chapter 6's setting.
 
 Each function returns its figure, made for the book's column (at most
-:data:`~attention_dynamics.plotting.MAX_FIGURE_WIDTH_IN` wide, text of at least 8 pt, legends clear of the reference
-lines), and every model family keeps the book's colour (:func:`attention_dynamics.plotting.family_color`)."""
+:data:`~attention_dynamics.core.plotting.MAX_FIGURE_WIDTH_IN` wide, text of at least 8 pt, legends clear of the reference
+lines), and every model family keeps the book's colour (:func:`attention_dynamics.core.plotting.family_color`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ import matplotlib.scale
 import matplotlib.ticker
 import numpy as np
 
-from ... import plotting, stats
+from ...core import plotting
 from ...diagnostics.memory_ladder import MemoryLadder
 from ...diagnostics.routing_fit import AdvantageFit
 from ...diagnostics.state_clusters import StateClustering
 from ...models.factory import FAMILIES, FAMILY_LABELS
+from ...science import stats
 from ...tasks.wind_tunnels import STICKY_HMM, TASK_PRIMITIVES, WindTunnel
 from ...training.families import RunResult
 from .runs import ReferenceLevels, realised_threshold, sticky_levels
@@ -28,7 +29,7 @@ __all__ = []
 
 
 def family_color(family: str):
-    """Return the fixed colour of a model family: the book's (:func:`attention_dynamics.plotting.family_color`)."""
+    """Return the fixed colour of a model family: the book's (:func:`attention_dynamics.core.plotting.family_color`)."""
 
     return plotting.family_color(family)
 

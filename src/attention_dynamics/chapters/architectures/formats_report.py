@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ... import claims
-from ...diagnostics.memory_ladder import MemoryLadder, memory_claim, seed_interval, verdict_reason
+from ...diagnostics.memory_ladder import MemoryLadder, seed_interval, verdict_reason
+from ...ledger import claims
+from ...ledger.memory_claims import memory_claim
 from ...models.factory import FAMILY_LABELS
-from ...settling import late_drop
+from ...science.settling import late_drop
 from ...tasks import hmm
 from ...tasks.wind_tunnels import FORMAT_TUNNELS, STICKY_HMM
 from . import hmm_ch6_setting, hmm_formats

@@ -22,11 +22,11 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from ...core.paths import data_path
+from ...core.settings import check_positive_int
 from ...diagnostics.memory_ladder import ladder_of_batch
+from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...models.factory import FAMILIES
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...settings import check_positive_int
 from ...tasks.wind_tunnels import TaskBatch, WindTunnel
 from ...training.families import train_and_measure
 from ...training.wind_tunnels import HMM_TUNNELS, HMMTraining, hmm_batch_for_eval

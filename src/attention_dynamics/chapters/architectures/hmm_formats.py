@@ -21,11 +21,11 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from ...core.paths import data_path
+from ...core.seeding import stream, torch_generator
+from ...core.settings import check_positive_int
 from ...diagnostics.memory_ladder import ladder_of_batch
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...seeding import stream, torch_generator
-from ...settings import check_positive_int
+from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...tasks import hmm
 from ...tasks.wind_tunnels import FORMAT_TUNNELS, STICKY_HMM, STICKY_SELF_TRANSITION, FormattedHMMTunnel, TaskBatch
 from ...training.families import train_and_measure

@@ -22,12 +22,12 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from ...core.paths import data_path
+from ...core.seeding import stream, torch_generator
+from ...core.settings import check_positive_int
 from ...diagnostics.memory_ladder import ladder_of_batch
+from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...models.factory import FAMILIES
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...seeding import stream, torch_generator
-from ...settings import check_positive_int
 from ...tasks.wind_tunnels import (
     LONGMEM_EMISSION_UNIFORM_SHARE,
     LONGMEM_HMM,

@@ -13,17 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ... import claims
-from ...diagnostics.memory_ladder import (
-    MemoryLadder,
-    memory_claim,
-    seed_interval,
-    transport_bounds,
-    verdict_reason,
-    window_claims,
-)
+from ...diagnostics.memory_ladder import MemoryLadder, seed_interval, transport_bounds, verdict_reason
+from ...ledger import claims
+from ...ledger.memory_claims import memory_claim, window_claims
 from ...models.factory import FAMILIES, FAMILY_LABELS
-from ...settling import late_drop
+from ...science.settling import late_drop
 from ...tasks.wind_tunnels import TaskBatch
 from .hmm_longmem import LONGER_FACTOR, RESULT_FILE, load
 from .settings import PAPER_I_RESULTS

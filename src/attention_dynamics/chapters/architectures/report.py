@@ -7,12 +7,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ... import claims
+from ...core.seeding import stream, torch_generator
 from ...diagnostics.routing_fit import AdvantageFit, mamba_advantage_fit, scan_reproduction_error
 from ...diagnostics.state_clusters import StateClustering, final_layer_states, state_clustering
+from ...ledger import claims
 from ...models.factory import FAMILIES, FAMILY_LABELS
-from ...seeding import stream, torch_generator
-from ...settling import late_drop
+from ...science.settling import late_drop
 from ...tasks import associative_recall
 from ...tasks.wind_tunnels import TASK_PRIMITIVES, TASKS, WindTunnel
 from ...training.families import RunResult
@@ -106,7 +106,7 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
     Each claim carries Paper I's number (where it gives one) and, as bounds, Paper I's verdict
     (:func:`paper_verdict_bounds`); ``explanations`` maps a claim id to the chapter's account of why
     it does not reproduce or cannot be decided (kept only then). ``seed_means`` maps a claim id to a
-    mean over seeds with its 95 % interval (:func:`~attention_dynamics.stats.t_interval`, plus ``"seeds"``): that
+    mean over seeds with its 95 % interval (:func:`~attention_dynamics.science.stats.t_interval`, plus ``"seeds"``): that
     claim is then stated as the mean, decided by the whole interval, instead of this run's value.
     ``longer_steps`` maps a claim id to the steps of the longer run its seed mean comes from (the longest
     run made states the claim): its params say so, and a fail there is a finding (the longer run is the

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ... import calibration, stats
+from ...core.seeding import stream, torch_generator
 from ...diagnostics import routing_fit
 from ...models import routing
-from ...seeding import stream, torch_generator
-from ...tasks import associative_recall, bijection, hmm
 from ...models.factory import FAMILIES, FAMILY_LABELS
+from ...science import calibration, stats
+from ...tasks import associative_recall, bijection, hmm
 from ...tasks.wind_tunnels import HMM_TASKS, STICKY_HMM, TASKS, TaskBatch, WindTunnel
 from ...training.families import RunResult, evaluation_batch, evaluation_seed
 from .settings import (

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...settings import ChapterSettings
-from ...settings import resolve as _resolve
+from ...core.settings import ChapterSettings, resolve as _resolve
 from ...tasks.wind_tunnels import STICKY_HMM
 
 __all__ = ["ArchitecturesSettings", "SETTINGS", "resolve", "PAPER_I_RESULTS", "REALISED_FRACTION_OF_BLIND",

@@ -24,12 +24,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ... import calibration, stats
+from ...core.paths import data_path
+from ...core.seeding import stream, torch_generator
+from ...core.settings import check_positive_int
+from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...models.factory import FAMILIES
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...seeding import stream, torch_generator
-from ...settings import check_positive_int
+from ...science import calibration, stats
 from ...tasks.wind_tunnels import STICKY_HMM, STICKY_SELF_TRANSITION, TASKS, WindTunnel
 from ...training.families import evaluation_batch, train_and_evaluate
 from .runs import reference_levels

@@ -6,10 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, Mapping
 
-
-from ... import claims
+from ...ledger import claims
 from ...models.factory import FAMILY_LABELS
-from ...settling import late_drop
+from ...science.settling import late_drop
 from ...tasks.wind_tunnels import STICKY_HMM, STICKY_SELF_TRANSITION
 from .report import STICKY_CLAIM_IDS, not_decided_reason
 from .runs import (

@@ -3,7 +3,7 @@
 Each function draws one figure of the chapter from the runs (:mod:`attention_dynamics.training.wind_tunnels`), their
 measures (:mod:`attention_dynamics.diagnostics.wind_tunnel_geometry`) and the chapter's claims (:mod:`~attention_dynamics.chapters.bayesian_manifolds.report`,
 :mod:`~attention_dynamics.chapters.bayesian_manifolds.long_tier_report`), and returns the figure, made for the book's
-column (:func:`~attention_dynamics.plotting.new_figure`): text of at least 8 pt, legends clear of the reference lines.
+column (:func:`~attention_dynamics.core.plotting.new_figure`): text of at least 8 pt, legends clear of the reference lines.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ... import plotting, stats
-from ...tasks import bijection, hmm
+from ...core import plotting
 from ...diagnostics.wind_tunnel_geometry import FrameCalibrationCurves, GeometryReport, HMMManifold
+from ...science import stats
+from ...tasks import bijection, hmm
 from ...training.wind_tunnels import HMMCurve, TrainedRun
 from .long_tier import LongRun
 from .long_tier_report import LONG_TRANSPORT_FRACTION, curve
@@ -86,7 +87,7 @@ def plot_bijection_calibration(settings: ManifoldsSettings, report, log_probs, *
     """Return the figure of (a) the model's predictive entropy (mean, 5–95 % band) against log2(V − t);
     (b) entropy error and KL by position, log scale, with the ``target`` in bits.
 
-    ``report``: the :class:`~attention_dynamics.calibration.CalibrationReport` of the model on the
+    ``report``: the :class:`~attention_dynamics.science.calibration.CalibrationReport` of the model on the
     held-out batch; ``log_probs`` ``(B, L, V)``: the model's log-probabilities on it.
     """
     V, L = settings.bijection.V, settings.bijection.L
@@ -163,7 +164,7 @@ def plot_geometry_through_training(axes, curve: Mapping[str, np.ndarray], nulls:
 
     Each panel shows the checkpoint values (:func:`~attention_dynamics.diagnostics.wind_tunnel_geometry.bijection_geometry_through_training`), the paper's
     bound (dotted) and the scrambled-values control (dashed); step 0 is the untrained model. The last
-    20 % of training is shaded: the window in which a plateau is judged (:func:`~attention_dynamics.settling.late_change`).
+    20 % of training is shaded: the window in which a plateau is judged (:func:`~attention_dynamics.science.settling.late_change`).
     The legend is the figure's, below the panels (the levels cross every panel).
     """
 

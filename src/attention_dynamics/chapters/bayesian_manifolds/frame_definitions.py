@@ -17,7 +17,7 @@ frame step ``t_F`` and a precision step ``t_P``:
 
 The share of seeds whose frame settles first decides each definition with its Clopper–Pearson interval
 (:func:`~attention_dynamics.diagnostics.frame_order.order_share`). The freeze intervention is re-read from the stored
-freeze runs (:func:`~attention_dynamics.diagnostics.frame_order.load_frame_freeze`) in
+freeze runs (:func:`~attention_dynamics.ledger.frame_results.load_frame_freeze`) in
 :mod:`~attention_dynamics.chapters.bayesian_manifolds.frame_definitions_report`. One job per seed
 (``python -m attention_dynamics compute bijection_frame_definitions``); the chapter loads
 ``data/bijection_frame_definitions.json`` (:func:`load_bijection_frame_definitions`).
@@ -34,13 +34,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ... import calibration, geometry
+from ...core.paths import data_path
 from ...diagnostics.frame_order import attention_entropy_nats, order_share, paired_gap
-from ...dynamics import attention_distance
+from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...models.transformer import probe_activations
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...settling import path_settling_step, settle_step, stays_above_step
+from ...science import calibration, geometry
+from ...science.dynamics import attention_distance
+from ...science.settling import path_settling_step, settle_step, stays_above_step
 from ...training.wind_tunnels import BIJECTION_TUNNELS, BijectionTraining, bijection_probe_batch, train_bijection
 
 __all__ = ["FILE", "TUNNEL_DEFINITIONS", "TunnelFrameSettings", "SETTINGS", "tunnel_run", "tunnel_frame_job",

@@ -10,9 +10,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ... import claims
-from ...diagnostics.frame_order import FRAME_FREEZE_FILE, freeze_frame_summary, order_explanation
-from ...verdicts import render_caveat
+from ...diagnostics.frame_order import freeze_frame_summary, order_explanation
+from ...ledger import claims
+from ...ledger.frame_results import FRAME_FREEZE_FILE
+from ...ledger.verdicts import render_caveat
 from .frame_definitions import FILE
 
 __all__ = ["TUNNEL_DEFINITION_WORDS", "record_tunnel_order_claims", "glue_tunnel_frame_definitions",
@@ -32,7 +33,7 @@ def record_tunnel_order_claims(result: Mapping[str, Any], freeze: Mapping[str, A
                                margin_fraction: float = 0.01) -> dict[str, claims.Claim]:
     """Record chapter 6's order claims on the wind tunnel (path, function, the chapter's similarity rules) and the
     freeze intervention re-read from ``freeze`` (``data/frame_freeze.json``,
-    :func:`~attention_dynamics.diagnostics.frame_order.load_frame_freeze`); return them by id."""
+    :func:`~attention_dynamics.ledger.frame_results.load_frame_freeze`); return them by id."""
     out: dict[str, claims.Claim] = {}
     tunnel = result["settings"]["tunnel"]
 

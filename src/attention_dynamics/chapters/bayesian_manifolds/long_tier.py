@@ -28,11 +28,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from ... import calibration
+from ...core.paths import DATA_DIR
+from ...core.settings import check_positive_int
 from ...diagnostics.wind_tunnel_geometry import bijection_geometry, geometry_summary
-from ...paths import DATA_DIR
-from ...results import Job, StoredResult, load_results, save_results
-from ...settings import check_positive_int
+from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...science import calibration
 from ...tasks import hmm
 from ...training import ResumePoint
 from ...training.wind_tunnels import (

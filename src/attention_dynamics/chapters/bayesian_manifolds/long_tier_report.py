@@ -16,14 +16,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ... import calibration, claims, settling
 from ...diagnostics.wind_tunnel_geometry import (
     HMMManifold,
     bijection_geometry_nulls,
     bijection_scrambled_probe,
     hmm_manifold,
 )
+from ...ledger import claims
 from ...models.transformer import count_parameters
+from ...science import calibration, settling
 from ...tasks import bijection, hmm
 from ...training.wind_tunnels import (
     bijection_batch_for_eval,
@@ -34,11 +35,16 @@ from ...training.wind_tunnels import (
 )
 from . import long_tier
 from .long_tier import LongRun
+
 # As at the book scale: the bijection's target, the HMM's entropy-error bound, the KL ratio's plateau amount,
 # and (for transport carried to untrained lengths) chapter 6's transport fraction.
-from .settings import BIJECTION_TARGET_BITS, GEOMETRY_PLATEAU, HMM_ENTROPY_BOUND_BITS
-from .settings import HMM_PLATEAU_RATIO as RATIO_PLATEAU
-from .settings import TRANSPORT_FRACTION as LENGTH_GEN_FRACTION
+from .settings import (
+    BIJECTION_TARGET_BITS,
+    GEOMETRY_PLATEAU,
+    HMM_ENTROPY_BOUND_BITS,
+    HMM_PLATEAU_RATIO as RATIO_PLATEAU,
+    TRANSPORT_FRACTION as LENGTH_GEN_FRACTION,
+)
 
 __all__ = [
     "LONG_TRANSPORT_FRACTION",

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ... import claims, stats
 from ...diagnostics.mechanism_controls import (
     MANIFOLD_EXPLANATIONS,
     layer_ablation,
     manifold_regression,
     paper_key_orthogonality,
 )
+from ...ledger import claims
 from ...models.transformer import CausalTransformer
+from ...science import stats
 from ...tasks import bijection, hmm
 
 __all__ = ["PAPER_KEY_BOUND", "KEY_METRIC_CLAIM_IDS", "record_paper_key_metric", "LAYER_ABLATION_CLAIM_IDS",

@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 import torch
 
-from ...diagnostics.memory_ladder import MemoryLadder, ladder_of_batch, memory_claim, window_claims
+from ...diagnostics.memory_ladder import MemoryLadder, ladder_of_batch
+from ...ledger.memory_claims import memory_claim, window_claims
 from ...tasks import hmm
 from ...training.wind_tunnels import hmm_batch_for_eval
 from .long_tier import LongRun

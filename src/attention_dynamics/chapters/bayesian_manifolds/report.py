@@ -3,7 +3,7 @@ nulls, the HMM manifold and frame against calibration through training.
 
 The models and their training are :mod:`attention_dynamics.training.wind_tunnels`; the measures of a trained model
 :mod:`attention_dynamics.diagnostics.wind_tunnel_geometry`; the figures :mod:`~attention_dynamics.chapters.bayesian_manifolds.figures`. Each ``record_*`` function
-records one section's claims (:func:`attention_dynamics.claims.record`), glues the numbers its prose states and
+records one section's claims (:func:`attention_dynamics.ledger.claims.record`), glues the numbers its prose states and
 returns what the section's figures and later sections need, with the recorded claims by id.
 """
 
@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ... import calibration, claims, geometry, settling
 from ...diagnostics.wind_tunnel_geometry import (
     FrameCalibrationCurves,
     GeometryReport,
@@ -28,7 +27,9 @@ from ...diagnostics.wind_tunnel_geometry import (
     frame_and_calibration,
     hmm_manifold,
 )
+from ...ledger import claims
 from ...models.transformer import count_parameters
+from ...science import calibration, geometry, settling
 from ...tasks import bijection, hmm
 from ...training.wind_tunnels import (
     HMMCurve,

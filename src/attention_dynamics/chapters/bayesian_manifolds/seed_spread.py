@@ -16,10 +16,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ...core.paths import data_path
 from ...diagnostics.wind_tunnel_geometry import bijection_geometry
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...stats import t_interval
+from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...science.stats import t_interval
 from ...training.wind_tunnels import bijection_probe_batch, train_bijection
 from .settings import SETTINGS
 

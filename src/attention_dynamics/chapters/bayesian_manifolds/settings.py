@@ -11,8 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...settings import ChapterSettings
-from ...settings import resolve as _resolve
+from ...core.settings import ChapterSettings, resolve as _resolve
 from ...training.wind_tunnels import BIJECTION_TUNNELS, HMM_TUNNELS, BijectionTraining, HMMTraining
 
 __all__ = ["TRANSPORT_FRACTION", "HMM_PLATEAU_RATIO", "BIJECTION_TARGET_BITS", "HMM_ENTROPY_BOUND_BITS", "KEYS_ALL",

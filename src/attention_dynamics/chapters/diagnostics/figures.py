@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ... import plotting
+from ...core import plotting
 from ...diagnostics import DiagnosticsTrace, plot_head, plot_routing_matrix
 from .runs import SCHEDULE_RUNS, AlarmReading
 

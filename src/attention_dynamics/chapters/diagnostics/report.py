@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ... import claims
 from ...diagnostics import DiagnosticsTrace, routing_stability
+from ...ledger import claims
 from ...training.wind_tunnels import BIJECTION_TUNNELS
 from .runs import SCHEDULE_RUNS, AlarmReading
 from .settings import DiagnosticsSettings

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from ... import calibration
+from ...core.seeding import stream, torch_generator
 from ...diagnostics import (
     DiagnosticsTrace,
     collapse_alarm,
@@ -24,7 +24,7 @@ from ...diagnostics import (
 from ...models import CausalTransformer
 from ...models.encoder import TorchCausalEncoder
 from ...models.single_head import SingleHeadModule, initial_head
-from ...seeding import stream, torch_generator
+from ...science import calibration
 from ...tasks import bijection, sticky_chain
 from ...training.schedules import Schedule, get_schedule, make_backward, make_optimizer
 from ...training.wind_tunnels import BIJECTION_TUNNELS, bijection_probe_batch, train_bijection

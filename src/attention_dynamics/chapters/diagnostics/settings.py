@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...settings import ChapterSettings, check_positive_int, check_scale
-from ...settings import resolve as _resolve
+from ...core.settings import ChapterSettings, check_positive_int, check_scale, resolve as _resolve
 
 __all__ = ["EARLY", "DiagnosticsSettings", "SETTINGS", "resolve"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import gradients, plotting
+from ...core import plotting
+from ...science import gradients
 from ...training.schedules import SCHEDULES
 from .runs import WorkedExample
 

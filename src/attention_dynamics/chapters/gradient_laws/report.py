@@ -7,7 +7,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ... import claims, gradients
+from ...ledger import claims
+from ...science import gradients
 from .runs import WorkedExample, entropy_bound_max_ratio, worst
 from .settings import ETA, HEAD, INIT_STDS, RELATIVE_TOL, STICKY_SEED, GradientLawsSettings
 

@@ -9,10 +9,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ... import attention, gradients, weight_space
-from ...attention import HeadForward
+from ...core.seeding import torch_generator
 from ...models.single_head import SingleHeadModule, initial_head
-from ...seeding import torch_generator
+from ...science import attention, gradients, weight_space
+from ...science.attention import HeadForward
 from ...tasks import sticky_chain
 from ...training import fit
 from ...training.schedules import get_schedule, make_backward, make_optimizer
@@ -143,7 +143,7 @@ def weight_step_along_training(
 
     The paper's sticky-chain head (chapter 5; the sticky-chain head's
     data, initialisation and ``schedule``) is trained for ``steps`` steps; every ``every`` steps and at
-    the end, :func:`attention_dynamics.weight_space.weight_step_check` takes one step of size ``eta`` on
+    the end, :func:`attention_dynamics.science.weight_space.weight_step_check` takes one step of size ``eta`` on
     its weights (float64) and returns the share of attended pairs whose attention moves with the sign of
     their advantage (``sign_agreement``) and the cosine of the law's Δv with the actual one
     (``value_cosine``). The same is measured on a reference input set where the two value pictures

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ...core.settings import ChapterSettings, check_positive_ints, resolve as _resolve
 from ...models.single_head import HEAD_SHAPE
-from ...settings import ChapterSettings, check_positive_ints
-from ...settings import resolve as _resolve
 
 __all__ = ["HEAD", "INIT_STDS", "DTYPE", "RELATIVE_TOL", "ETA", "STICKY_SEED", "GradientLawsSettings", "SETTINGS",
            "resolve"]

@@ -9,7 +9,7 @@ routing transition and at the end, and the free-activation picture against real 
 sticky-chain head:
 
 - ``Δb``: the relative error of the prediction with the error signal recomputed after the step
-  (:func:`~attention_dynamics.dynamics.compatibility_change_after_value_step`); bound: 10 % (predicting no change at
+  (:func:`~attention_dynamics.science.dynamics.compatibility_change_after_value_step`); bound: 10 % (predicting no change at
   all scores 100 %);
 - the advantage (chapter 3's self / other-queries / error-signal decomposition,
   :func:`~attention_dynamics.chapters.routing_content_feedback.runs.advantage_change_along_training`): the share of
@@ -17,7 +17,7 @@ sticky-chain head:
   control: if every key gained alike, the step would favour nothing); bound: above 0;
 - weight steps: on the sticky-chain head at initialisation (paper's five seeds), the cosine between the value law's
   Δv and a real step on W_V's, and the share of attended pairs whose attention moves with their advantage
-  (:func:`~attention_dynamics.weight_space.weight_step_check`); bound: 0.9 (free activations: 1; a coin: 0.5).
+  (:func:`~attention_dynamics.science.weight_space.weight_step_check`); bound: 0.9 (free activations: 1; a coin: 0.5).
 
 Each claim (:func:`~attention_dynamics.chapters.routing_content_feedback.report.record_feedback_claims`) is a mean
 over seeds with a t interval, which decides it. ``python -m attention_dynamics compute feedback_predictions``
@@ -36,15 +36,14 @@ import numpy as np
 import scipy.stats
 import torch
 
-from ... import dynamics
+from ...core.paths import data_path
+from ...core.seeding import stream, torch_generator
+from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...models.single_head import initial_head
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...seeding import stream, torch_generator
-from ...tasks import specialization as recall
-from ...tasks import sticky_chain
+from ...science import dynamics
+from ...science.weight_space import weight_step_check
+from ...tasks import specialization as recall, sticky_chain
 from ...training.recall_head import train_specialization_head
-from ...weight_space import weight_step_check
 from .runs import advantage_change_along_training, milestone_indices
 
 __all__ = ["FILE", "MOMENTS", "FeedbackSettings", "SETTINGS", "feedback_job", "feedback_jobs", "assemble_feedback",

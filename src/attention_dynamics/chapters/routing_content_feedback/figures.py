@@ -8,8 +8,8 @@ from typing import Mapping
 import numpy as np
 from matplotlib.lines import Line2D
 
-from ... import plotting
-from ...attention import causal_mask
+from ...core import plotting
+from ...science.attention import causal_mask
 from ...tasks import specialization as recall
 from ...tasks.specialization import SpecializationBatch
 from ...training.recall_head import SpecializationRun

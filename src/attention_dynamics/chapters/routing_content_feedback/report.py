@@ -9,12 +9,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ... import claims
+from ...ledger import claims
+from ...ledger.verdicts import render_caveat
+from ...science.settling import first_true
 from ...tasks import specialization as recall
 from ...tasks.specialization import SpecializationBatch
 from ...training.recall_head import SpecializationRun
-from ...settling import first_true
-from ...verdicts import render_caveat
 from .feedback_predictions import FILE as FEEDBACK_FILE
 from .runs import first_step_reaching, milestones, moments
 

@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from sklearn.decomposition import PCA
 
-from ... import dynamics
-from ...dynamics import advantage_change_rate
-from ...settling import first_true
+from ...science import dynamics
+from ...science.dynamics import advantage_change_rate
+from ...science.settling import first_true
 from ...tasks.specialization import SpecializationBatch
 from ...training import map_parallel
 from ...training.recall_head import SpecializationRun, train_specialization_head

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...settings import ChapterSettings, check_positive_int
-from ...settings import resolve as _resolve
+from ...core.settings import ChapterSettings, check_positive_int, resolve as _resolve
 
 __all__ = ["VARIANTS", "MILESTONES", "ETAS", "RoutingSettings", "SETTINGS", "resolve"]
 

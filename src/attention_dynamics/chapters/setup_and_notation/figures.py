@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ... import attention, plotting
+from ...core import plotting
+from ...science import attention
 from .runs import WorkedExample
 
 __all__ = ["plot_worked_example"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ... import claims
+from ...ledger import claims
 from .runs import WorkedExample
 from .settings import SetupSettings
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ... import attention
-from ...attention import HeadForward, SingleHeadParams
+from ...science import attention
+from ...science.attention import HeadForward, SingleHeadParams
 from .settings import SetupSettings
 
 __all__ = ["WorkedExample", "worked_example", "exactness_errors"]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...settings import ChapterSettings, check_positive_ints
-from ...settings import resolve as _resolve
+from ...core.settings import ChapterSettings, check_positive_ints, resolve as _resolve
 
 __all__ = ["SetupSettings", "SETTINGS", "resolve"]
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import plotting
+from ...core import plotting
 from ...tasks import sticky_chain
 from ...training.schedules import SCHEDULES
 from .lr_surface import CONDITIONS, values_axis

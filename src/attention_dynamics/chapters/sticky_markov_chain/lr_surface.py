@@ -1,7 +1,7 @@
 """The learning-rate surface of the sticky-chain experiment (chapter 5): which group's step makes it fast.
 
 The paper's "EM-like" schedule multiplies SGD's learning rate 0.01 by ten on ``W_V`` only. This
-module measures the paper's metric (:func:`attention_dynamics.speedup.paper_speedup`:
+module measures the paper's metric (:func:`attention_dynamics.science.speedup.paper_speedup`:
 threshold = SGD's mean final loss on the same seeds, speed-up = steps / mean first step below it)
 for ×10 on each parameter group alone — routing (``W_Q`` and ``W_K``), values (``W_V``), readout
 (``W_O``) — on the pairs, and on all three (the matched control), and on a grid of ratios
@@ -24,12 +24,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-
 import torch
 
+from ...ledger.results import Job, StoredResult, save_results
 from ...models.single_head import initial_head
-from ...results import Job, StoredResult, save_results
-from ...speedup import bootstrap_speedup_ci, bootstrap_speedup_ratio_ci, paper_speedup
+from ...science.speedup import bootstrap_speedup_ci, bootstrap_speedup_ratio_ci, paper_speedup
 from ...tasks import sticky_chain
 from ...training.head_engine import closed_form_head_pass
 from ...training.schedules import BASE_LR, lr_ratio_schedule, m_step_direction

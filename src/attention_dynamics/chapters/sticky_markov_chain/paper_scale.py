@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ...core.paths import data_path
+from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...models import CausalTransformer, count_parameters
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...speedup import bootstrap_speedup_ci, em_like_speedup_over, paper_speedup
-from ...stats import paired_tests
+from ...science.speedup import bootstrap_speedup_ci, em_like_speedup_over, paper_speedup
+from ...science.stats import paired_tests
 from ...tasks import sticky_chain
 from ...training import fit
 from ...training.schedules import SCHEDULES

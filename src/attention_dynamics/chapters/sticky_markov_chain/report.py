@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import claims
+from ...core.paths import data_path
+from ...ledger import claims
+from ...ledger.results import load_results
 from ...models.single_head import HEAD_SHAPE, INIT_STD, initial_head
-from ...paths import data_path
-from ...results import load_results
-from ...speedup import intervals_separate
+from ...science.speedup import intervals_separate
 from ...tasks import sticky_chain
 from ...training.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
 from ...training.schedules import SCHEDULES
@@ -142,7 +142,7 @@ def protocol_params(cfg: StickySettings) -> dict[str, Any]:
 
 def record_protocol(runs: Mapping[tuple[str, int], Any], protocol: Mapping[str, Any], cfg: StickySettings,
                     hmin: float) -> dict[str, Any]:
-    """Return the paper's speed-up (:func:`~attention_dynamics.speedup.paper_speedup`'s dict), after recording the two final losses
+    """Return the paper's speed-up (:func:`~attention_dynamics.science.speedup.paper_speedup`'s dict), after recording the two final losses
     (against the halfway mark from ln 8 to ``hmin``) and the speed-up (against the paper's 2.3) as claims and
     gluing the threshold, first steps, paired test and each schedule's share of the way from ln 8 to H_min."""
     params = protocol_params(cfg)

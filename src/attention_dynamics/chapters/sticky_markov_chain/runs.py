@@ -12,10 +12,10 @@ import pandas as pd
 import torch
 from sklearn.decomposition import PCA
 
+from ...core.seeding import stream
 from ...models.single_head import initial_head
-from ...seeding import stream
-from ...speedup import paper_speedup
-from ...stats import paired_tests
+from ...science.speedup import paper_speedup
+from ...science.stats import paired_tests
 from ...tasks import sticky_chain
 from ...training import fit, map_parallel
 from ...training.head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, head_metrics

@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...settings import ChapterSettings
-from ...settings import resolve as _resolve
+from ...core.settings import ChapterSettings, resolve as _resolve
 from ...tasks import sticky_chain
 
 __all__ = ["LN8", "CHAIN_PARAMS", "SCHEDULE_PAIR", "StickySettings", "SETTINGS", "resolve"]

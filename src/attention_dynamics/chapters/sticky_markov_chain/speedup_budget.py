@@ -42,10 +42,10 @@ import numpy as np
 import scipy.stats
 import torch
 
+from ...core.paths import data_path
+from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...models.single_head import initial_head
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
-from ...speedup import bootstrap_speedup_ci, bootstrap_speedup_ratio_ci, paper_speedup, steps_to_threshold
+from ...science.speedup import bootstrap_speedup_ci, bootstrap_speedup_ratio_ci, paper_speedup, steps_to_threshold
 from ...tasks import sticky_chain
 from ...training import fit
 from ...training.head_engine import SingleHeadModule, closed_form_head_pass

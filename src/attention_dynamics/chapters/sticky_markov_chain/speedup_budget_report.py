@@ -15,8 +15,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ... import claims
-from ...verdicts import render_caveat
+from ...ledger import claims
+from ...ledger.verdicts import render_caveat
 from .speedup_budget import FILE, LONG_SCHEDULES
 
 __all__ = ["PAPER_BAND", "record_speedup_budget_claims", "glue_speedup_budget", "SPEEDUP_DIRECTIONS",

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import plotting
+from ...core import plotting
 from . import freeze
 from .runs import GmmBridge
 from .settings import TAU

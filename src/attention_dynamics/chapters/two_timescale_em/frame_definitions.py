@@ -8,12 +8,12 @@ the chapter's recall head (the same data, initialisation and loss), under plain 
 frame "settles first" on a run when ``t_F < t_P``.
 
 - ``path`` (chapter 4's): the first step from which the path each quantity still travels is at most 10 % of
-  its whole path over the run (:func:`~attention_dynamics.settling.path_settling_step`); the frame is the query
+  its whole path over the run (:func:`~attention_dynamics.science.settling.path_settling_step`); the frame is the query
   rows' attention pattern, the precision the sources' value vectors, both on a fixed probe set.
 - ``function`` (Paper I's reading, and chapter 6's): function-level measures. The frame is the attention mass
   on the source holding the answer (the E-step's quality), on a linear scale; the precision is the probe loss
   on a log scale, because it falls by orders of magnitude. Each has settled at the first step from which it
-  stays within 10 % of its total change from its final value (:func:`~attention_dynamics.settling.settle_step`).
+  stays within 10 % of its total change from its final value (:func:`~attention_dynamics.science.settling.settle_step`).
 - ``function_log``: the same rule with both errors on a log scale: the attention mass *off* the answer's
   source, 1 − mass, against the probe loss. Symmetric in form: two errors, each falling toward 0.
 - ``intervention``: the frame is in place at the earliest step t from which freezing ``W_Q``, ``W_K`` (and
@@ -33,7 +33,7 @@ Clopper–Pearson 95 % interval (:func:`~attention_dynamics.diagnostics.frame_or
 straddles 1/2 leaves the order undecided) and the mean of ``t_P − t_F`` with a t interval over seeds
 (:func:`~attention_dynamics.diagnostics.frame_order.paired_gap`). One job per optimiser and seed
 (``python -m attention_dynamics compute frame_definitions``); the chapter loads ``data/frame_definitions.json``
-(:func:`~attention_dynamics.diagnostics.frame_order.load_frame_definitions`, also imported here) and records its
+(:func:`~attention_dynamics.ledger.frame_results.load_frame_definitions`, also imported here) and records its
 claims with
 :func:`~attention_dynamics.chapters.two_timescale_em.frame_definitions_report.record_frame_definition_claims`.
 """
@@ -49,20 +49,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ...attention import init_single_head
-from ...diagnostics.frame_order import (
-    FRAME_DEFINITIONS_FILE,
-    attention_entropy_nats,
-    load_frame_definitions,
-    order_share,
-    paired_gap,
-    ratio_of_means_ci,
-)
-from ...dynamics import attention_distance, attention_on_correct_source, value_distance
+from ...core.seeding import stream, torch_generator
+from ...diagnostics.frame_order import attention_entropy_nats, order_share, paired_gap, ratio_of_means_ci
+from ...ledger.frame_results import FRAME_DEFINITIONS_FILE, load_frame_definitions
+from ...ledger.results import Job, StoredResult, save_results
 from ...models.single_head import SingleHeadModule
-from ...results import Job, StoredResult, save_results
-from ...seeding import stream, torch_generator
-from ...settling import first_true_for_good, path_settling_step, settle_step
+from ...science.attention import init_single_head
+from ...science.dynamics import attention_distance, attention_on_correct_source, value_distance
+from ...science.recall_head import query_forward, query_loss
+from ...science.settling import first_true_for_good, path_settling_step, settle_step
 from ...tasks import specialization as task
 from ...training import fit
 from ...training.recall_head import TASK_DEFAULTS
@@ -208,7 +203,7 @@ def head_run(seed: int, optimiser: str, s: FrameDefinitionSettings) -> dict[str,
     K = TASK_DEFAULTS["n_sources"]
 
     def loss_fn(module: SingleHeadModule, batch) -> torch.Tensor:
-        return task.query_loss(module.head_params(live=True), batch)
+        return query_loss(module.head_params(live=True), batch)
 
     path_at = set(range(0, H, s.path_every)) | {H}
     record_at = set(range(0, H, s.record_every)) | {H}
@@ -219,7 +214,7 @@ def head_run(seed: int, optimiser: str, s: FrameDefinitionSettings) -> dict[str,
 
     def measure(step: int, module: SingleHeadModule, _loss: float) -> None:
         with torch.no_grad():
-            fwd = task.query_forward(module.head_params(live=True), probe)
+            fwd = query_forward(module.head_params(live=True), probe)
             if step in path_at:
                 alpha, v = fwd.alpha[:, K:].clone(), fwd.v[:, :K].clone()  # (B, Q, T), (B, K, d_v)
                 if prev:
@@ -252,7 +247,7 @@ def head_run(seed: int, optimiser: str, s: FrameDefinitionSettings) -> dict[str,
 
         def at_end(step: int, module: SingleHeadModule, _loss: float) -> None:
             with torch.no_grad():
-                out[ends[step]] = float(task.query_loss(module.head_params(), probe))
+                out[ends[step]] = float(query_loss(module.head_params(), probe))
 
         fit(m, lambda step: train, steps=H - t, optimizer=opt, loss_fn=loss_fn, callback=at_end,
             callback_steps=set(ends))

@@ -3,9 +3,9 @@
 per definition and optimiser, the path gap's growth with the run length, and the table the section shows.
 
 The frame row of the verdict page (``frame_precision_toy``) is decided by these claims, one definition each
-(:data:`~attention_dynamics.diagnostics.frame_order.TOY_ORDER_CLAIMS`); chapters 2 and 8, which state that row's
+(:data:`~attention_dynamics.ledger.frame_results.TOY_ORDER_CLAIMS`); chapters 2 and 8, which state that row's
 verdict without recording its claims, read it from the same file through
-:func:`~attention_dynamics.diagnostics.frame_order.frame_row_verdict`.
+:func:`~attention_dynamics.ledger.frame_results.frame_row_verdict`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ... import claims
 from ...diagnostics.frame_order import order_explanation
+from ...ledger import claims
 from .frame_definitions import FILE
 
 __all__ = ["DEFINITION_WORDS", "OPTIMISER_WORDS", "record_frame_definition_claims", "glue_frame_definitions",

@@ -17,18 +17,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ... import calibration
-from ...diagnostics.frame_order import (
-    BITS,
-    FRAME_FREEZE_FILE,
-    FRAME_FREEZE_FULL_FILE,
-    freeze_frame_step,
-    freeze_frame_summary,
-    freeze_table,
-    total_steps,
-)
-from ...paths import data_path
-from ...results import Job, StoredResult, load_results, save_results
+from ...core.paths import data_path
+from ...diagnostics.frame_order import BITS, freeze_frame_step, freeze_frame_summary, freeze_table, total_steps
+from ...ledger.frame_results import FRAME_FREEZE_FILE, FRAME_FREEZE_FULL_FILE
+from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...science import calibration
 from ...training import wind_tunnels
 from ...training.recall_head import train_specialization_head
 
@@ -173,7 +166,7 @@ FULL_SPECS: dict[str, dict[str, dict[str, Any]]] = {
     "fast": {"tunnel": {"settings": {"tunnel": dataclasses.asdict(wind_tunnels.BIJECTION_TUNNELS["fast"]),
                                      "n_eval": 32}, "seeds": [0], "freeze_steps": [0]}},
 }
-#: The file of the full-budget runs (the library reads it: :func:`~attention_dynamics.diagnostics.frame_order.load_frame_freeze_full`).
+#: The file of the full-budget runs (the library reads it: :func:`~attention_dynamics.ledger.frame_results.load_frame_freeze_full`).
 FULL_FILE = FRAME_FREEZE_FULL_FILE
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ... import claims, em
+from ...ledger import claims
+from ...science import em
 from . import freeze
 from .runs import (
     GmmBridge,

@@ -12,8 +12,8 @@ import numpy as np
 import scipy.stats
 import torch
 
-from ... import em
-from ...settling import path_settling_step
+from ...science import em
+from ...science.settling import path_settling_step
 from ...training import map_parallel
 from ...training.recall_head import SpecializationRun, train_specialization_head
 from .settings import DISTANCE_TOLERANCE, GMM_D, GMM_K, GMM_SIGMA, SENSITIVITY_THRESHOLDS, TwoTimescaleSettings

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...settings import ChapterSettings, check_positive_int
-from ...settings import resolve as _resolve
+from ...core.settings import ChapterSettings, check_positive_int, resolve as _resolve
 
 __all__ = ["GMM_K", "GMM_D", "GMM_SIGMA", "PLAIN_FACTORS", "TAU", "SENSITIVITY_THRESHOLDS", "DISTANCE_TOLERANCE",
            "PATH_FRACTIONS", "CLAIM_FRACTION", "FREEZE_MARGIN", "TwoTimescaleSettings", "SETTINGS", "resolve"]

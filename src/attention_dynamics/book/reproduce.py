@@ -24,13 +24,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-
-from . import compute, paths
-from .claims import (
-    atomic_write_text,
-    ledger_problems,
-    write_ledger,
-)
+from ..core import paths
+from ..core.provenance import package_commit, package_is_committed
+from ..core.settings import DEVICES, SCALES, check_positive_int
+from ..ledger.claims import atomic_write_text, ledger_problems, write_ledger
+from . import compute
 from .ledger_commands import (
     _collect_claims,
     _read_status,
@@ -42,8 +40,8 @@ from .ledger_commands import (
     perturbed_environment,
 )
 from .notebooks import (
-    BookError,
     METADATA_KEY,
+    BookError,
     Chapter,
     book_chapters,
     colab_pin,
@@ -51,12 +49,9 @@ from .notebooks import (
     input_hash,
     normalise_notebook,
     notebook_text,
-    package_commit,
-    package_is_committed,
     repository_url,
     select_chapters,
 )
-from .settings import check_positive_int, DEVICES, SCALES
 
 __all__ = ["main"]
 
@@ -288,7 +283,7 @@ def _kernel_manager_class() -> type:
 def write_text_forms(chapters: Sequence[Chapter]) -> None:
     """Write (or refresh) every chapter's text form, ``book/text/<chapter>.py``, and its launch notebook.
 
-    The launch notebook (``notebooks/<chapter>.ipynb``, :mod:`attention_dynamics.launch_notebooks`) is
+    The launch notebook (``notebooks/<chapter>.ipynb``, :mod:`attention_dynamics.book.launch_notebooks`) is
     the chapter as the Binder and Colab buttons open it: numbers, citations and equation numbers as text.
     """
     import nbformat

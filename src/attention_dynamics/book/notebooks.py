@@ -25,7 +25,6 @@ __all__ = [
     "normalise_notebook",
     "ensure_colab_cell",
     "repository_url",
-    "package_commit",
     "colab_pin",
     "input_hash",
     "notebook_text",
@@ -44,8 +43,6 @@ import sys
 if "google.colab" in sys.modules:
     %pip install --quiet "attention-dynamics @ git+{url}@{ref}"
 """
-#: What the package's code is made of: a commit that pins these paths pins the code the outputs came from.
-PACKAGE_PATHS = ("src/attention_dynamics", "pyproject.toml")
 _PIN = re.compile(r"git\+(?P<url>\S+?)@(?P<ref>[0-9a-f]{7,40}|[\w.\-/]+)\"")
 
 
@@ -210,34 +207,6 @@ def repository_url(root: Path) -> str | None:
     return (config.get("repository") or {}).get("url")
 
 
-def package_commit(root: Path) -> str | None:
-    """Return the last commit that changed the package's code (``PACKAGE_PATHS``), or None without git.
-
-    The Colab install cell pins this commit: it holds exactly the code that executed the chapters as
-    long as the package has no uncommitted changes (the runner warns when it has).
-    """
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H", "--", *PACKAGE_PATHS],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return out or None
-
-
-def package_is_committed(root: Path) -> bool:
-    """Whether the package's code in the work tree is the committed one (no changes to ``PACKAGE_PATHS``)."""
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", *PACKAGE_PATHS],
-                             capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return False
-    return not out.strip()
-
-
 def colab_pin(nb: nbformat.NotebookNode) -> tuple[str, str] | None:
     """Return ``(repository url, ref)`` that the notebook's Colab install cell installs, or None."""
     first = nb.cells[0] if nb.cells else None
@@ -269,7 +238,7 @@ def input_hash(nb_path: Path, package_dir: Path, parameters: dict[str, Any], ext
     """Return the fingerprint of everything a chapter's outputs depend on (16 hex digits).
 
     That is: the chapter's cells, the package modules it imports (transitively) and the stored results they
-    read, the pinned requirements and the injected parameters (:func:`~attention_dynamics.fingerprint.chapter_fingerprint`).
+    read, the pinned requirements and the injected parameters (:func:`~attention_dynamics.book.fingerprint.chapter_fingerprint`).
     An unchanged fingerprint lets the runner skip the chapter; a changed one makes the committed chapter stale.
     """
     from .fingerprint import chapter_fingerprint

@@ -1,8 +1,8 @@
 """Shapes on the public API: jaxtyping annotations (``Float[Tensor, "*batch Tq Tk"]``), checked at run time in the
 tests.
 
-The head (:mod:`attention_dynamics.attention`), the laws (:mod:`attention_dynamics.gradients`,
-:mod:`attention_dynamics.weight_space`) and the models' ``forward`` carry their tensors' shapes in their signatures,
+The head (:mod:`attention_dynamics.science.attention`), the laws (:mod:`attention_dynamics.science.gradients`,
+:mod:`attention_dynamics.science.weight_space`) and the models' ``forward`` carry their tensors' shapes in their signatures,
 as TransformerLens does. :func:`shape_checked` marks those functions: when the environment variable
 ``ATTENTION_DYNAMICS_CHECK_SHAPES`` is ``1`` at import (the test suite sets it), every call checks its arguments and
 result against the annotations with ``beartype``, dimension names consistent across them within the call; otherwise

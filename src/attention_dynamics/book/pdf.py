@@ -80,7 +80,7 @@ CHROMIUM_FLAGS = (
 def find_chromium() -> str:
     """Return the path of the Chromium executable (``$CHROMIUM``, else ``chromium`` on the PATH).
 
-    Raises :class:`~attention_dynamics.notebooks.BookError` when there is none.
+    Raises :class:`~attention_dynamics.book.notebooks.BookError` when there is none.
     """
     candidate = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not candidate or not Path(candidate).exists():
@@ -219,7 +219,7 @@ def repair_outline(pdf_path: Path, titles: dict[str, str]) -> int:
 def build_single_page(root: Path, build_dir: Path) -> Path:
     """Return the book's single HTML page, ready to print, built into ``build_dir`` from committed outputs.
 
-    Raises :class:`~attention_dynamics.notebooks.BookError` when the build fails or warns.
+    Raises :class:`~attention_dynamics.book.notebooks.BookError` when the build fails or warns.
     """
     jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
     if jb is None:
@@ -249,7 +249,7 @@ def build_single_page(root: Path, build_dir: Path) -> Path:
 def print_to_pdf(chromium: str, page: Path, out: Path, *, timeout: int = 900) -> Path:
     """Return ``out``, the PDF headless Chromium printed from the HTML file ``page``.
 
-    Raises :class:`~attention_dynamics.notebooks.BookError` when Chromium writes no PDF.
+    Raises :class:`~attention_dynamics.book.notebooks.BookError` when Chromium writes no PDF.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
@@ -272,7 +272,7 @@ def build_pdf(root: Path, out: Path | None = None, *, build_dir: Path | None = N
 
     ``out`` defaults to ``<root>/_build/pdf/book.pdf``; the single HTML page is built into
     ``build_dir`` (default ``<root>/build/pdf``). Raises
-    :class:`~attention_dynamics.notebooks.BookError` when Chromium is missing (checked first) or
+    :class:`~attention_dynamics.book.notebooks.BookError` when Chromium is missing (checked first) or
     the build fails.
     """
     root = Path(root).resolve()

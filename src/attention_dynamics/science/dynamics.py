@@ -14,8 +14,8 @@ Three groups of tools, used by chapters 3 and 4 on the content-addressed recall 
   (:func:`value_precision_nats`) and which values serve which queries
   (:func:`specialization_matrix`, :func:`responsibility_purity`).
 - **Settling times**: when the routing frame (the attention pattern) and the values stop moving
-  (:func:`~attention_dynamics.settling.quiescence_step`, and the alternative
-  :func:`~attention_dynamics.settling.settle_step`), measured along a training run
+  (:func:`~attention_dynamics.science.settling.quiescence_step`, and the alternative
+  :func:`~attention_dynamics.science.settling.settle_step`), measured along a training run
   (:func:`~attention_dynamics.training.recall_head.train_specialization_head`).
 
 Conventions: the loss is the mean cross-entropy over query positions (nats); ``u = ∂L/∂g``
@@ -34,8 +34,7 @@ import torch.nn.functional as F
 
 from .attention import SingleHeadParams
 from .gradients import advantage, compatibility, responsibility_weighted_value_gradient
-from .tasks import specialization as task
-from .tasks.specialization import SpecializationBatch
+from .recall_head import RecallBatch, query_cross_entropy, query_forward
 
 __all__ = [
     "value_step_loss_change",
@@ -70,14 +69,14 @@ __all__ = [
 
 
 def _query_loss_from_values(alpha: torch.Tensor, v: torch.Tensor, W_O: torch.Tensor,
-                            batch: SpecializationBatch) -> torch.Tensor:
+                            batch: RecallBatch) -> torch.Tensor:
     """Return the mean query cross-entropy (nats) when the values are ``v`` ``(B, T, d_v)`` and alpha is fixed."""
     K = batch.n_sources
-    return task.query_cross_entropy((alpha[:, K:] @ v) @ W_O, batch)  # logits (B, Q, C)
+    return query_cross_entropy((alpha[:, K:] @ v) @ W_O, batch)  # logits (B, Q, C)
 
 
 def value_step_loss_change(
-    params: SingleHeadParams, batch: SpecializationBatch, etas: Sequence[float] | np.ndarray
+    params: SingleHeadParams, batch: RecallBatch, etas: Sequence[float] | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(actual, predicted)`` loss changes in nats, ``(len(etas),)`` each, of a value-only step.
 
@@ -87,7 +86,7 @@ def value_step_loss_change(
     Work in float64 to see the ratio approach 1 at small ``eta``.
     """
     with torch.no_grad():
-        fwd = task.query_forward(params, batch)
+        fwd = query_forward(params, batch)
         grad_v = responsibility_weighted_value_gradient(fwd.alpha, fwd.u)  # (B, T, d_v)
         squared_norm = float((grad_v ** 2).sum())
         base = float(fwd.loss)
@@ -99,7 +98,7 @@ def value_step_loss_change(
     return actual, predicted
 
 
-def value_step_curvature_bound(params: SingleHeadParams, batch: SpecializationBatch) -> float:
+def value_step_curvature_bound(params: SingleHeadParams, batch: RecallBatch) -> float:
     """Return λ, an upper bound on the loss Hessian with respect to the values (nats per unit² of v).
 
     The query loss is a mean over ``N = B·Q`` cross-entropies of logits that are linear in the
@@ -110,7 +109,7 @@ def value_step_curvature_bound(params: SingleHeadParams, batch: SpecializationBa
     the value-only step of :func:`value_step_loss_change`: an a-priori tolerance for the ratio.
     """
     with torch.no_grad():
-        fwd = task.query_forward(params, batch)
+        fwd = query_forward(params, batch)
         K = batch.n_sources
         attention_norm = torch.linalg.matrix_norm(fwd.alpha[:, K:], ord=2).max()  # max_b ||A_b||₂
         readout_norm = torch.linalg.matrix_norm(params.W_O, ord=2)
@@ -119,7 +118,7 @@ def value_step_curvature_bound(params: SingleHeadParams, batch: SpecializationBa
 
 
 def value_step_ratio_curve(
-    params: SingleHeadParams, batch: SpecializationBatch, etas: Sequence[float] | np.ndarray
+    params: SingleHeadParams, batch: RecallBatch, etas: Sequence[float] | np.ndarray
 ) -> np.ndarray:
     """Return ``actual / predicted`` loss change of the value-only step for each ``eta`` (→ 1 as eta → 0)."""
     actual, predicted = value_step_loss_change(params, batch, etas)
@@ -158,11 +157,11 @@ class CompatibilityChange:
 
 
 def compatibility_change_after_value_step(
-    params: SingleHeadParams, batch: SpecializationBatch, eta: float
+    params: SingleHeadParams, batch: RecallBatch, eta: float
 ) -> CompatibilityChange:
     """Return the :class:`CompatibilityChange` of the query rows after a value-only step of size ``eta``."""
     with torch.no_grad():
-        fwd = task.query_forward(params, batch)
+        fwd = query_forward(params, batch)
         K = batch.n_sources
         grad_v = responsibility_weighted_value_gradient(fwd.alpha, fwd.u)  # (B, T, d_v)
         v_new = fwd.v - eta * grad_v  # (B, T, d_v)
@@ -172,7 +171,7 @@ def compatibility_change_after_value_step(
         # u' = ∂L/∂g' at g' = alpha v' (by autograd, independently of the closed form).
         with torch.enable_grad():
             g_new = (fwd.alpha @ v_new).requires_grad_(True)  # (B, T, d_v)
-            loss_new = task.query_cross_entropy(g_new[:, K:] @ params.W_O, batch)  # logits (B, Q, C)
+            loss_new = query_cross_entropy(g_new[:, K:] @ params.W_O, batch)  # logits (B, Q, C)
             (u_new,) = torch.autograd.grad(loss_new, g_new)  # (B, T, d_v), zero on source rows
         b_new = compatibility(u_new, v_new)
         actual = b_new - fwd.b
@@ -188,27 +187,27 @@ def compatibility_change_after_value_step(
 # ---------------------------------------------------------------------------------------------
 
 
-def attention_on_correct_source(alpha: torch.Tensor, batch: SpecializationBatch) -> float:
+def attention_on_correct_source(alpha: torch.Tensor, batch: RecallBatch) -> float:
     """Return the mean attention weight that queries put on the source holding their answer (E-step quality, 0..1)."""
     K = batch.n_sources
     return float(alpha[:, K:].gather(2, batch.correct_source.unsqueeze(-1)).mean())
 
 
-def attention_on_sources(alpha: torch.Tensor, batch: SpecializationBatch) -> float:
+def attention_on_sources(alpha: torch.Tensor, batch: RecallBatch) -> float:
     """Return the mean attention weight that queries put on source positions at all (0..1)."""
     K = batch.n_sources
     return float(alpha[:, K:, :K].sum(-1).mean())
 
 
-def correct_source_advantage(params: SingleHeadParams, batch: SpecializationBatch) -> float:
+def correct_source_advantage(params: SingleHeadParams, batch: RecallBatch) -> float:
     """Return the mean advantage ``E_alpha[b] − b_ij`` of the correct source j for its query, per query.
 
     Multiplied by the number of queries ``N = B·Q`` so that it does not shrink with the batch
     (``u`` carries the 1/N of the mean loss). Positive: gradient descent moves attention toward
-    the correct source (the sign convention of :func:`attention_dynamics.gradients.advantage`).
+    the correct source (the sign convention of :func:`attention_dynamics.science.gradients.advantage`).
     """
     with torch.no_grad():
-        fwd = task.query_forward(params, batch)
+        fwd = query_forward(params, batch)
         K = batch.n_sources
         adv = advantage(fwd.alpha, fwd.b)[:, K:]  # (B, Q, T)
         at_source = adv.gather(2, batch.correct_source.unsqueeze(-1))  # (B, Q, 1)
@@ -227,14 +226,14 @@ def ideal_prototypes(W_O: torch.Tensor) -> torch.Tensor:
     return centred @ W_O.transpose(0, 1)  # (C, d_v)
 
 
-def value_prototype_alignment(v: torch.Tensor, W_O: torch.Tensor, batch: SpecializationBatch) -> float:
+def value_prototype_alignment(v: torch.Tensor, W_O: torch.Tensor, batch: RecallBatch) -> float:
     """Return the mean cosine between each source's value and its label's ideal prototype (M-step direction, −1..1)."""
     K = batch.n_sources
     protos = ideal_prototypes(W_O)[batch.source_labels]  # (B, K, d_v)
     return float(F.cosine_similarity(v[:, :K], protos, dim=-1).mean())
 
 
-def value_precision_nats(v: torch.Tensor, W_O: torch.Tensor, batch: SpecializationBatch) -> float:
+def value_precision_nats(v: torch.Tensor, W_O: torch.Tensor, batch: RecallBatch) -> float:
     """Return the mean cross-entropy (nats) of each source's value read out alone against its own label.
 
     This is the loss the head would have under perfect routing (the M-step objective at the
@@ -245,7 +244,7 @@ def value_precision_nats(v: torch.Tensor, W_O: torch.Tensor, batch: Specializati
     return float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.source_labels.reshape(-1)))
 
 
-def specialization_matrix(alpha: torch.Tensor, batch: SpecializationBatch) -> np.ndarray:
+def specialization_matrix(alpha: torch.Tensor, batch: RecallBatch) -> np.ndarray:
     """Return ``S`` ``(n_tags, n_tags)``: mean attention from queries requesting tag r to the source with tag c.
 
     Rows are requests, columns source tags; a specialised head has ``S`` close to the identity
@@ -260,7 +259,7 @@ def specialization_matrix(alpha: torch.Tensor, batch: SpecializationBatch) -> np
     return (mass / count).numpy()  # NaN where count = 0
 
 
-def responsibility_purity(alpha: torch.Tensor, batch: SpecializationBatch) -> float:
+def responsibility_purity(alpha: torch.Tensor, batch: RecallBatch) -> float:
     """Return the fraction of each source's soft count ``N_j = Σ_i alpha_ij`` that comes from its own queries.
 
     Averaged over sources that some query asks for; 1 = every value serves only the queries whose
@@ -306,7 +305,7 @@ class AdvantageChange:
 
     The step moves every value by ``Δv_j = eta w_j`` with ``w_j = −Σ_i' alpha_i'j u_i'`` (the value
     law), the attention held (scores do not move). The advantage ``A_ij = Σ_j' alpha_ij' b_ij' − b_ij``
-    (:func:`attention_dynamics.gradients.advantage`; positive: the score rises) then changes at the rate
+    (:func:`attention_dynamics.science.gradients.advantage`; positive: the score rises) then changes at the rate
     ``dA_ij/deta = self_term + cross_term + response_term``, all ``(B, Q, T)`` over the query rows:
 
     - ``self_term = |u_i|² (alpha_ij − Σ_j' alpha_ij'²)``: query i's own pull on the values. Alone, it
@@ -340,10 +339,10 @@ def _centred_rows(c: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     return torch.where(alpha > 0, out, torch.zeros((), dtype=c.dtype))
 
 
-def advantage_change_rate(params: SingleHeadParams, batch: SpecializationBatch) -> AdvantageChange:
+def advantage_change_rate(params: SingleHeadParams, batch: RecallBatch) -> AdvantageChange:
     """Return the :class:`AdvantageChange` of the value-only step on ``batch`` (closed form; use float64)."""
     with torch.no_grad():
-        fwd = task.query_forward(params, batch)
+        fwd = query_forward(params, batch)
         K = batch.n_sources
         alpha, u, v = fwd.alpha, fwd.u, fwd.v  # (B, T, T), (B, T, d_v) with u = 0 on sources
         w = -responsibility_weighted_value_gradient(alpha, u)  # (B, T, d_v): dv_j/deta
@@ -370,7 +369,7 @@ def advantage_change_rate(params: SingleHeadParams, batch: SpecializationBatch) 
                            mask=torch.ones(T, T, dtype=torch.bool).tril()[K:])
 
 
-def advantage_change_autograd(params: SingleHeadParams, batch: SpecializationBatch) -> torch.Tensor:
+def advantage_change_autograd(params: SingleHeadParams, batch: RecallBatch) -> torch.Tensor:
     """Return ``dA_ij/deta`` at eta = 0 ``(B, Q, T)`` by forward-mode autograd through a real value step.
 
     The error signal is the autograd gradient of the query loss with respect to the mixtures, so this
@@ -379,14 +378,14 @@ def advantage_change_autograd(params: SingleHeadParams, batch: SpecializationBat
     from torch.func import grad, jvp
 
     with torch.no_grad():
-        fwd = task.query_forward(params, batch)
+        fwd = query_forward(params, batch)
         K = batch.n_sources
         alpha = fwd.alpha
         w = -responsibility_weighted_value_gradient(alpha, fwd.u)
         v0 = fwd.v
 
     def loss_of_g(g: torch.Tensor) -> torch.Tensor:
-        return task.query_cross_entropy(g[:, K:] @ params.W_O, batch)
+        return query_cross_entropy(g[:, K:] @ params.W_O, batch)
 
     def adv(eta: torch.Tensor) -> torch.Tensor:
         v = v0 + eta * w

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .claims import (
+from ..ledger.claims import (
     ATOL_FLOOR,
     RTOL_FLOOR,
     SPREAD_FACTOR,

@@ -19,7 +19,8 @@ __all__ = [
     "data_path",
 ]
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+#: The package's folder (``src/attention_dynamics``; this module is in its ``core/`` folder).
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 #: Small committed result files (e.g. ``--scale paper`` runs) shipped with the package, so a chapter
 #: can load them wherever the package is installed (Binder, Colab, a laptop).
 DATA_DIR = PACKAGE_DIR / "data"

@@ -1,12 +1,12 @@
 """pytest plugin for nbval: the book's output comparison across machines, and the re-executed ledger.
 
-Loaded by ``make nbval`` (``pytest -p attention_dynamics.nbval_plugin --nbval ...``). It changes
+Loaded by ``make nbval`` (``pytest -p attention_dynamics.book.nbval_plugin --nbval ...``). It changes
 three things in nbval's run of every chapter:
 
 1. Claim records are left out of nbval's comparison (their MIME type joins the collector's skip
    list, and the glued value of each claim is set aside with it): the claims comparator
    (``python -m attention_dynamics ledger --compare``) checks them with each claim's own tolerance.
-2. Numbers in the other outputs are compared by tolerance, per kind (:mod:`attention_dynamics.nbcompare`):
+2. Numbers in the other outputs are compared by tolerance, per kind (:mod:`attention_dynamics.book.nbcompare`):
    where a re-executed output agrees with the committed one in that sense, nbval sees the committed
    text; where it does not, nbval reports the difference as usual.
 3. With ``--book-executed-dir DIR``, every re-executed chapter is written to ``DIR/<chapter>.ipynb``
@@ -26,7 +26,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from .claims import CLAIM_GLUE_PREFIX, CLAIM_MIME_TYPE, write_ledger
+from ..ledger.claims import CLAIM_GLUE_PREFIX, CLAIM_MIME_TYPE, write_ledger
 from .nbcompare import cell_tolerance, claim_output_names, snap_outputs
 
 #: The MIME key under which myst-nb's glue stores a claim record in a notebook output.
@@ -107,7 +107,7 @@ def write_executed(target: Path, executed: dict[str, dict[int, dict[str, Any]]])
     """Write the re-executed chapters, their ledger and the environment into ``target``; return it."""
     import torch
 
-    from .claims import atomic_write_text, claims_from_notebook
+    from ..ledger.claims import atomic_write_text, claims_from_notebook
     from .notebooks import normalise_notebook, notebook_text
 
     target.mkdir(parents=True, exist_ok=True)

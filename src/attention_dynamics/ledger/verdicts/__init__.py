@@ -25,14 +25,13 @@ The book's own cross-checks (results that are not claims of the paper, such as t
 listed in :data:`CROSS_CHECKS` and rendered on the same page. Rows whose ledger claims the chapters do not
 record yet are kept in :data:`STAGED` and switched on by name in :data:`SWITCHED_ON` once they do.
 
-The rule and its data types are in :mod:`attention_dynamics.verdicts.rule`, the rows in
-:mod:`attention_dynamics.verdicts.rows`; this module puts them together and assesses them against a ledger.
+The rule and its data types are in :mod:`attention_dynamics.ledger.verdicts.rule`, the rows in
+:mod:`attention_dynamics.ledger.verdicts.rows`; this module puts them together and assesses them against a ledger.
 """
 
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Iterable, Mapping, Sequence
 
 from .rows import BASE_CLAIMS, CROSS_CHECKS, STAGED, SWITCHED_ON

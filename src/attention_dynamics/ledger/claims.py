@@ -2,7 +2,7 @@
 
 Inside a chapter, :func:`record` computes a claim's status, glues its value under the claim id
 (so the prose can say ``{glue:text}`claim.id:.3f```) and stores the whole claim, as JSON, in the
-notebook's own outputs. The runner (:mod:`attention_dynamics.reproduce`) then rebuilds
+notebook's own outputs. The runner (:mod:`attention_dynamics.book.reproduce`) then rebuilds
 ``book/claims.json`` from the executed notebooks, so the ledger and the committed notebooks can
 never disagree. Ledger format (DESIGN.md): ``{"claims": [{"id", "chapter", "description",
 "value", "unit", "paper_value", "expected", "tolerance", "lower", "upper", "status",
@@ -206,7 +206,7 @@ _RECORDED: dict[str, Claim] = {}
 
 def recorded_claims() -> list[Claim]:
     """Return the claims recorded so far in this process (e.g. by the chapter running now), in recording order,
-    so that a chapter can state what follows from them (:func:`attention_dynamics.verdicts.verdict_of`)."""
+    so that a chapter can state what follows from them (:func:`attention_dynamics.ledger.verdicts.verdict_of`)."""
     return list(_RECORDED.values())
 
 

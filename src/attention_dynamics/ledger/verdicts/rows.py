@@ -3,7 +3,7 @@
 :data:`BASE_CLAIMS` are the rows the committed ledger decides, in the paper's order; :data:`CROSS_CHECKS` are the
 book's own cross-checks (results it adds beside the paper's claims, rendered on the same page); :data:`STAGED`
 rows wait for claims the chapters do not record yet and are switched on by name in :data:`SWITCHED_ON` once they do
-(:func:`attention_dynamics.verdicts.paper_claims` puts them in place).
+(:func:`attention_dynamics.ledger.verdicts.paper_claims` puts them in place).
 """
 
 from __future__ import annotations

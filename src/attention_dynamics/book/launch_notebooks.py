@@ -388,7 +388,7 @@ def launch_notebook(nb: nbformat.NotebookNode, chapter: Chapter, index: BookInde
 
 def write_launch_notebooks(root: Path, chapters: list[Chapter]) -> list[Path]:
     """Write (or refresh) every chapter's launch notebook under ``root/notebooks/``; return those written."""
-    from .claims import atomic_write_text
+    from ..ledger.claims import atomic_write_text
 
     index = book_index(root, chapters)
     written = []

@@ -5,7 +5,7 @@ readings of what it measures (``definitions``: disagreement gives "depends on th
 :func:`combine_definitions`) or by the regimes one prediction is tested in (``parts``: their statuses are
 pooled). :func:`verdict_from_statuses` decides one group; :func:`render_caveat` fills a caveat template from the
 ledger, so that a caveat stating a number or a direction changes when the ledger does. The rows themselves are
-in :mod:`attention_dynamics.verdicts.rows`; :mod:`attention_dynamics.verdicts` assesses them.
+in :mod:`attention_dynamics.ledger.verdicts.rows`; :mod:`attention_dynamics.ledger.verdicts` assesses them.
 """
 
 from __future__ import annotations

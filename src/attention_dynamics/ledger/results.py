@@ -3,7 +3,7 @@
 Results too heavy for a chapter's time budget (many seeds, long runs) are declared by their chapter as a
 :class:`StoredResult`: a list of independent :class:`Job` s per scale and an ``assemble`` step that turns the
 jobs' outputs into the files the chapter loads. ``python -m attention_dynamics compute <result>``
-(:mod:`attention_dynamics.compute`) runs the jobs locally or on a cluster, resumes from the jobs already done,
+(:mod:`attention_dynamics.book.compute`) runs the jobs locally or on a cluster, resumes from the jobs already done,
 and writes the files under ``build/compute/``; ``--promote`` copies a reviewed result into the package's
 ``data/`` folder, from which the chapters load it (:func:`load_results`). :func:`save_results` adds the
 provenance: the package version, the last commit that changed the package's code (when git can tell), and the
@@ -22,10 +22,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from . import __version__
+from .. import __version__
+from ..core.paths import REPO_ROOT
+from ..core.provenance import package_commit
 from .claims import atomic_write_text
-from .notebooks import package_commit
-from .paths import REPO_ROOT
 
 __all__ = ["Job", "StoredResult", "provenance", "save_results", "load_results"]
 

@@ -59,7 +59,7 @@ def weight_space_step(
     """Return the :class:`WeightStep` of one gradient step of size ``eta`` on ``W_Q``, ``W_K`` and ``W_V``.
 
     ``x`` ``(..., T, d_in)`` are the head's inputs; ``q``, ``k``, ``v``, ``alpha`` and the error signal
-    ``u`` come from its forward pass (:class:`attention_dynamics.attention.HeadForward`).
+    ``u`` come from its forward pass (:class:`attention_dynamics.science.attention.HeadForward`).
     """
     grad_scores = advantage_routing_gradient(alpha, compatibility(u, v))  # ∂L/∂s, 0 where masked
     gram = x @ x.transpose(-1, -2)  # (..., T, T): x_j · x_k

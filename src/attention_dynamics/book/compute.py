@@ -1,6 +1,6 @@
 """One command for every stored result: ``python -m attention_dynamics compute <result>``.
 
-A stored result (:class:`~attention_dynamics.results.StoredResult`, declared by its chapter) is a list of
+A stored result (:class:`~attention_dynamics.ledger.results.StoredResult`, declared by its chapter) is a list of
 independent jobs and an ``assemble`` step. This module runs the jobs and assembles the files:
 
 - **where**: ``build/compute/<result>/<scale>/`` (``…/<scale>-seeds-0-1-2/`` for other seeds): each job's output in
@@ -33,10 +33,10 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .claims import atomic_write_text
-from .paths import BUILD_DIR, DATA_DIR
-from .results import Job, StoredResult
-from .training import usable_cpus
+from ..core.paths import BUILD_DIR, DATA_DIR
+from ..ledger.claims import atomic_write_text
+from ..ledger.results import Job, StoredResult
+from ..training import usable_cpus
 
 __all__ = ["LAUNCHERS", "COMPUTE_DIR", "registry", "result_folder", "compute", "promote", "list_results", "main"]
 
@@ -296,7 +296,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the ``compute`` command (parsed by :mod:`attention_dynamics.reproduce`)."""
+    """Run the ``compute`` command (parsed by :mod:`attention_dynamics.book.reproduce`)."""
     if args.list:
         print(list_results())
         return 0

@@ -31,16 +31,9 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from ..core.shapes import shape_checked
 from . import stats
-from .attention import (
-    SingleHeadParams,
-    causal_mask,
-    check_reduction,
-    compatibility,  # the laws are stated in terms of b; re-exported with them
-    output_error,
-    single_head_forward,
-)
-from .shapes import shape_checked
+from .attention import SingleHeadParams, causal_mask, check_reduction, compatibility, output_error, single_head_forward
 
 __all__ = [
     "GRADIENT_NAMES",
