@@ -26,11 +26,11 @@ def _interval_matches_scipy(interval, values) -> None:
 @pytest.mark.parametrize("seeds", [[3], [1, 1], [0, -1]])
 def test_jobs_reject_bad_seeds(seeds):
     with pytest.raises(ValueError, match="at least two distinct"):
-        binding_spread.spread_jobs("fast", seeds)
+        binding_spread.binding_seed_spread_jobs("fast", seeds)
 
 
 def test_jobs_are_each_family_and_seed_at_both_lengths():
-    jobs = binding_spread.spread_jobs("book", [0, 1])
+    jobs = binding_spread.binding_seed_spread_jobs("book", [0, 1])
     steps = settings.SETTINGS["book"].steps
     assert {j.key for j in jobs} == {f"{f}{tag}-seed{s}" for f in binding_spread.FAMILIES for tag in ("", "-longer")
                                      for s in (0, 1)}

@@ -33,7 +33,7 @@ def test_settings_refuse_what_cannot_be_read():
     with pytest.raises(ValueError, match="BijectionTraining"):
         tf.TunnelFrameSettings(tunnel=3)
     with pytest.raises(ValueError, match="scale"):
-        tf.tunnel_frame_jobs("huge")
+        tf.bijection_frame_definitions_jobs("huge")
     # from JSON: the tunnel's fields as a dict give the typed tunnel back
     s = tf.TunnelFrameSettings(**json.loads(json.dumps(dataclasses.asdict(tf.SETTINGS["book"]))))
     assert s == tf.SETTINGS["book"] and isinstance(s.tunnel, BijectionTraining)

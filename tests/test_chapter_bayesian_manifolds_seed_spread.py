@@ -26,11 +26,11 @@ def _interval_matches_scipy(interval, values) -> None:
 @pytest.mark.parametrize("seeds", [[3], [1, 1], [0, -1]])
 def test_jobs_reject_bad_seeds(seeds):
     with pytest.raises(ValueError, match="at least two distinct"):
-        seed_spread.spread_jobs("fast", seeds)
+        seed_spread.bijection_seed_spread_jobs("fast", seeds)
 
 
 def test_jobs_are_one_per_seed():
-    jobs = seed_spread.spread_jobs("book")
+    jobs = seed_spread.bijection_seed_spread_jobs("book")
     assert [j.key for j in jobs] == [f"geometry-seed{s}" for s in seed_spread.SEEDS]
     assert all(j.kwargs == {"scale": "book", "seed": s} for j, s in zip(jobs, seed_spread.SEEDS))
 

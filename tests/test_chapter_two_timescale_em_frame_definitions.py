@@ -37,11 +37,11 @@ def sgd_run():
 
 def test_settings_refuse_what_cannot_be_read():
     with pytest.raises(ValueError, match="horizons"):
-        fd.FrameDefinitionSettings(horizons=(200, 100))
+        fd.RecallHeadFrameSettings(horizons=(200, 100))
     with pytest.raises(ValueError, match="multiple"):
-        fd.FrameDefinitionSettings(horizons=(105,))
+        fd.RecallHeadFrameSettings(horizons=(105,))
     with pytest.raises(ValueError, match="freeze_grid"):
-        fd.FrameDefinitionSettings(horizons=(100, 200), freeze_grid=(0, 250))
+        fd.RecallHeadFrameSettings(horizons=(100, 200), freeze_grid=(0, 250))
     with pytest.raises(ValueError, match="optimiser"):
         FAST.lr("rmsprop")
     with pytest.raises(ValueError, match="scale"):

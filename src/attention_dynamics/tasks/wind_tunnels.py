@@ -26,14 +26,14 @@ from ..tasks import associative_recall, bijection, hmm
 
 #: The three wind tunnels, in the order of Paper I v3's primitives.
 TASKS = ("bijection", "hmm", "binding")
-#: HMM filtering on sticky chains: transport with a large value (chapter 7's sticky-HMM tunnel).
-STICKY_HMM = "hmm_sticky"
+#: The task name of HMM filtering on sticky chains: transport with a large value (chapter 7's sticky-HMM tunnel).
+STICKY_HMM_TASK = "hmm_sticky"
 #: HMM filtering that only a long memory solves: the long-memory tunnel.
 LONGMEM_HMM = "hmm_longmem"
 #: Every task name :meth:`WindTunnel.make` accepts (the three primitives, then the sticky and long-memory HMMs).
-ALL_TASKS = (*TASKS, STICKY_HMM, LONGMEM_HMM)
+ALL_TASKS = (*TASKS, STICKY_HMM_TASK, LONGMEM_HMM)
 #: The HMM-filtering tasks (the same inputs, targets and reference levels).
-HMM_TASKS = ("hmm", STICKY_HMM, LONGMEM_HMM)
+HMM_TASKS = ("hmm", STICKY_HMM_TASK, LONGMEM_HMM)
 #: The sticky HMM's mix: each transition row is ``(1 − m)·Dirichlet row + m·identity`` with this ``m``.
 STICKY_SELF_TRANSITION = 0.7
 #: The long-memory HMM's transition mix (the chain keeps its state for about 20 steps on average) ...
@@ -41,7 +41,7 @@ LONGMEM_SELF_TRANSITION = 0.95
 #: ... and its emission mix: each emission row is ``(1 − u)·Dirichlet row + u/O`` with this ``u`` (weak evidence).
 LONGMEM_EMISSION_UNIFORM_SHARE = 0.5
 #: What each task tests.
-TASK_PRIMITIVES = {"bijection": "accumulation", "hmm": "transport", "binding": "binding", STICKY_HMM: "transport",
+TASK_PRIMITIVES = {"bijection": "accumulation", "hmm": "transport", "binding": "binding", STICKY_HMM_TASK: "transport",
                    LONGMEM_HMM: "transport"}
 
 
@@ -84,7 +84,7 @@ class WindTunnel:
         if name not in ALL_TASKS:
             raise ValueError(f"unknown task {name!r}; choose one of {', '.join(ALL_TASKS)}")
         required = {"bijection": ("V", "L"), "hmm": ("n_states", "n_symbols", "length"),
-                    STICKY_HMM: ("n_states", "n_symbols", "length"),
+                    STICKY_HMM_TASK: ("n_states", "n_symbols", "length"),
                     LONGMEM_HMM: ("n_states", "n_symbols", "length"),
                     "binding": ("n_pairs", "n_queries", "n_keys", "n_values")}[name]
         if set(sizes) != set(required):
@@ -153,7 +153,7 @@ class WindTunnel:
     def self_transition(self) -> float:
         """Return the HMM's sticky mix (:data:`STICKY_SELF_TRANSITION` for ``hmm_sticky``,
         :data:`LONGMEM_SELF_TRANSITION` for ``hmm_longmem``, 0 otherwise)."""
-        return {STICKY_HMM: STICKY_SELF_TRANSITION, LONGMEM_HMM: LONGMEM_SELF_TRANSITION}.get(self.name, 0.0)
+        return {STICKY_HMM_TASK: STICKY_SELF_TRANSITION, LONGMEM_HMM: LONGMEM_SELF_TRANSITION}.get(self.name, 0.0)
 
     @property
     def emission_uniform_share(self) -> float:
@@ -189,7 +189,7 @@ def loss_from_logits(logits: torch.Tensor, batch: TaskBatch) -> torch.Tensor:
 
 
 #: The HMM tunnels whose matrices can be given in each of :data:`~attention_dynamics.tasks.hmm.INPUT_FORMATS`.
-FORMAT_TUNNELS = ("hmm", STICKY_HMM)
+FORMAT_TUNNELS = ("hmm", STICKY_HMM_TASK)
 
 
 @dataclass(frozen=True)
@@ -238,7 +238,7 @@ class FormattedHMMTunnel:
     @property
     def self_transition(self) -> float:
         """Return the sticky mix of ``base`` (:data:`STICKY_SELF_TRANSITION` for ``hmm_sticky``, 0 for ``hmm``)."""
-        return STICKY_SELF_TRANSITION if self.base == STICKY_HMM else 0.0
+        return STICKY_SELF_TRANSITION if self.base == STICKY_HMM_TASK else 0.0
 
     def sample(self, n_sequences: int, *, generator: torch.Generator | None = None) -> TaskBatch:
         """Return ``n_sequences`` fresh sequences in this format; the HMMs lie on the 0.01 grid."""

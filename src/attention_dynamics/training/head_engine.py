@@ -38,7 +38,7 @@ from ..models.single_head import SingleHeadModule
 from ..science.attention import SingleHeadParams, single_head_forward
 
 __all__ = [
-    "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_QUERY_ROWS_PER_BLOCK",
     "HeadPass",
     "closed_form_head_pass",
     "closed_form_backward",
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 #: Query rows per block: a (128 × T) float32 slice of the attention matrix stays in cache for T ≈ 2000.
-DEFAULT_BLOCK_SIZE = 128
+DEFAULT_QUERY_ROWS_PER_BLOCK = 128
 
 
 @dataclass
@@ -71,7 +71,7 @@ def closed_form_head_pass(
     params: SingleHeadParams,
     targets: torch.Tensor,
     *,
-    block_size: int = DEFAULT_BLOCK_SIZE,
+    block_size: int = DEFAULT_QUERY_ROWS_PER_BLOCK,
     workers: int | None = None,
 ) -> HeadPass:
     """Return the mean cross-entropy (nats) and its weight gradients for one causal head, without autograd.
@@ -212,7 +212,9 @@ def _thread_pool(n: int) -> ThreadPoolExecutor:
     return _POOLS[n]
 
 
-def closed_form_backward(*, block_size: int = DEFAULT_BLOCK_SIZE) -> Callable[[SingleHeadModule, tuple], torch.Tensor]:
+def closed_form_backward(
+    *, block_size: int = DEFAULT_QUERY_ROWS_PER_BLOCK
+) -> Callable[[SingleHeadModule, tuple], torch.Tensor]:
     """Return a ``backward(model, (x, y))`` routine for :func:`attention_dynamics.training.fit` that fills ``.grad`` from the engine."""
 
     def backward(model: SingleHeadModule, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

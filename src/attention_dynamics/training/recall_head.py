@@ -36,7 +36,7 @@ from .loop import fit
 
 __all__ = [
     "SpecializationRun",
-    "TASK_DEFAULTS",
+    "RECALL_TASK_SIZES",
     "train_specialization_head",
 ]
 
@@ -106,7 +106,9 @@ class SpecializationRun:
         return SingleHeadParams(**{k: torch.as_tensor(v[index], dtype=dtype) for k, v in self.param_history.items()})
 
 
-TASK_DEFAULTS = {"n_sources": 4, "n_queries": 4, "n_tags": 8, "n_labels": 8}
+#: The content-addressed recall task's sizes the book trains on (sources, queries, tags, labels: chapters 3 and 4),
+#: the arguments of :func:`~attention_dynamics.tasks.specialization.sample_specialization_batch`.
+RECALL_TASK_SIZES = {"n_sources": 4, "n_queries": 4, "n_tags": 8, "n_labels": 8}
 
 
 def train_specialization_head(
@@ -148,7 +150,7 @@ def train_specialization_head(
         raise ValueError(f"steps ({steps}) and settle_window ({settle_window}) must be multiples of record_every ({record_every})")
     if settle_window >= steps:
         raise ValueError(f"settle_window ({settle_window}) must be shorter than the run ({steps} steps)")
-    sizes = {**TASK_DEFAULTS, **(task_sizes or {})}
+    sizes = {**RECALL_TASK_SIZES, **(task_sizes or {})}
     data_gen = torch_generator(seed if data_seed is None else data_seed)
     train = task.sample_specialization_batch(n_train, generator=data_gen, **sizes)
     probe = task.sample_specialization_batch(n_probe, generator=data_gen, **sizes)

@@ -51,7 +51,7 @@ from typing import Callable
 import torch
 
 from ..core.settings import check_positive_int
-from .head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, closed_form_head_pass
+from .head_engine import DEFAULT_QUERY_ROWS_PER_BLOCK, SingleHeadModule, closed_form_head_pass
 
 __all__ = [
     "DEFAULT_M_STEP_RHO",
@@ -209,7 +209,7 @@ def m_step_objective(
 
 
 def make_backward(
-    schedule: str | Schedule, *, block_size: int = DEFAULT_BLOCK_SIZE
+    schedule: str | Schedule, *, block_size: int = DEFAULT_QUERY_ROWS_PER_BLOCK
 ) -> Callable[[SingleHeadModule, tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
     """Return the ``backward(model, (x, y))`` routine of ``schedule`` for :func:`attention_dynamics.training.fit`.
 

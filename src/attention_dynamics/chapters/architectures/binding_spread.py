@@ -67,7 +67,7 @@ def binding_seed(scale: str, seed: int, family: str = "mamba", steps: int | None
     return result
 
 
-def spread_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
+def binding_seed_spread_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return, for each family and seed, the chapter-length run and the run :data:`LONGER_FACTOR` times as long."""
     seeds = list(SEEDS if seeds is None else seeds)
     if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
@@ -85,7 +85,7 @@ def spread_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     return jobs
 
 
-def assemble_spread(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
+def assemble_binding_seed_spread(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
     """Write ``binding_seed_spread.json``: the runs of each family at both lengths, and their intervals."""
     cfg = SETTINGS[scale]
     runs: dict[str, list] = {}
@@ -112,7 +112,7 @@ BINDING_SEED_SPREAD = StoredResult(
     files=(SPREAD_FILE,), scales=("fast", "book"), committed_scale="book",
     expected={"fast": "20 jobs, a minute", "book": "20 jobs: Mamba ~2 CPU-min at the chapter's length and ~3 at 4x "
                                                     "(its binding sequences are short), the LSTM seconds"},
-    jobs=spread_jobs, assemble=assemble_spread)
+    jobs=binding_seed_spread_jobs, assemble=assemble_binding_seed_spread)
 
 
 def load() -> dict[str, Any]:

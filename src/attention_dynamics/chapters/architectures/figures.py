@@ -20,7 +20,7 @@ from ...diagnostics.routing_fit import AdvantageFit
 from ...diagnostics.state_clusters import StateClustering
 from ...models.factory import FAMILIES, FAMILY_LABELS
 from ...science import stats
-from ...tasks.wind_tunnels import STICKY_HMM, TASK_PRIMITIVES, WindTunnel
+from ...tasks.wind_tunnels import STICKY_HMM_TASK, TASK_PRIMITIVES, WindTunnel
 from ...training.families import RunResult
 from .runs import ReferenceLevels, realised_threshold, sticky_levels
 from .settings import REALISED_BINDING_ACCURACY
@@ -247,9 +247,9 @@ def plot_sticky_kl_curves(stored: Mapping[str, Any], *, ax=None):
             x = (np.arange(len(curve)) + 0.5) * longer["steps"] / len(curve)
             ax.plot(x, curve, color=family_color(family), lw=1.0, ls="--",
                     label=f"{FAMILY_LABELS[family]}, {longer['steps'] // run['steps']}× longer")
-    blind = levels.context_blind[STICKY_HMM]["kl_bits"]
+    blind = levels.context_blind[STICKY_HMM_TASK]["kl_bits"]
     ax.axhline(blind, color="black", ls="--", lw=1.2, label="context-blind\n(exact best)")
-    ax.axhline(realised_threshold(STICKY_HMM, "kl_bits", levels), color="black", ls=":", lw=1.2,
+    ax.axhline(realised_threshold(STICKY_HMM_TASK, "kl_bits", levels), color="black", ls=":", lw=1.2,
                label="transport threshold")
     ax.set(yscale="log", xlabel="training step", ylabel=r"$\mathrm{KL}(\mathrm{posterior}\,\|\,\mathrm{model})$ (bits)",
            title="Sticky HMMs: KL to the exact filter over training")

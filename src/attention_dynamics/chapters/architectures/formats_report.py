@@ -16,7 +16,7 @@ from ...ledger.memory_claims import memory_claim
 from ...models.factory import FAMILY_LABELS
 from ...science.settling import late_drop
 from ...tasks import hmm
-from ...tasks.wind_tunnels import FORMAT_TUNNELS, STICKY_HMM
+from ...tasks.wind_tunnels import FORMAT_TUNNELS, STICKY_HMM_TASK
 from . import hmm_ch6_setting, hmm_formats
 from .settings import PAPER_I_RESULTS, STICKY_TRANSPORT_FRACTION_OF_BLIND, TRANSPORT_FRACTION_OF_BLIND
 
@@ -33,7 +33,7 @@ FORMAT_KL_CLAIM_IDS = {
                         "first_step": "hmm.kl_bits_transformer_first_step",
                         "header": "hmm.kl_bits_transformer_header"},
     },
-    STICKY_HMM: {
+    STICKY_HMM_TASK: {
         "lstm": {"every_step": "hmm_sticky.kl_bits_lstm_every_step", "first_step": "hmm_sticky.kl_bits_lstm_first_step",
                  "header": "hmm_sticky.kl_bits_lstm_header"},
         "transformer": {"every_step": "hmm_sticky.kl_bits_transformer_every_step",
@@ -49,7 +49,7 @@ FORMAT_MEMORY_CLAIM_IDS = {
                         "first_step": "hmm.memory_steps_transformer_first_step",
                         "header": "hmm.memory_steps_transformer_header"},
     },
-    STICKY_HMM: {
+    STICKY_HMM_TASK: {
         "lstm": {"every_step": "hmm_sticky.memory_steps_lstm_every_step",
                  "first_step": "hmm_sticky.memory_steps_lstm_first_step",
                  "header": "hmm_sticky.memory_steps_lstm_header"},
@@ -64,7 +64,7 @@ FORMAT_LABELS = {"every_step": "matrices at every step (the book's format)", "fi
 
 def _chapter7_threshold(base: str, ladder: MemoryLadder) -> float:
     """Return chapter 7's transport threshold on ``base`` (a fraction of the context-blind level)."""
-    fraction = STICKY_TRANSPORT_FRACTION_OF_BLIND if base == STICKY_HMM else TRANSPORT_FRACTION_OF_BLIND
+    fraction = STICKY_TRANSPORT_FRACTION_OF_BLIND if base == STICKY_HMM_TASK else TRANSPORT_FRACTION_OF_BLIND
     return fraction * ladder.context_blind_kl_bits
 
 

@@ -27,7 +27,7 @@ from ...core.settings import check_positive_int
 from ...diagnostics.memory_ladder import ladder_of_batch
 from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...tasks import hmm
-from ...tasks.wind_tunnels import FORMAT_TUNNELS, STICKY_HMM, STICKY_SELF_TRANSITION, FormattedHMMTunnel, TaskBatch
+from ...tasks.wind_tunnels import FORMAT_TUNNELS, STICKY_HMM_TASK, STICKY_SELF_TRANSITION, FormattedHMMTunnel, TaskBatch
 from ...training.families import train_and_measure
 
 __all__ = ["FORMAT_FAMILIES", "FormatSpec", "SPECS", "spec", "RESULT_FILE", "LONGER_FACTOR", "EVAL_INDEX",
@@ -93,7 +93,7 @@ RESULT_FILE = "hmm_formats.json"
 #: A longer run, for the evidence of a failing verdict, trains this many times as long.
 LONGER_FACTOR = 4
 #: Held-out stream indices of the two tunnels' evaluation sets (the same sequences in every format).
-EVAL_INDEX = {"hmm": 21, STICKY_HMM: 22}
+EVAL_INDEX = {"hmm": 21, STICKY_HMM_TASK: 22}
 
 
 def spec(scale: str) -> FormatSpec:

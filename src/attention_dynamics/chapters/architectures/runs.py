@@ -16,7 +16,7 @@ from ...models import routing
 from ...models.factory import FAMILIES, FAMILY_LABELS
 from ...science import calibration, stats
 from ...tasks import associative_recall, bijection, hmm
-from ...tasks.wind_tunnels import HMM_TASKS, STICKY_HMM, TASKS, TaskBatch, WindTunnel
+from ...tasks.wind_tunnels import HMM_TASKS, STICKY_HMM_TASK, TASKS, TaskBatch, WindTunnel
 from ...training.families import RunResult, evaluation_batch, evaluation_seed
 from .settings import (
     HEADLINE_METRIC,
@@ -116,7 +116,7 @@ def realised_threshold(task: str, metric: str, levels: ReferenceLevels) -> float
     """
     if metric == "accuracy":
         return REALISED_BINDING_ACCURACY
-    fraction = {"hmm": TRANSPORT_FRACTION_OF_BLIND, STICKY_HMM: STICKY_TRANSPORT_FRACTION_OF_BLIND}.get(
+    fraction = {"hmm": TRANSPORT_FRACTION_OF_BLIND, STICKY_HMM_TASK: STICKY_TRANSPORT_FRACTION_OF_BLIND}.get(
         task, REALISED_FRACTION_OF_BLIND)
     return fraction * levels.context_blind[task][metric]
 
@@ -152,7 +152,7 @@ def paper_verdict_bounds(family: str, task: str, levels: ReferenceLevels, metric
     verdicts = PAPER_I_RESULTS[family]["realises"]
     if verdicts is None:
         return {"lower": None, "upper": None}
-    verdicts = {**verdicts, STICKY_HMM: verdicts["hmm"]}
+    verdicts = {**verdicts, STICKY_HMM_TASK: verdicts["hmm"]}
     metric = metric or HEADLINE_METRIC[task]
     threshold = realised_threshold(task, metric, levels)
     if metric == "accuracy":
@@ -194,9 +194,10 @@ def sticky_levels(stored: Mapping[str, Any]) -> ReferenceLevels:
     """Return the sticky tunnel's :class:`ReferenceLevels` from its stored results."""
 
     ref = stored["reference"]
-    return ReferenceLevels(bayes={STICKY_HMM: {"kl_bits": 0.0, "entropy_mae_bits": 0.0}},
-                           context_blind={STICKY_HMM: dict(ref["context_blind"])},
-                           context_blind_kl_by_position={STICKY_HMM: np.asarray(ref["context_blind_kl_by_position"])})
+    return ReferenceLevels(bayes={STICKY_HMM_TASK: {"kl_bits": 0.0, "entropy_mae_bits": 0.0}},
+                           context_blind={STICKY_HMM_TASK: dict(ref["context_blind"])},
+                           context_blind_kl_by_position={
+                               STICKY_HMM_TASK: np.asarray(ref["context_blind_kl_by_position"])})
 
 
 def softmax_routing_law_errors(seed: int) -> tuple[dict[str, float], tuple[np.ndarray, np.ndarray]]:

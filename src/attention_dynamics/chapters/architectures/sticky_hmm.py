@@ -30,7 +30,7 @@ from ...core.settings import check_positive_int
 from ...ledger.results import Job, StoredResult, load_results, save_results
 from ...models.factory import FAMILIES
 from ...science import calibration, stats
-from ...tasks.wind_tunnels import STICKY_HMM, STICKY_SELF_TRANSITION, TASKS, WindTunnel
+from ...tasks.wind_tunnels import STICKY_HMM_TASK, STICKY_SELF_TRANSITION, TASKS, WindTunnel
 from ...training.families import evaluation_batch, train_and_evaluate
 from .runs import reference_levels
 
@@ -103,7 +103,7 @@ CURVE_POINTS = 100
 
 def sticky_task(cfg: StickyHMMSpec) -> WindTunnel:
     """Return the sticky-HMM tunnel at the sizes of ``cfg``."""
-    return WindTunnel.make(STICKY_HMM, n_states=cfg.hmm_states, n_symbols=cfg.hmm_symbols, length=cfg.hmm_length)
+    return WindTunnel.make(STICKY_HMM_TASK, n_states=cfg.hmm_states, n_symbols=cfg.hmm_symbols, length=cfg.hmm_length)
 
 
 def evaluation_set(cfg: StickyHMMSpec, seed: int):
@@ -163,9 +163,9 @@ def reference(scale: str, seed: int = 0) -> dict[str, Any]:
 
     cfg = spec(scale)
     batch = evaluation_set(cfg, seed)
-    levels = reference_levels([sticky_task(cfg)], {STICKY_HMM: batch})
-    return {"context_blind": levels.context_blind[STICKY_HMM],
-            "context_blind_kl_by_position": [float(v) for v in levels.context_blind_kl_by_position[STICKY_HMM]],
+    levels = reference_levels([sticky_task(cfg)], {STICKY_HMM_TASK: batch})
+    return {"context_blind": levels.context_blind[STICKY_HMM_TASK],
+            "context_blind_kl_by_position": [float(v) for v in levels.context_blind_kl_by_position[STICKY_HMM_TASK]],
             "floor_nats": float(stats.entropy(batch.posterior, unit="nats").mean())}
 
 

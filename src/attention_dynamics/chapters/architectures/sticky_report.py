@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ...ledger import claims
 from ...models.factory import FAMILY_LABELS
 from ...science.settling import late_drop
-from ...tasks.wind_tunnels import STICKY_HMM, STICKY_SELF_TRANSITION
+from ...tasks.wind_tunnels import STICKY_HMM_TASK, STICKY_SELF_TRANSITION
 from .report import STICKY_CLAIM_IDS, not_decided_reason
 from .runs import (
     ChapterSetup,
@@ -45,7 +45,7 @@ def record_sticky_claims(stored: Mapping[str, Any]):
 
 
     levels = sticky_levels(stored)
-    blind = levels.context_blind[STICKY_HMM]["kl_bits"]
+    blind = levels.context_blind[STICKY_HMM_TASK]["kl_bits"]
     settings, runs = stored["settings"], stored["runs"]
     params = {"seed": stored["seed"], "scale": stored["scale"], **settings, "source": "data/sticky_hmm.json"}
     design = (f"HMM filtering with S = {settings['hmm_states']}, O = {settings['hmm_symbols']}, K = "
@@ -55,14 +55,14 @@ def record_sticky_claims(stored: Mapping[str, Any]):
                   description=f"KL from the exact filter of the exact context-blind posterior q_t ∝ (π₀Tᵗ)·E(·, o_t), on "
                               f"{settings['eval_sequences']} held-out sequences; {design}",
                   params=params)
-    threshold = realised_threshold(STICKY_HMM, "kl_bits", levels)
-    results = {(f, STICKY_HMM): SimpleNamespace(metrics=run["metrics"]) for f, run in runs.items()}
+    threshold = realised_threshold(STICKY_HMM_TASK, "kl_bits", levels)
+    results = {(f, STICKY_HMM_TASK): SimpleNamespace(metrics=run["metrics"]) for f, run in runs.items()}
     rows = {}
     for family, run in runs.items():
         longer = stored.get("longer", {}).get(family)
         stated = longer or run  # the longest run made for the claim states it
         value = stated["metrics"]["kl_bits"]
-        bounds = paper_verdict_bounds(family, STICKY_HMM, levels)
+        bounds = paper_verdict_bounds(family, STICKY_HMM_TASK, levels)
         verdict = PAPER_I_RESULTS[family]["realises"]
         said = ("no verdict in Paper I" if verdict is None else
                 f"Paper I: {'realises' if verdict['hmm'] else 'does not realise'} transport")
@@ -75,7 +75,7 @@ def record_sticky_claims(stored: Mapping[str, Any]):
                    + ("" if longer is None else f", {value / blind:.2f} × after {longer['steps']} steps "
                                                 f"(a {longer['steps'] // run['steps']}× longer run)"))
         if (verdict is not None and not verdict["hmm"] and family != "transformer"
-                and positive_control_fails(STICKY_HMM, results, levels)):
+                and positive_control_fails(STICKY_HMM_TASK, results, levels)):
             because = ("The positive control fails: the transformer misses its transport bound on the sticky HMMs at "
                        "this budget, so this model's missing it too says nothing about its architecture: not decided "
                        "at this scale.")

@@ -43,9 +43,9 @@ from ...science.dynamics import attention_distance
 from ...science.settling import path_settling_step, settle_step, stays_above_step
 from ...training.wind_tunnels import BIJECTION_TUNNELS, BijectionTraining, bijection_probe_batch, train_bijection
 
-__all__ = ["FILE", "TUNNEL_DEFINITIONS", "TunnelFrameSettings", "SETTINGS", "tunnel_run", "tunnel_frame_job",
-           "tunnel_frame_jobs", "assemble_tunnel_frames", "BIJECTION_FRAME_DEFINITIONS",
-           "load_bijection_frame_definitions"]
+__all__ = ["FILE", "TUNNEL_DEFINITIONS", "TunnelFrameSettings", "SETTINGS", "tunnel_run",
+           "bijection_frame_definitions_job", "bijection_frame_definitions_jobs", "assemble_bijection_frame_definitions",
+           "BIJECTION_FRAME_DEFINITIONS", "load_bijection_frame_definitions"]
 
 #: The file the chapter loads.
 FILE = "bijection_frame_definitions.json"
@@ -130,21 +130,21 @@ def _step_or_end(step: int | None, steps: np.ndarray) -> int:
     return int(steps[-1]) if step is None else int(step)
 
 
-def tunnel_frame_job(seed: int, settings: Mapping[str, Any]) -> dict[str, Any]:
+def bijection_frame_definitions_job(seed: int, settings: Mapping[str, Any]) -> dict[str, Any]:
     """Return one job's output: :func:`tunnel_run` of ``seed`` with ``settings`` (a :class:`TunnelFrameSettings` as a
     dict)."""
     return tunnel_run(int(seed), TunnelFrameSettings(**settings))
 
 
-def tunnel_frame_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
+def bijection_frame_definitions_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return one job per seed (``seeds`` instead of the scale's own)."""
     s = _settings(scale)
     settings = dataclasses.asdict(s)
-    return [Job(f"seed{seed}", tunnel_frame_job, {"seed": int(seed), "settings": settings},
+    return [Job(f"seed{seed}", bijection_frame_definitions_job, {"seed": int(seed), "settings": settings},
                 cost=float(s.tunnel.steps)) for seed in (s.seeds if seeds is None else seeds)]
 
 
-def assemble_tunnel_frames(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
+def assemble_bijection_frame_definitions(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
     """Write ``bijection_frame_definitions.json``: settings, per definition the per-seed steps, the share of seeds whose
     frame settles first and the paired gap, and every run's curves."""
     runs = sorted(outputs.values(), key=lambda r: r["seed"])
@@ -168,7 +168,7 @@ BIJECTION_FRAME_DEFINITIONS = StoredResult(
     files=(FILE,), scales=("fast", "book"), committed_scale="book",
     expected={"fast": "2 jobs, under a minute", "book": "6 jobs (chapter 6's book tunnel, 2000 steps and 200 "
                                                        "checkpoints each, ~2 CPU-min each), ~12 CPU-min"},
-    jobs=tunnel_frame_jobs, assemble=assemble_tunnel_frames)
+    jobs=bijection_frame_definitions_jobs, assemble=assemble_bijection_frame_definitions)
 
 
 def load_bijection_frame_definitions(path: str | Path | None = None) -> dict[str, Any]:

@@ -46,7 +46,7 @@ def bijection_geometry_seed(scale: str, seed: int) -> dict[str, float]:
             "final_loss": float(np.mean(run.losses[-100:]))}
 
 
-def spread_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
+def bijection_seed_spread_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return one job per seed (:data:`SEEDS` unless ``seeds`` are given; at least two)."""
     seeds = list(SEEDS if seeds is None else seeds)
     if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
@@ -55,7 +55,7 @@ def spread_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
                 cost=SETTINGS[scale].bijection.steps) for s in seeds]
 
 
-def assemble_spread(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
+def assemble_bijection_seed_spread(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
     """Write ``bijection_seed_spread.json``: the per-seed runs and the interval of each measure."""
     runs = sorted(outputs.values(), key=lambda r: r["seed"])
     cfg = SETTINGS[scale]
@@ -76,7 +76,7 @@ BIJECTION_SEED_SPREAD = StoredResult(
           "correlation with the posterior entropy, with intervals",
     files=(SPREAD_FILE,), scales=("fast", "book"), committed_scale="book",
     expected={"fast": "5 jobs, a minute", "book": "5 jobs of ~4 CPU-min each"},
-    jobs=spread_jobs, assemble=assemble_spread)
+    jobs=bijection_seed_spread_jobs, assemble=assemble_bijection_seed_spread)
 
 
 def load() -> dict[str, Any]:

@@ -18,7 +18,7 @@ from ...science.speedup import paper_speedup
 from ...science.stats import paired_tests
 from ...tasks import sticky_chain
 from ...training import fit, map_parallel
-from ...training.head_engine import DEFAULT_BLOCK_SIZE, SingleHeadModule, head_metrics
+from ...training.head_engine import DEFAULT_QUERY_ROWS_PER_BLOCK, SingleHeadModule, head_metrics
 from ...training.schedules import Schedule, get_schedule, make_backward, make_optimizer
 
 __all__ = [
@@ -101,7 +101,7 @@ def train_sticky_head(
     steps: int = 1000,
     length: int = sticky_chain.SEQUENCE_LENGTH,
     snapshot_every: int | None = None,
-    block_size: int = DEFAULT_BLOCK_SIZE,
+    block_size: int = DEFAULT_QUERY_ROWS_PER_BLOCK,
     rho: float | None = None,
     heldout_sequences: int = 0,
     heldout_every: int | None = None,

@@ -60,14 +60,14 @@ from ...science.recall_head import query_forward, query_loss
 from ...science.settling import first_true_for_good, path_settling_step, settle_step
 from ...tasks import specialization as task
 from ...training import fit
-from ...training.recall_head import TASK_DEFAULTS
+from ...training.recall_head import RECALL_TASK_SIZES
 
 __all__ = [
     "FILE",
     "DEFINITIONS",
     "OPTIMISERS",
     "HEAD",
-    "FrameDefinitionSettings",
+    "RecallHeadFrameSettings",
     "SETTINGS",
     "head_run",
     "frame_definitions_job",
@@ -85,7 +85,7 @@ HEAD = {"d_k": 8, "d_v": 8, "init_std": 0.1}
 
 
 @dataclass(frozen=True)
-class FrameDefinitionSettings:
+class RecallHeadFrameSettings:
     """Chapter 4's recall head under four definitions: run lengths, learning rates, sizes, recording, freeze grid and
     the thresholds.
 
@@ -136,21 +136,21 @@ class FrameDefinitionSettings:
 
 
 #: The sizes per scale: ``book`` (the committed file), ``fast`` (the tests').
-SETTINGS: dict[str, FrameDefinitionSettings] = {
-    "fast": FrameDefinitionSettings(horizons=(100, 200, 400), n_train=32, n_probe=32, seeds=(0, 1, 2),
+SETTINGS: dict[str, RecallHeadFrameSettings] = {
+    "fast": RecallHeadFrameSettings(horizons=(100, 200, 400), n_train=32, n_probe=32, seeds=(0, 1, 2),
                                     freeze_grid=(0, 50, 100, 200, 300)),
-    "book": FrameDefinitionSettings(),
+    "book": RecallHeadFrameSettings(),
 }
 
 
-def _settings(scale: str) -> FrameDefinitionSettings:
+def _settings(scale: str) -> RecallHeadFrameSettings:
     if scale not in SETTINGS:
         raise ValueError(f"scale must be one of {', '.join(SETTINGS)}, got {scale!r}")
     return SETTINGS[scale]
 
 
-def _from_json(settings: Mapping[str, Any]) -> FrameDefinitionSettings:
-    return FrameDefinitionSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
+def _from_json(settings: Mapping[str, Any]) -> RecallHeadFrameSettings:
+    return RecallHeadFrameSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ def _from_json(settings: Mapping[str, Any]) -> FrameDefinitionSettings:
 
 def frame_definitions_job(optimiser: str, seed: int, settings: Mapping[str, Any]) -> dict[str, Any]:
     """Return one job's output: :func:`head_run` of ``seed`` under ``optimiser`` with ``settings`` (a
-    :class:`FrameDefinitionSettings` as a dict)."""
+    :class:`RecallHeadFrameSettings` as a dict)."""
     return head_run(int(seed), optimiser, _from_json(settings))
 
 
@@ -182,7 +182,7 @@ def _optimizer(model: SingleHeadModule, optimiser: str, lr: float) -> torch.opti
     return torch.optim.SGD(groups, lr=lr) if optimiser == "sgd" else torch.optim.Adam(groups, lr=lr)
 
 
-def head_run(seed: int, optimiser: str, s: FrameDefinitionSettings) -> dict[str, Any]:
+def head_run(seed: int, optimiser: str, s: RecallHeadFrameSettings) -> dict[str, Any]:
     """Return one recall head's measurements for every definition and horizon (JSON-ready).
 
     The data, probe set and initialisation are chapter 4's for ``seed`` (so the SGD run is chapter 4's run).
@@ -193,14 +193,14 @@ def head_run(seed: int, optimiser: str, s: FrameDefinitionSettings) -> dict[str,
     """
     lr, H = s.lr(optimiser), s.horizons[-1]
     data_gen = torch_generator(seed)
-    train = task.sample_specialization_batch(s.n_train, generator=data_gen, **TASK_DEFAULTS)
-    probe = task.sample_specialization_batch(s.n_probe, generator=data_gen, **TASK_DEFAULTS)
-    d_in = task.input_dim(TASK_DEFAULTS["n_tags"], TASK_DEFAULTS["n_labels"])
-    init = init_single_head(d_in, HEAD["d_k"], HEAD["d_v"], TASK_DEFAULTS["n_labels"], std=HEAD["init_std"],
+    train = task.sample_specialization_batch(s.n_train, generator=data_gen, **RECALL_TASK_SIZES)
+    probe = task.sample_specialization_batch(s.n_probe, generator=data_gen, **RECALL_TASK_SIZES)
+    d_in = task.input_dim(RECALL_TASK_SIZES["n_tags"], RECALL_TASK_SIZES["n_labels"])
+    init = init_single_head(d_in, HEAD["d_k"], HEAD["d_v"], RECALL_TASK_SIZES["n_labels"], std=HEAD["init_std"],
                             generator=torch_generator(stream(seed, "init")))
     model = SingleHeadModule(init)
     optimizer = _optimizer(model, optimiser, lr)
-    K = TASK_DEFAULTS["n_sources"]
+    K = RECALL_TASK_SIZES["n_sources"]
 
     def loss_fn(module: SingleHeadModule, batch) -> torch.Tensor:
         return query_loss(module.head_params(live=True), batch)
@@ -318,7 +318,7 @@ def _bisect_frame_step(h, failed_at, s, freeze, evaluate, passes, precision_step
     return int(hi)
 
 
-def _settle_steps(steps: np.ndarray, curves: Mapping[str, list[float]], h: int, s: FrameDefinitionSettings
+def _settle_steps(steps: np.ndarray, curves: Mapping[str, list[float]], h: int, s: RecallHeadFrameSettings
                   ) -> dict[str, dict[str, int | None]]:
     """Return definition → frame and precision steps of the first ``h`` steps (path and the function definitions)."""
     n_path = h // s.path_every
