@@ -89,7 +89,7 @@ def test_the_fast_scale_reproduces_the_plain_trainer(fast_runs):
 
 
 def test_bad_arguments_are_refused_with_the_choices(tmp_path):
-    with pytest.raises(ValueError, match="long_tier has scales fast, long"):
+    with pytest.raises(ValueError, match="long_tier has scales fast, paper"):
         compute.compute("long_tier", "book", root=tmp_path)
     with pytest.raises(ValueError, match="one seed per tunnel"):
         long_tier.long_tier_jobs("fast", [0, 1])
@@ -108,9 +108,9 @@ def test_a_spec_survives_its_json_form():
 
 
 def test_the_long_settings_are_paper_is_bijection_size_and_a_longer_hmm_run_than_the_book_scale():
-    bij = long_tier.SPECS["long"]["bijection_v20"].tunnel
+    bij = long_tier.SPECS["paper"]["bijection_v20"].tunnel
     assert (bij.V, bij.L) == (20, 19)
-    h, book = long_tier.SPECS["long"]["hmm_long"].tunnel, wt.HMM_TUNNELS["book"]
+    h, book = long_tier.SPECS["paper"]["hmm_long"].tunnel, wt.HMM_TUNNELS["book"]
     assert h.steps >= 4 * book.steps and h.test_lengths == (20, 30, 50)
 
 
@@ -118,8 +118,8 @@ def test_the_long_settings_are_paper_is_bijection_size_and_a_longer_hmm_run_than
 def test_the_committed_runs_are_the_long_settings_and_their_weights_give_the_stored_measurements(tunnel):
     run = long_tier.load(tunnel)  # the committed files (data/long_tier/), loaded with weights_only=True
     stored = run.results
-    assert stored["scale"] == long_tier.LONG_TIER.committed_scale == "long"
-    assert stored["settings"] == long_tier.SPECS["long"][tunnel].to_json()
+    assert stored["scale"] == long_tier.LONG_TIER.committed_scale == "paper"
+    assert stored["settings"] == long_tier.SPECS["paper"][tunnel].to_json()
     steps = [r["step"] for r in stored["curve"]]
     assert steps == list(range(0, stored["steps"] + 1, stored["settings"]["save_every"]))
     assert np.all(np.diff([r["cpu_seconds"] for r in stored["curve"]]) > 0)

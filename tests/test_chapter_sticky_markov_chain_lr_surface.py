@@ -81,7 +81,7 @@ def test_jobs_per_scale_are_the_stages_the_scale_runs():
         jobs = lr_surface.lr_surface_jobs(scale)
         assert [j.kwargs for j in jobs] == lr_surface.surface_jobs(config, stages)
         assert [j.key for j in jobs] == [paper_scale.job_key(j) for j in lr_surface.surface_jobs(config, stages)]
-    assert "grid" not in lr_surface.SCALES["book"][1] and "grid" in lr_surface.SCALES["full"][1]
+    assert "grid" not in lr_surface.SCALES["book"][1] and "grid" in lr_surface.SCALES["paper"][1]
     with pytest.raises(ValueError, match="fixed by its configuration"):
         lr_surface.lr_surface_jobs("fast", [1])
 

@@ -25,6 +25,7 @@ import torch
 from .. import __version__
 from ..core.paths import REPO_ROOT
 from ..core.provenance import package_commit
+from ..core.settings import SCALES
 from .claims import atomic_write_text
 
 __all__ = ["Job", "StoredResult", "provenance", "save_results", "load_results"]
@@ -87,7 +88,8 @@ class StoredResult:
 
     ``jobs(scale, seeds)`` lists the independent jobs at a scale (``seeds``: ``None`` for the result's own);
     ``assemble(scale, outputs, folder)`` writes the files from ``{job key: output}`` into ``folder`` (the jobs'
-    own folders are ``folder/jobs/<key>/``). ``committed_scale`` is the scale of the files in ``data/``;
+    own folders are ``folder/jobs/<key>/``). ``scales`` are among the book's (``fast``, ``book``, ``paper``: the
+    chapters' scales); ``committed_scale`` is the scale of the files in ``data/``;
     ``expected`` gives, per scale, the size of the computation in words (e.g. ``"12 jobs, ~40 CPU-min"``).
     """
 
@@ -103,6 +105,9 @@ class StoredResult:
     takes_seeds: bool = True
 
     def __post_init__(self) -> None:
+        unknown = [s for s in self.scales if s not in SCALES]
+        if unknown:  # one set of scale names for the chapters and the stored results (reproduce and compute)
+            raise ValueError(f"{self.name}: scales {unknown} are not among the book's scales {', '.join(SCALES)}")
         if self.committed_scale not in self.scales:
             raise ValueError(f"{self.name}: committed scale {self.committed_scale!r} is not one of {self.scales}")
 

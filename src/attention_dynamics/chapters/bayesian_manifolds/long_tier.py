@@ -97,10 +97,10 @@ class LongTierSpec:
         return cls(tunnel=kind(**tunnel), **{k: data[k] for k in ("n_eval", "n_probe", "save_every", "n_measure")})
 
 
-#: The runs per scale. ``long``: the bijection at Paper I's V = 20, L = 19 with a wider model than the book scale's;
+#: The runs per scale. ``paper``: the bijection at Paper I's V = 20, L = 19 with a wider model than the book scale's;
 #: the HMM model twice as deep as the book scale's, trained six times as long. ``fast``: the tests' smoke run.
 SPECS: dict[str, dict[str, LongTierSpec]] = {
-    "long": {
+    "paper": {
         "bijection_v20": LongTierSpec(BIJECTION_TUNNELS["book"].replace(V=20, L=19, d_model=96, n_heads=4, steps=16_000,
                                                                         warmup_steps=500),
                                       n_eval=2000, n_probe=256, save_every=1000, n_measure=500),
@@ -218,8 +218,8 @@ LONG_TIER = StoredResult(
     name="long_tier", chapter="bayesian_manifolds",
     about="Paper I's V = 20 bijection and a deeper, longer-trained HMM filter: trained weights and curves",
     files=tuple(f"{DATA_FOLDER}/{t}.{ext}" for t in TUNNELS for ext in ("json", "pt")),
-    scales=("fast", "long"), committed_scale="long",
-    expected={"fast": "2 jobs, under a minute", "long": "2 jobs of 30-40 CPU-min each (resumable within a job)"},
+    scales=("fast", "paper"), committed_scale="paper",
+    expected={"fast": "2 jobs, under a minute", "paper": "2 jobs of 30-40 CPU-min each (resumable within a job)"},
     jobs=long_tier_jobs, assemble=assemble_long_tier)
 
 

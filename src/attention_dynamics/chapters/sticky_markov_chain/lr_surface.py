@@ -10,7 +10,7 @@ average, only at the last of SGD's steps: no faster than SGD.
 
 Every run is one job of :func:`~attention_dynamics.chapters.sticky_markov_chain.paper_scale.heavy_job` (``python -m attention_dynamics compute
 sticky_chain_lr_surface``, resumable per job). The jobs come in stages of decreasing priority
-(:func:`surface_stages`); the committed scale (``book``) runs all but the last, the grid, which ``--scale full``
+(:func:`surface_stages`); the committed scale (``book``) runs all but the last, the grid, which ``--scale paper``
 adds; :func:`collect_surface_results` builds the results from the jobs a scale runs and lists the others as
 missing, so a partial computation gives a partial but honest file.
 """
@@ -124,10 +124,10 @@ def surface_jobs(config: Mapping[str, Any] = SURFACE_CONFIG, stages: Sequence[st
 
 
 #: The scales: the configuration and the stages each runs. ``book``: the committed file (every stage but the
-#: grid); ``full``: the grid too (95 runs of 1,000 steps more: a cluster's job); ``fast``: the tests'.
+#: grid); ``paper``: the grid too (95 runs of 1,000 steps more: a cluster's job); ``fast``: the tests'.
 SCALES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "book": (SURFACE_CONFIG, ("paper", "values_axis", "twenty_claims", "twenty_rest")),
-    "full": (SURFACE_CONFIG, ("paper", "values_axis", "twenty_claims", "twenty_rest", "grid")),
+    "paper": (SURFACE_CONFIG, ("paper", "values_axis", "twenty_claims", "twenty_rest", "grid")),
     "fast": ({**SURFACE_CONFIG, "steps": 30, "length": 200, "paper_seeds": [42, 2024], "extra_seeds": [1],
               "values_axis_levels": [30], "grid_levels": [1, 10], "bootstrap_resamples": 200},
              ("paper", "values_axis", "twenty_claims", "twenty_rest", "grid")),
@@ -319,7 +319,7 @@ LR_SURFACE = StoredResult(
     name="sticky_chain_lr_surface", chapter="sticky_markov_chain",
     about="the paper's speed-up for x10 on each parameter group, their pairs and all three, on 5 and 20 seeds, "
           "and the grid of learning-rate ratios",
-    files=(SURFACE_FILE,), scales=("fast", "book", "full"), committed_scale="book", takes_seeds=False,
+    files=(SURFACE_FILE,), scales=("fast", "book", "paper"), committed_scale="book", takes_seeds=False,
     expected={"fast": "26 jobs, a minute", "book": "165 jobs (runs of 1,000 steps), ~3 CPU-hours",
-              "full": "260 jobs: the grid too (95 runs more), ~4.5 CPU-hours (a cluster's job)"},
+              "paper": "260 jobs: the grid too (95 runs more), ~4.5 CPU-hours (a cluster's job)"},
     jobs=lr_surface_jobs, assemble=assemble_lr_surface)
