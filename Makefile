@@ -14,7 +14,7 @@ help:
 	@echo "make book   - re-execute changed chapters, write book/claims.json, build the HTML book"
 	@echo "make test   - the whole test suite (unit, notebooks with nbval, book build, browser)"
 	@echo "make check  - unit tests of the package only (quick, for day-to-day work)"
-	@echo "make fast   - smoke run of every chapter at reduced size into build/fast/"
+	@echo "make fast   - smoke run of every chapter at reduced size into build/runs/scale-fast/"
 	@echo "make format - format the chapters' code cells (ruff, 100 characters a line)"
 	@echo "make pdf    - the book as one PDF (_build/pdf/book.pdf) from committed outputs, headless Chromium"
 
@@ -34,7 +34,7 @@ book: venv
 	$(PY) -m attention_dynamics reproduce
 
 fast: venv
-	$(PY) -m attention_dynamics reproduce --fast --no-build
+	$(PY) -m attention_dynamics reproduce --scale fast --no-build
 
 pdf: venv
 	$(PY) -m attention_dynamics pdf

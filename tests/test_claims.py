@@ -233,7 +233,7 @@ def test_margin_problems_see_an_interval_claim_through_its_interval():
 
 def test_ledger_compare_command_fails_on_one_moved_value(repo_root, tmp_path):
     """`ledger --compare` passes on the committed ledger itself and fails on one value moved beyond its tolerance."""
-    from attention_dynamics.book.reproduce import main
+    from attention_dynamics.book.cli import main
 
     committed = load_ledger(repo_root / "book" / "claims.json")
     same = write_ledger(committed, tmp_path / "same.json")

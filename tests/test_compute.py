@@ -1,5 +1,6 @@
 """The one command for stored results (compute): the list, a computation through each launcher, a failing job that
-leaves the others' outputs and a second run that resumes without running them again, promotion to data/."""
+leaves the others' outputs and a second run that resumes without running them again, promotion to data/, the command
+line's checks, its --root, and the SLURM options through submitit's debug executor."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_dynamics.book import compute, reproduce
+from attention_dynamics.book import cli, compute
 from attention_dynamics.ledger.results import Job, StoredResult
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -73,7 +74,7 @@ def importable_tests(monkeypatch):
 
 
 def test_list_names_every_result_with_its_scales_and_size(capsys):
-    assert reproduce.main(["compute", "--list"]) == 0
+    assert cli.main(["compute", "--list"]) == 0
     listed = capsys.readouterr().out
     registry = compute.registry()
     assert len(registry) == 15
@@ -108,8 +109,8 @@ def test_bad_requests_are_clear_errors(tmp_path, fake, capsys):
         compute.compute(result, "fast", launcher="cloud", root=tmp_path)
     with pytest.raises(ValueError, match="has no seeds to choose"):
         compute.compute(result, "fast", seeds=[1], root=tmp_path)
-    assert reproduce.main(["compute"]) == 2
-    assert reproduce.main(["compute", "nothing"]) == 1
+    assert cli.main(["compute"]) == 2
+    assert cli.main(["compute", "nothing"]) == 1
     assert "unknown result 'nothing'" in capsys.readouterr().err
 
 
@@ -217,3 +218,97 @@ def test_promote_copies_the_committed_scale_only(tmp_path, fake, capsys):
         assert (data / f).read_bytes() == (folder / f).read_bytes()
     assert json.loads((data / "fake.json").read_text())["scale"] == "book"
     assert not list(data.rglob("*.tmp"))
+
+
+# --------------------------------------------------------------------------------------------
+# The command line: its checks, --root, and the SLURM options through submitit's debug executor
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "1.5"])
+def test_processes_below_one_are_refused(capsys, value):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["compute", "frame_freeze", "--scale", "fast", "--processes", value])
+    assert exit_.value.code == 2
+    assert "argument --processes: must be a positive integer" in capsys.readouterr().err
+
+
+def test_processes_below_one_are_refused_by_the_function_too(tmp_path, fake):
+    result, counter_dir, _ = fake
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="processes must be a positive integer"):
+            compute.compute(result, "fast", processes=bad, root=tmp_path, log=lambda m: None)
+    assert _calls(counter_dir) == {}
+
+
+@pytest.fixture
+def registered(monkeypatch, fake):
+    """The fake result, found by name by the command line (as a chapter's result is through the registry)."""
+    result = fake[0]
+    real = compute._get
+    monkeypatch.setattr(compute, "_get", lambda name: result if name == "fake" else real(name))
+    return fake
+
+
+def test_the_command_computes_and_promotes_under_its_root(tmp_path, registered, capsys):
+    result, counter_dir, _ = registered
+    root = tmp_path / "checkout"
+    assert cli.main(["--root", str(root), "compute", "fake", "--scale", "book", "--processes", "1"]) == 0
+    folder = root / "build" / "compute" / "fake" / "book"
+    assert folder == compute.result_folder(result, "book", None, compute.compute_folder(root))
+    assert json.loads((folder / "fake.json").read_text())["scale"] == "book"
+    assert _calls(counter_dir) == {"a": 1, "bb": 1, "ccc": 1}
+    assert cli.main(["--root", str(root), "compute", "fake", "--promote"]) == 0
+    data = root / "src" / "attention_dynamics" / "data"
+    assert data == compute.data_folder(root)
+    assert (data / "fake.json").read_bytes() == (folder / "fake.json").read_bytes()
+    assert (data / "sub" / "note.txt").exists()
+    assert not (compute.DATA_DIR / "fake.json").exists() and not (compute.COMPUTE_DIR / "fake").exists()
+    capsys.readouterr()
+    assert cli.main(["--root", str(root), "compute", "--list"]) == 0  # this root's data folder holds no chapter's files
+    listed = [line for line in capsys.readouterr().out.splitlines() if "committed scale" in line]
+    assert len(listed) == len(compute.registry()) and all(line.endswith("NOT in data/)") for line in listed)
+
+
+def test_the_slurm_options_reach_the_executor_through_submitit_debug(tmp_path, registered, monkeypatch):
+    """--launcher submitit-debug: the jobs run in this process through submitit's debug executor, which is given the
+    SLURM options exactly as the slurm launcher gives them."""
+    import submitit
+
+    result, counter_dir, _ = registered
+    built, received = [], []
+    build = compute.submitit_executor
+    update = submitit.AutoExecutor.update_parameters
+
+    def spy_build(folder, launcher, options):
+        built.append(build(folder, launcher, options))
+        return built[-1]
+
+    def spy_update(self, **kwargs):
+        received.append(kwargs)
+        return update(self, **kwargs)
+
+    monkeypatch.setattr(compute, "submitit_executor", spy_build)
+    monkeypatch.setattr(submitit.AutoExecutor, "update_parameters", spy_update)
+    root = tmp_path / "checkout"
+    argv = ["--root", str(root), "compute", "fake", "--scale", "fast", "--launcher", "submitit-debug",
+            "--partition", "cpu", "--time-min", "5", "--gpus", "0", "--array-parallelism", "2"]
+    assert cli.main(argv) == 0
+    folder = root / "build" / "compute" / "fake" / "fast"
+    assert json.loads((folder / "fake.json").read_text())["outputs"]["ccc"] == {"name": "ccc", "square": 9}
+    assert sorted(p.stem for p in (folder / "jobs").glob("*.json")) == ["a", "bb", "ccc"]
+    pids = {line for p in counter_dir.glob("*.calls") for line in p.read_text().splitlines()}
+    assert pids == {str(os.getpid())}  # the debug executor runs the jobs in this process
+
+    (executor,) = built
+    assert executor.cluster == "debug" and executor.folder == (folder / "submitit").resolve()
+    options = {"partition": "cpu", "time_min": 5, "gpus": 0, "array_parallelism": 2}
+    name = "attention-dynamics-fake"
+    assert received == [compute.submitit_parameters("slurm", options, name)]
+    assert received[0] == {"timeout_min": 5, "cpus_per_task": 1, "name": name, "slurm_partition": "cpu",
+                           "slurm_array_parallelism": 2}  # no GPUs asked for: --gpus 0
+    assert executor.parameters["timeout_min"] == 5  # the generic ones the debug executor keeps
+    with_gpus = compute.submitit_parameters("submitit-debug", {**options, "gpus": 1}, name)
+    assert with_gpus == compute.submitit_parameters("slurm", {**options, "gpus": 1}, name)
+    assert with_gpus["gpus_per_node"] == 1
+    assert "slurm_partition" not in compute.submitit_parameters("submitit-local", options, name)

@@ -119,7 +119,7 @@ def test_executes_normalises_and_is_idempotent(book):
 def test_fast_and_overrides_go_to_a_scratch_folder(executed_book):
     book = executed_book
     before = snapshot(book)
-    res = run(book, "reproduce", "--chapter", "1", "--fast")
+    res = run(book, "reproduce", "--chapter", "1", "--scale", "fast")
     assert res.returncode == 0, res.stderr
     scratch = book / "build" / "runs" / "scale-fast"
     nb = nbformat.read(scratch / "01-good-chapter.ipynb", as_version=4)

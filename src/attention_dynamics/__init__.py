@@ -6,8 +6,8 @@ root but this one and ``__main__``)::
 
     attention_dynamics/
       __init__.py __main__.py   python -m attention_dynamics: the command line of book/
-      book/          the book's machinery: the runner, the ledger and compute commands, the PDF, the launch
-                     notebooks, the nbval plugin, notebook comparison, the chapters' fingerprints
+      book/          the book's machinery: the command line, the runner, the ledger and compute commands, the
+                     PDF, the launch notebooks, the nbval plugin, notebook comparison, the chapters' fingerprints
       chapters/      one folder per chapter, each of the same shape (settings, runs, report, figures)
       ledger/        the claims ledger, the verdict rules, the stored results' declarations
       diagnostics/   tools for any model, and the measures of a trained wind-tunnel transformer
@@ -38,8 +38,8 @@ From the bottom:
   :mod:`~attention_dynamics.ledger.results` (stored results and their jobs), and the claims several chapters state
   from shared results (:mod:`~attention_dynamics.ledger.frame_results`, :mod:`~attention_dynamics.ledger.memory_claims`);
 - :mod:`~attention_dynamics.chapters`;
-- :mod:`~attention_dynamics.book`: :mod:`~attention_dynamics.book.reproduce` (the runner and the command line) and its
-  :mod:`~attention_dynamics.book.ledger_commands`, :mod:`~attention_dynamics.book.compute` (the stored results),
+- :mod:`~attention_dynamics.book`: :mod:`~attention_dynamics.book.cli` (the command line),
+  :mod:`~attention_dynamics.book.reproduce` (the runner), :mod:`~attention_dynamics.book.ledger_commands`, :mod:`~attention_dynamics.book.compute` (the stored results),
   :mod:`~attention_dynamics.book.notebooks`, :mod:`~attention_dynamics.book.nbcompare`,
   :mod:`~attention_dynamics.book.fingerprint`, :mod:`~attention_dynamics.book.pdf` (the book as one PDF),
   :mod:`~attention_dynamics.book.launch_notebooks` (the notebooks Binder and Colab open),

@@ -1,7 +1,7 @@
-"""``python -m attention_dynamics`` — the book's runner (see :mod:`attention_dynamics.book.reproduce`)."""
+"""``python -m attention_dynamics`` — the book's runner (see :mod:`attention_dynamics.book.cli`)."""
 
 import sys
 
-from .book.reproduce import main
+from .book.cli import main
 
 sys.exit(main())

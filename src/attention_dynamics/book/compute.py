@@ -12,8 +12,13 @@ independent jobs and an ``assemble`` step. This module runs the jobs and assembl
 - **launchers**: ``local`` (default) runs the jobs in local processes, one thread each, as many at once as the
   CPUs this process may use (:func:`~attention_dynamics.training.usable_cpus`); ``slurm`` submits them as a
   job array to a SLURM cluster through `submitit <https://github.com/facebookincubator/submitit>`_ (partition,
-  time limit and GPUs as options); ``submitit-local`` runs the same submitit path on this machine (what the
-  tests use). The result files are the same whichever launcher ran the jobs.
+  time limit and GPUs as options); ``submitit-local`` runs the same submitit path on this machine in processes of
+  its own, and ``submitit-debug`` runs it in this process through submitit's debug executor, with the SLURM
+  options passed exactly as ``slurm`` passes them (:func:`submitit_parameters`), so that path can be tried in
+  seconds (a failing job there opens the debugger, as submitit's debug mode does). The result files are the same
+  whichever launcher ran the jobs.
+- **where, under another root**: ``python -m attention_dynamics --root R compute ...`` writes into
+  ``R/build/compute/`` and promotes into ``R/src/attention_dynamics/data/``.
 
 ``compute --list`` names every stored result with its files, its scales and the expected size of each.
 """
@@ -33,17 +38,33 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core.paths import BUILD_DIR, DATA_DIR
+from ..core.paths import BUILD_DIR, DATA_DIR, REPO_ROOT
+from ..core.settings import SCALES
 from ..ledger.claims import atomic_write_text
 from ..ledger.results import Job, StoredResult
 from ..training import usable_cpus
 
-__all__ = ["LAUNCHERS", "COMPUTE_DIR", "registry", "result_folder", "compute", "promote", "list_results", "main"]
+__all__ = ["LAUNCHERS", "COMPUTE_DIR", "registry", "result_folder", "compute", "promote", "list_results",
+           "submitit_parameters", "submitit_executor", "positive_int", "compute_folder", "data_folder", "main"]
 
-#: The ways jobs can run: local processes, a SLURM cluster through submitit, or submitit on this machine.
-LAUNCHERS = ("local", "slurm", "submitit-local")
+#: The ways jobs can run: local processes, a SLURM cluster through submitit, submitit's local executor on this
+#: machine, or submitit's debug executor in this process (the SLURM options passed as for ``slurm``).
+LAUNCHERS = ("local", "slurm", "submitit-local", "submitit-debug")
+#: The submitit cluster each submitit launcher runs on.
+_SUBMITIT_CLUSTERS = {"slurm": "slurm", "submitit-local": "local", "submitit-debug": "debug"}
 #: Where computations write (never the package's data folder, see :func:`promote`).
 COMPUTE_DIR = BUILD_DIR / "compute"
+
+
+def compute_folder(root: Path) -> Path:
+    """Return where computations write for the repository at ``root``: ``root/build/compute``."""
+    return Path(root) / COMPUTE_DIR.relative_to(REPO_ROOT)
+
+
+def data_folder(root: Path) -> Path:
+    """Return the package's data folder in the repository at ``root``: ``root/src/attention_dynamics/data``."""
+    return Path(root) / DATA_DIR.relative_to(REPO_ROOT)
+
 
 #: The stored results, by name: ``module:attribute`` of each chapter's :class:`StoredResult` (imported on use).
 _REGISTRY = {
@@ -134,19 +155,33 @@ def _done(job: Job, out_file: Path) -> Any | None:
     return record
 
 
-def _submitit_executor(folder: Path, launcher: str, options: Mapping[str, Any]):
-    import submitit
+def submitit_parameters(launcher: str, options: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """Return the parameters a submitit launcher gives its executor (``update_parameters``).
 
-    executor = submitit.AutoExecutor(folder=folder / "submitit", cluster="local" if launcher == "submitit-local" else "slurm")
-    params: dict[str, Any] = {"timeout_min": int(options.get("time_min") or 60), "cpus_per_task": 1,
-                              "name": f"attention-dynamics-{folder.parent.name}"}
-    if launcher == "slurm":
+    Every submitit launcher: the time limit (``options["time_min"]``, minutes; default 60), one CPU per job and the
+    job name. ``slurm`` and ``submitit-debug`` also the SLURM options that are set: ``partition``, ``gpus`` (per job)
+    and ``array_parallelism``; the debug executor checks their names and runs the jobs in this process.
+    """
+    if launcher not in _SUBMITIT_CLUSTERS:
+        raise ValueError(f"{launcher!r} is not a submitit launcher (those are {', '.join(_SUBMITIT_CLUSTERS)})")
+    params: dict[str, Any] = {"timeout_min": int(options.get("time_min") or 60), "cpus_per_task": 1, "name": name}
+    if launcher in ("slurm", "submitit-debug"):
         if options.get("partition"):
             params["slurm_partition"] = options["partition"]
         if options.get("gpus"):
             params["gpus_per_node"] = int(options["gpus"])
         if options.get("array_parallelism"):
             params["slurm_array_parallelism"] = int(options["array_parallelism"])
+    return params
+
+
+def submitit_executor(folder: Path, launcher: str, options: Mapping[str, Any]):
+    """Return the ``submitit.AutoExecutor`` that runs a computation's jobs for ``launcher`` (its logs in
+    ``folder/submitit``), with :func:`submitit_parameters` applied."""
+    import submitit
+
+    params = submitit_parameters(launcher, options, name=f"attention-dynamics-{folder.parent.name}")
+    executor = submitit.AutoExecutor(folder=folder / "submitit", cluster=_SUBMITIT_CLUSTERS[launcher])
     executor.update_parameters(**params)
     return executor
 
@@ -158,7 +193,7 @@ def _run_pending(pending: list[tuple[Job, Path]], launcher: str, processes: int 
     total = len(pending)
     started = time.time()
     if launcher == "local":
-        workers = max(1, min(processes or usable_cpus(), total))
+        workers = max(1, min(usable_cpus() if processes is None else processes, total))
         if workers == 1:
             for n, (job, out) in enumerate(pending, 1):
                 try:
@@ -179,7 +214,7 @@ def _run_pending(pending: list[tuple[Job, Path]], launcher: str, processes: int 
                     failed[job.key] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
                     log(f"  [{n}/{total}] {job.key} FAILED: {failed[job.key]}")
         return failed
-    executor = _submitit_executor(folder, launcher, options)
+    executor = submitit_executor(folder, launcher, options)
     submitted = executor.map_array(run_job, [_function_path(j.fn) for j, _ in pending],
                                    [dict(j.kwargs) for j, _ in pending], [str(o) for _, o in pending])
     log(f"  submitted {total} job(s) through submitit ({launcher}); logs in {folder / 'submitit'}")
@@ -198,13 +233,17 @@ def compute(result: StoredResult | str, scale: str | None = None, *, seeds: Sequ
             options: Mapping[str, Any] | None = None, log: Callable[[str], None] = print) -> Path:
     """Run every job of ``result`` at ``scale`` not done yet, assemble its files, and return their folder.
 
-    Raises ``RuntimeError`` naming the failed jobs (their outputs are not assembled; the jobs that succeeded are
+    ``root``: the folder computations write into (default :data:`COMPUTE_DIR`; the command line passes
+    :func:`compute_folder` of its ``--root``); ``processes``: local processes at once, at least 1 (default: the usable
+    CPUs). Raises ``RuntimeError`` naming the failed jobs (their outputs are not assembled; the jobs that succeeded are
     kept, so running again resumes).
     """
     result = _get(result) if isinstance(result, str) else result
     scale = result.check_scale(scale or result.committed_scale)
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)}")
+    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        raise ValueError(f"processes must be a positive integer (None: the usable CPUs), got {processes!r}")
     if seeds is not None and not result.takes_seeds:
         raise ValueError(f"{result.name} has no seeds to choose (its jobs are fixed by its settings)")
     jobs = result.jobs(scale, None if seeds is None else [int(s) for s in seeds])
@@ -264,11 +303,13 @@ def promote(result: StoredResult | str, scale: str | None = None, *, root: Path 
     return copied
 
 
-def list_results() -> str:
-    """Return a table of every stored result: name, chapter, files, and the expected size at each scale."""
+def list_results(data: Path | None = None) -> str:
+    """Return a table of every stored result: name, chapter, files, and the expected size at each scale (``data``: the
+    data folder whose files it says are there; default the package's)."""
+    data = Path(data or DATA_DIR)
     lines = []
     for name, r in registry().items():
-        present = all((DATA_DIR / f).exists() for f in r.files)
+        present = all((data / f).exists() for f in r.files)
         lines.append(f"{name}  (chapter {r.chapter}; committed scale {r.committed_scale}; "
                      f"{'in data/' if present else 'NOT in data/'})")
         lines.append(f"    {r.about}")
@@ -278,36 +319,78 @@ def list_results() -> str:
     return "\n".join(lines)
 
 
+def positive_int(text: str) -> int:
+    """Return ``text`` as an integer of at least 1, for argparse (else its error: the command names the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    """Return ``text`` as an integer of at least 0, for argparse."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    return value
+
+
+#: What ``python -m attention_dynamics compute --help`` says (plain text: argparse prints it as it is).
+DESCRIPTION = (
+    "Compute a stored result: the runs too heavy for a chapter's time budget, as independent jobs run locally or on "
+    "a SLURM cluster. A computation writes into build/compute/<result>/<scale>/ under the repository root (--root), "
+    "keeps each finished job's output and resumes from them when run again; --promote copies the committed scale's "
+    "files into the package's data folder, which the chapters read."
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``compute`` command's arguments to ``parser``."""
     parser.add_argument("result", nargs="?", help="the stored result to compute (see --list)")
     parser.add_argument("--list", action="store_true", help="name every stored result with its size and expected time")
-    parser.add_argument("--scale", help="the result's scale (default: the committed one)")
-    parser.add_argument("--seeds", type=int, nargs="+", help="seeds instead of the result's own (where it has seeds)")
+    parser.add_argument("--scale", choices=SCALES,
+                        help="the result's scale (default: its committed one; --list shows each result's scales)")
+    parser.add_argument("--seeds", type=_non_negative_int, nargs="+",
+                        help="seeds instead of the result's own (where it has seeds)")
     parser.add_argument("--launcher", choices=LAUNCHERS, default="local",
-                        help="local processes (default), a SLURM cluster through submitit, or submitit on this machine")
-    parser.add_argument("--processes", type=int, help="local launcher: processes at once (default: the usable CPUs)")
-    parser.add_argument("--partition", help="slurm: the partition")
-    parser.add_argument("--time-min", type=int, default=60, help="submitit: time limit of each job in minutes")
-    parser.add_argument("--gpus", type=int, default=0, help="slurm: GPUs per job")
-    parser.add_argument("--array-parallelism", type=int, help="slurm: jobs of the array running at once")
+                        help="local processes (default), a SLURM cluster through submitit, submitit on this machine "
+                             "in processes of its own (submitit-local) or in this process with the SLURM options "
+                             "checked (submitit-debug)")
+    parser.add_argument("--processes", type=positive_int,
+                        help="local launcher: processes at once, at least 1 (default: the usable CPUs)")
+    parser.add_argument("--partition", help="slurm, submitit-debug: the partition")
+    parser.add_argument("--time-min", type=positive_int, default=60,
+                        help="submitit launchers: time limit of each job in minutes (default: 60)")
+    parser.add_argument("--gpus", type=_non_negative_int, default=0, help="slurm, submitit-debug: GPUs per job")
+    parser.add_argument("--array-parallelism", type=positive_int,
+                        help="slurm, submitit-debug: jobs of the array running at once")
     parser.add_argument("--promote", action="store_true",
-                        help="copy the computed files of the committed scale into the package's data/ folder")
+                        help="copy the computed files of the committed scale into the package's data folder")
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run the ``compute`` command (parsed by :mod:`attention_dynamics.book.reproduce`)."""
+def main(args: argparse.Namespace, root: Path | None = None) -> int:
+    """Run the ``compute`` command (parsed by :mod:`attention_dynamics.book.cli`) for the repository at ``root``
+    (default: ``args.root``): its computations go to ``root/build/compute``, its promotions to the data folder under
+    ``root``."""
+    root = Path(root or getattr(args, "root", None) or REPO_ROOT).resolve()
     if args.list:
-        print(list_results())
+        print(list_results(data_folder(root)))
         return 0
     if not args.result:
         print("error: name a result (compute --list shows them)", file=sys.stderr)
         return 2
     try:
         if args.promote:
-            promote(args.result, args.scale)
+            promote(args.result, args.scale, root=compute_folder(root), data_dir=data_folder(root))
             return 0
         compute(args.result, args.scale, seeds=args.seeds, launcher=args.launcher, processes=args.processes,
+                root=compute_folder(root),
                 options={"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus,
                          "array_parallelism": args.array_parallelism},
                 log=lambda m: print(m, flush=True))

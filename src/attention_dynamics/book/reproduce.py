@@ -1,4 +1,5 @@
-"""The book's runner: ``python -m attention_dynamics reproduce`` (what ``make book`` calls).
+"""The book's runner: ``python -m attention_dynamics reproduce`` (what ``make book`` calls; the command line is
+:mod:`attention_dynamics.book.cli`).
 
 It re-executes the chapters listed in ``_toc.yml`` with papermill (only those whose inputs
 changed, unless ``--force``), normalises and writes them atomically, rebuilds the claims ledger
@@ -26,18 +27,11 @@ from typing import Any, Sequence
 
 from ..core import paths
 from ..core.provenance import package_commit, package_is_committed
-from ..core.settings import DEVICES, SCALES, check_positive_int
 from ..ledger.claims import atomic_write_text, ledger_problems, write_ledger
-from . import compute
 from .ledger_commands import (
     _collect_claims,
     _read_status,
     _read_status_file,
-    ledger_command,
-    ledger_compare_command,
-    margins_command,
-    measure_spread_command,
-    perturbed_environment,
 )
 from .notebooks import (
     METADATA_KEY,
@@ -53,106 +47,7 @@ from .notebooks import (
     select_chapters,
 )
 
-__all__ = ["main"]
-
-
-def _positive_int(text: str) -> int:
-    """Return ``text`` as a positive integer for argparse (the rule is :func:`settings.check_positive_int`)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    try:
-        return check_positive_int("the value", value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}") from None
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m attention_dynamics", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=paths.REPO_ROOT, help="repository root holding _toc.yml (default: this checkout)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    rep = sub.add_parser("reproduce", help="execute chapters, write the ledger, build the HTML book")
-    rep.add_argument("--chapter", action="append", metavar="N", help="chapter number or slug (repeatable; default: all)")
-    rep.add_argument("--fast", action="store_true", help="smoke run at reduced size into build/runs/fast (never over book/)")
-    rep.add_argument("--scale", choices=SCALES, default="book", help="settings scale (default: book; 'paper' is GPU-sized)")
-    rep.add_argument("--device", choices=DEVICES, default="auto", help="torch device for the chapters (default: auto)")
-    rep.add_argument("--steps", type=_positive_int, help="override the training steps of chapters that have a 'steps' parameter")
-    rep.add_argument("--seed", type=int, help="run every chapter with this seed instead of its own (a scratch run: seed-to-seed spread)")
-    rep.add_argument("--force", action="store_true", help="re-execute chapters even if their inputs are unchanged")
-    rep.add_argument("--no-build", action="store_true", help="skip the HTML build")
-    rep.add_argument("--timeout", type=_positive_int, default=3600, help="per-cell timeout in seconds (default: 3600)")
-
-    ch = sub.add_parser("chapters", help="list the chapters in reading order")
-    ch.add_argument("--paths", action="store_true", help="print notebook paths only (for scripts)")
-
-    sub.add_parser("format", help="format the chapters' code cells with ruff (100 characters a line)")
-
-    led = sub.add_parser("ledger", help="rebuild book/claims.json from the committed notebooks")
-    led.add_argument("--check", action="store_true", help="only check that claims.json matches the notebooks")
-    led.add_argument("--compare", type=Path, metavar="OTHER.json",
-                     help="compare a re-executed ledger with the committed one (ids, statuses, values within "
-                          "each claim's cross-machine tolerance); exit 1 with one line per offending claim")
-    led.add_argument("--measure-spread", type=Path, nargs="+", metavar="RUN",
-                     help="ledgers (or run folders) of the chapters re-executed with other seeds: write the "
-                          "claims' measured cross-machine tolerances to book/claim_tolerances.json")
-    led.add_argument("--perturbed", type=Path, nargs="+", metavar="RUN",
-                     help="with --measure-spread: ledgers (or folders) of the default seed re-executed under "
-                          "perturbed-env, whose change also sets each claim's tolerance")
-    led.add_argument("--margins", action="store_true",
-                     help="list the claims whose status could flip within their cross-machine tolerance")
-
-    sub.add_parser("perturbed-env", help="print the numerical environment of another machine (for `env`)")
-
-    sub.add_parser("build", help="build the HTML book from committed outputs (warnings are errors)")
-
-    pdf = sub.add_parser("pdf", help="build the book as one PDF from committed outputs (headless Chromium)")
-    pdf.add_argument("--out", type=Path, help="where to write the PDF (default: _build/pdf/book.pdf)")
-
-    comp = sub.add_parser("compute", help="compute a stored result (heavy runs), locally or on a SLURM cluster")
-    compute.add_arguments(comp)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
-    args = _parser().parse_args(argv)
-    root = args.root.resolve()
-    try:
-        if args.command == "chapters":
-            for c in book_chapters(root):
-                print(c.path.relative_to(root) if args.paths else f"{c.number:2d}  {c.slug:40s} {c.path.relative_to(root)}")
-            return 0
-        if args.command == "format":
-            return format_command(root)
-        if args.command == "ledger":
-            if args.compare is not None:
-                return ledger_compare_command(root, args.compare)
-            if args.measure_spread:
-                return measure_spread_command(root, args.measure_spread, args.perturbed or [])
-            if args.margins:
-                return margins_command(root)
-            return ledger_command(root, check=args.check)
-        if args.command == "perturbed-env":
-            print(" ".join(f"{k}={v}" for k, v in perturbed_environment(root).items()))
-            return 0
-        if args.command == "build":
-            return build_html(root)
-        if args.command == "compute":
-            return compute.main(args)
-        if args.command == "pdf":
-            from .pdf import build_pdf
-
-            print(f"The PDF is ready: {build_pdf(root, args.out)}")
-            return 0
-        return reproduce(root, args)
-    except (BookError, ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted: no committed notebook or ledger was changed", file=sys.stderr)
-        return 130
+__all__ = ["reproduce", "write_text_forms", "format_command", "build_html", "build_book"]
 
 
 def reproduce(root: Path, args: argparse.Namespace) -> int:
@@ -163,9 +58,7 @@ def reproduce(root: Path, args: argparse.Namespace) -> int:
     if not chapters:
         raise BookError(f"_toc.yml in {root} lists no chapter notebooks")
     selected = select_chapters(chapters, args.chapter)
-    scale = "fast" if args.fast else args.scale
-    if args.fast and args.scale not in ("book", "fast"):
-        raise BookError("--fast and --scale paper contradict each other; choose one")
+    scale = args.scale
     parameters: dict[str, Any] = {}
     if scale != "book":
         parameters["scale"] = scale
@@ -588,6 +481,3 @@ def build_book(root: Path) -> int:
     print(f"The PDF is ready: {pdf} (and in the site: {site_copy})")
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

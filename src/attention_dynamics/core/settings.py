@@ -27,7 +27,7 @@ __all__ = [
     "resolve_device",
 ]
 
-#: ``fast``: a smoke run in seconds (``reproduce --fast``); ``book``: what the committed chapters
+#: ``fast``: a smoke run in seconds (``reproduce --scale fast``); ``book``: what the committed chapters
 #: show, sized for 2 CPU cores; ``paper``: the paper's own sizes (GPU-sized where the paper's are).
 SCALES = ("fast", "book", "paper")
 DEVICES = ("auto", "cpu", "cuda")
