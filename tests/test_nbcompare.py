@@ -111,7 +111,7 @@ def test_tolerance_integers():
 
 # --- the plugin, end to end, on a small notebook ---------------------------------------------------
 
-_CELL = """from attention_dynamics import claims
+_CELL = """from attention_dynamics.ledger import claims
 x = {value}
 claims.record("test.value", x, description="a trained number", unit="", lower=0.0)
 print(f"value {{x}}")

@@ -32,7 +32,7 @@ def _chapter(body: list[str], params: str = PARAMS) -> nbformat.NotebookNode:
 
 
 GOOD = [
-    "from dataclasses import dataclass\n\nfrom attention_dynamics import claims\n"
+    "from dataclasses import dataclass\n\nfrom attention_dynamics.ledger import claims\n"
     "from attention_dynamics.core.settings import ChapterSettings, resolve",
     "@dataclass(frozen=True)\nclass Toy(ChapterSettings):\n    steps: int = 1\n\n\n"
     'cfg = resolve({"book": Toy(steps=3), "fast": Toy(steps=1)}, scale, device=device, steps=steps)',
