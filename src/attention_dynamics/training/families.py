@@ -86,9 +86,9 @@ def evaluation_seed(seed: int, task_index: int) -> int:
     return stream(seed, "heldout", task_index)
 
 
-def evaluation_batch(task: WindTunnel, n_sequences: int, seed: int) -> TaskBatch:
+def evaluation_batch(task: WindTunnel, n_sequences: int, eval_seed: int) -> TaskBatch:
     """Return the evaluation set of ``task``: ``n_sequences`` drawn with their own seed (the same for every model)."""
-    return task.sample(n_sequences, generator=torch_generator(seed))
+    return task.sample(n_sequences, generator=torch_generator(eval_seed))
 
 
 @torch.no_grad()

@@ -151,7 +151,7 @@ def train_specialization_head(
     if settle_window >= steps:
         raise ValueError(f"settle_window ({settle_window}) must be shorter than the run ({steps} steps)")
     sizes = {**RECALL_TASK_SIZES, **(task_sizes or {})}
-    data_gen = torch_generator(seed if data_seed is None else data_seed)
+    data_gen = torch_generator(stream(seed, "data") if data_seed is None else data_seed)
     train = task.sample_specialization_batch(n_train, generator=data_gen, **sizes)
     probe = task.sample_specialization_batch(n_probe, generator=data_gen, **sizes)
     d_in = task.input_dim(sizes["n_tags"], sizes["n_labels"])
@@ -214,7 +214,7 @@ def train_specialization_head(
     settings = dict(seed=seed, steps=steps, lr=lr, value_lr_ratio=value_lr_ratio, frozen=list(frozen),
                     n_train=n_train, n_probe=n_probe, record_every=record_every, settle_window=settle_window,
                     d_k=d_k, d_v=d_v, init_std=init_std,
-                    data_seed=seed if data_seed is None else data_seed, path_every=path_every,
+                    data_seed=stream(seed, "data") if data_seed is None else data_seed, path_every=path_every,
                     freeze_routing_at=freeze_routing_at, **sizes)
     return SpecializationRun(
         settings=settings,

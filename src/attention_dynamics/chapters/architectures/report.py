@@ -419,12 +419,12 @@ def record_state_clusters(results: Mapping[tuple[str, str], RunResult], hmm_task
     (against the most probable hidden state, with the current observation as the confound it is checked
     against; a failing purity is undecided, as in :func:`record_table_claims`: no longer run was made); return ``(Mamba's StateClustering, purity table)``."""
 
-    batch = hmm_task.sample(cfg.cluster_sequences, generator=torch_generator(stream(seed, "clusters")))
+    batch = hmm_task.sample(cfg.cluster_sequences, generator=torch_generator(stream(seed, "clusters", 0)))
     posterior_points = batch.posterior.reshape(-1, hmm_task.n_out)  # (sequences · K, S)
     observations = batch.extra["observations"].reshape(-1).numpy()  # (sequences · K,): the current symbol
     clusterings = {
         f: state_clustering(final_layer_states(results[(f, "hmm")].model(), batch.inputs).reshape(len(posterior_points), -1),
-                            posterior_points, seed=seed, groups=observations,
+                            posterior_points, seed=stream(seed, "clusters", 1) % 2**32, groups=observations,
                             other_labels={"current observation": observations})
         for f in ("mamba", "transformer", "lstm")
     }

@@ -186,7 +186,9 @@ def chapter_setup(cfg: ArchitecturesSettings, *, seed: int) -> ChapterSetup:
     eval_batches = {t.name: evaluation_batch(t, cfg.eval_sequences, evaluation_seed(seed, i))
                     for i, t in enumerate(tasks)}
     paper_hmm = WindTunnel.make("hmm", n_states=cfg.hmm_states, n_symbols=cfg.hmm_symbols, length=20)
-    paper_levels = reference_levels([paper_hmm], {"hmm": evaluation_batch(paper_hmm, cfg.eval_sequences, seed)})
+    # its own evaluation stream: after the chapter's tasks' and the sticky HMMs' (chapters.architectures.sticky_hmm)
+    paper_eval = evaluation_seed(seed, len(tasks) + 1)
+    paper_levels = reference_levels([paper_hmm], {"hmm": evaluation_batch(paper_hmm, cfg.eval_sequences, paper_eval)})
     return ChapterSetup(tasks, eval_batches, reference_levels(tasks, eval_batches), paper_levels)
 
 
@@ -204,7 +206,7 @@ def softmax_routing_law_errors(seed: int) -> tuple[dict[str, float], tuple[np.nd
     """Return ``(score function → max |autograd ∂L/∂s − α ⊙ (b − E_α[b])|, (autograd, law) of the visible entries of
     the MLP score function)`` for a content router with each score function on random float64 inputs (8 sequences of
     12 positions, 8 features, 5 classes), seeded by ``seed``."""
-    x = torch.randn(8, 12, 8, dtype=torch.float64, generator=torch_generator(stream(seed, "init")))
+    x = torch.randn(8, 12, 8, dtype=torch.float64, generator=torch_generator(stream(seed, "inputs")))
     y = torch.randint(0, 5, (8, 12), generator=torch_generator(stream(seed, "data")))
     errors, points = {}, None
     for score_function in routing.SCORE_FUNCTIONS:

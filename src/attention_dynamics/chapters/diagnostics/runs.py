@@ -174,11 +174,11 @@ def train_torch_encoder_on_bijection(
     mean keys of the 2V tokens.
     """
 
-    gen = torch_generator(stream(seed, "init"))  # training batches
+    gen = torch_generator(stream(seed, "train"))  # training batches
     torch.manual_seed(stream(seed, "init"))  # the encoder's initial weights (global RNG)
     model = TorchCausalEncoder(bijection.vocab_size(V), V, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
                                max_len=bijection.sequence_length(L))
-    evaluation = bijection.sample_bijection_batch(eval_size, V, L, generator=torch_generator(stream(seed, "data")))
+    evaluation = bijection.sample_bijection_batch(eval_size, V, L, generator=torch_generator(stream(seed, "eval")))
     eval_targets = bijection_training_targets(evaluation.tokens, evaluation.targets)
 
     def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ...core.seeding import torch_generator
+from ...core.seeding import stream, torch_generator
 from ...models.single_head import SingleHeadModule, initial_head
 from ...science import attention, gradients, weight_space
 from ...science.attention import HeadForward
@@ -155,7 +155,7 @@ def weight_step_along_training(
     data = sticky_chain.make_sticky_chain_data(seed, length=length)
     model = SingleHeadModule(initial_head(seed))
     d_in = data.x.shape[-1]
-    basis = torch.linalg.qr(torch.randn(d_in, d_in, generator=torch_generator(seed), dtype=torch.float64))[0]
+    basis = torch.linalg.qr(torch.randn(d_in, d_in, generator=torch_generator(stream(seed, "inputs")), dtype=torch.float64))[0]
     ref_y = data.y[:d_in]
 
     def measure(step: int, m: SingleHeadModule, loss: float) -> dict[str, Any]:

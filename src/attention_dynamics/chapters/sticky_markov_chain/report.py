@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ...core.paths import data_path
+from ...core.seeding import stream
 from ...ledger import claims
 from ...ledger.results import load_results
 from ...models.single_head import HEAD_SHAPE, INIT_STD, initial_head
@@ -76,7 +77,7 @@ def record_floors(P: Mapping[str, torch.Tensor], monte_carlo_length: int, *, see
     entropy of a simulated chain (tolerance four standard errors); glues bits, entropy rates and the estimates."""
     floors = {}
     for kind, claim_id in (("reference", "sticky.hmin_nats_reference"), ("nominal", "sticky.hmin_nats_nominal")):
-        mc = sticky_chain.monte_carlo_entropy_rate(P[kind], monte_carlo_length, seed=seed)
+        mc = sticky_chain.monte_carlo_entropy_rate(P[kind], monte_carlo_length, seed=stream(seed, "inputs"))
         floors[kind] = claims.record(
             claim_id,
             sticky_chain.bayes_floor_nats(P[kind]),

@@ -192,7 +192,7 @@ def head_run(seed: int, optimiser: str, s: RecallHeadFrameSettings) -> dict[str,
     ``{"frame", "precision"}`` steps (None where a quantity never settles within the run).
     """
     lr, H = s.lr(optimiser), s.horizons[-1]
-    data_gen = torch_generator(seed)
+    data_gen = torch_generator(stream(seed, "data"))
     train = task.sample_specialization_batch(s.n_train, generator=data_gen, **RECALL_TASK_SIZES)
     probe = task.sample_specialization_batch(s.n_probe, generator=data_gen, **RECALL_TASK_SIZES)
     d_in = task.input_dim(RECALL_TASK_SIZES["n_tags"], RECALL_TASK_SIZES["n_labels"])
