@@ -13,7 +13,7 @@ import torch
 from attention_dynamics.chapters.architectures import figures, report, runs, settings
 from attention_dynamics.core import plotting
 from attention_dynamics.diagnostics import routing_fit, state_clusters
-from attention_dynamics.models import factory
+from attention_dynamics.models import factory, registry
 from attention_dynamics.science import calibration, stats
 from attention_dynamics.tasks import bijection, hmm, wind_tunnels as tunnels
 from attention_dynamics.training import families
@@ -154,7 +154,7 @@ def test_figures_draw_without_error():
     plotting.check_figure(fig)  # the legend stays clear of the context-blind line
     ax = fig.axes[0]
     assert len(ax.lines) == len(factory.FAMILIES) + 1
-    assert [line.get_color() for line in ax.lines[:-1]] == [plotting.family_color(f) for f in factory.FAMILIES]
+    assert [line.get_color() for line in ax.lines[:-1]] == [registry.family_color(f) for f in factory.FAMILIES]
 
 
 def test_a_does_not_realise_row_is_undecided_while_the_positive_control_fails():

@@ -32,7 +32,7 @@ def test_jobs_reject_bad_seeds(seeds):
 def test_jobs_are_each_family_and_seed_at_both_lengths():
     jobs = binding_spread.binding_seed_spread_jobs("book", [0, 1])
     steps = settings.SETTINGS["book"].steps
-    assert {j.key for j in jobs} == {f"{f}{tag}-seed{s}" for f in binding_spread.FAMILIES for tag in ("", "-longer")
+    assert {j.key for j in jobs} == {f"{f}{tag}-seed{s}" for f in binding_spread.BINDING_SPREAD_FAMILIES for tag in ("", "-longer")
                                      for s in (0, 1)}
     longer = [j for j in jobs if "-longer-" in j.key]
     assert {j.kwargs["steps"] for j in longer} == {binding_spread.LONGER_FACTOR * steps}
@@ -46,8 +46,8 @@ def _check_file(stored, scale: str) -> None:
     steps = binding_spread.LONGER_FACTOR * cfg.steps
     assert stored["scale"] == scale
     assert stored["settings"]["binding"] == {**base, "family": "mamba"}
-    assert stored["settings"]["binding_longer"] == {**base, "steps": steps, "families": list(binding_spread.FAMILIES)}
-    for family in binding_spread.FAMILIES:
+    assert stored["settings"]["binding_longer"] == {**base, "steps": steps, "families": list(binding_spread.BINDING_SPREAD_FAMILIES)}
+    for family in binding_spread.BINDING_SPREAD_FAMILIES:
         for suffix in ("", "_longer"):
             group = stored["runs"][f"binding_{family}{suffix}"]
             assert [r["seed"] for r in group] == stored["seeds"]

@@ -19,6 +19,7 @@ from attention_dynamics.core import plotting
 from attention_dynamics.core.paths import data_path
 from attention_dynamics.core.seeding import stream, torch_generator
 from attention_dynamics.models.factory import FAMILIES, build_model
+from attention_dynamics.models.registry import family_label
 from attention_dynamics.science import calibration
 from attention_dynamics.tasks import hmm, wind_tunnels as tunnels
 
@@ -142,7 +143,7 @@ def test_sticky_claims_follow_the_verdict_rules(transformer_kl, expected):
     stored = _stored({"transformer": transformer_kl, "mamba": 0.08, "lstm": 0.15, "mlp_window": 0.1, "mlp_blind": 0.21})
     table = report.record_sticky_claims(stored)
     assert dict(table["status"].drop("context-blind (exact best)")) == {
-        report.FAMILY_LABELS[f]: s for f, s in expected.items()}
+        family_label(f): s for f, s in expected.items()}
     assert table.loc["Transformer", "× context-blind"] == pytest.approx(transformer_kl / 0.2, abs=1e-3)
 
 

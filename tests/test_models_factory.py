@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attention_dynamics.models import count_parameters, factory
+from attention_dynamics.models import count_parameters, factory, registry
 from attention_dynamics.tasks import wind_tunnels as tunnels
 
 SMALL_TASKS = [
@@ -31,7 +31,7 @@ def test_every_family_builds_for_every_task_with_matched_parameters(family, task
 def test_matched_width_is_the_closest_on_its_grid():
     task = SMALL_TASKS[0]
     width = factory.matched_width("lstm", task, 30_000)
-    counts = {w: count_parameters(factory.build_model("lstm", task, w)) for w in factory.WIDTH_GRID["lstm"] if w <= width + 40}
+    counts = {w: count_parameters(factory.build_model("lstm", task, w)) for w in registry.family("lstm").widths if w <= width + 40}
     best = min(counts, key=lambda w: abs(math.log(counts[w] / 30_000)))
     assert width == best
     with pytest.raises(ValueError, match="unknown model family"):

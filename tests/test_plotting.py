@@ -97,47 +97,6 @@ def test_figure_png_records_its_dpi_and_smallest_font_for_the_reader_s_size():
     assert 300 <= image.size[0] <= 4 * 100 + 10
 
 
-def _srgb_to_linear(c):
-    c = np.asarray(c, dtype=float)
-    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
-
-
-def _linear_to_lab(rgb):
-    """CIE L*a*b* (D65) of linear sRGB, written out here independently of any colour library."""
-    m = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
-    xyz = m @ rgb / np.array([0.95047, 1.0, 1.08883])
-    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
-    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
-
-
-# Machado, Oliveira and Fernandes (2009) simulation matrices at full severity, on linear sRGB.
-_CVD = {
-    "normal": np.eye(3),
-    "protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
-                            [-0.003882, -0.048116, 1.051998]]),
-    "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
-                              [-0.011820, 0.042940, 0.968881]]),
-    "tritanopia": np.array([[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
-                            [0.004733, 0.691367, 0.303900]]),
-}
-
-
-def test_each_model_family_keeps_one_colour_told_apart_under_colour_blindness():
-    """The family colours differ by at least ΔE*ab 15 from one another under normal vision and the three
-    dichromacies (the issue's complaint: Mamba and the whole-window MLP were hard to tell apart)."""
-    families = list(plotting.FAMILY_COLORS)
-    assert {"transformer", "mamba", "lstm", "mlp_window", "mlp_blind"} <= set(families)
-    linear = {f: _srgb_to_linear(matplotlib.colors.to_rgb(plotting.family_color(f))) for f in families}
-    closest = {}
-    for vision, matrix in _CVD.items():
-        lab = {f: _linear_to_lab(np.clip(matrix @ rgb, 0, 1)) for f, rgb in linear.items()}
-        closest[vision] = min((float(np.linalg.norm(lab[a] - lab[b])), a, b)
-                              for i, a in enumerate(families) for b in families[i + 1:])
-    assert all(d >= 15 for d, _, _ in closest.values()), closest
-    with pytest.raises(ValueError, match="unknown model family 'gru'"):
-        plotting.family_color("gru")
-
-
 def test_a_legend_over_a_reference_line_is_caught():
     fig, ax = plt.subplots(figsize=(4, 3))
     x = np.linspace(0, 1, 20)

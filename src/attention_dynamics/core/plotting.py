@@ -2,8 +2,8 @@
 
 Figures have an opaque white background and dark text, so they read the same on the book's
 light and dark themes; colour maps are perceptually uniform (sequential) or centred at zero
-(diverging) and colour-blind safe, and every model family and training schedule keeps one colour
-across the book (:func:`family_color`, :func:`schedule_color`).
+(diverging) and colour-blind safe, and every training schedule keeps one colour across the book
+(:func:`schedule_color`; a model family's colour is its entry's in :mod:`attention_dynamics.models.registry`).
 
 Figures are made for the book's column: :func:`new_figure` keeps a figure within
 :data:`MAX_FIGURE_WIDTH_IN` (stacking the panels of a wide row two to a row), so that shown at the
@@ -25,8 +25,6 @@ import seaborn as sns
 __all__ = [
     "MIN_FONT_PT",
     "MAX_FIGURE_WIDTH_IN",
-    "FAMILY_COLORS",
-    "family_color",
     "glue_figure",
     "check_figure",
     "covered_reference_lines",
@@ -76,15 +74,6 @@ MIN_FONT_PT = 8.0
 #: The widest a figure may be (inches): 924 pixels at the book's 110 dpi, shown in a column of about 690.
 MAX_FIGURE_WIDTH_IN = 8.4
 
-#: One colour per model family in every figure of the book (Okabe and Ito's colour-blind-safe palette).
-FAMILY_COLORS = {
-    "transformer": "#0072B2",  # blue
-    "mamba": "#009E73",  # bluish green
-    "lstm": "#D55E00",  # vermillion
-    "mlp_window": "#CC79A7",  # reddish purple
-    "mlp_blind": "#E69F00",  # orange
-}
-
 _SCHEDULE_COLORS = {
     "sgd": PALETTE[0],
     "em_like": PALETTE[1],
@@ -101,13 +90,6 @@ def use_book_style() -> None:
 def schedule_color(name: str):
     """Return the fixed colour of a training schedule (the same in every chapter)."""
     return _SCHEDULE_COLORS.get(name, PALETTE[len(_SCHEDULE_COLORS) % len(PALETTE)])
-
-
-def family_color(family: str):
-    """Return the fixed colour of a model family (the same in every figure of the book)."""
-    if family not in FAMILY_COLORS:
-        raise ValueError(f"unknown model family {family!r}; the book colours {', '.join(FAMILY_COLORS)}")
-    return FAMILY_COLORS[family]
 
 
 def new_figure(ncols: int = 1, nrows: int = 1, *, width: float = 3.4, height: float = 3.0, **kwargs):

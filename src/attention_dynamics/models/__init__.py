@@ -5,6 +5,9 @@
 - :mod:`~attention_dynamics.models.mamba` — Mamba from ``mambapy``, and its selective scan written as routing weights (chapter 7).
 - :mod:`~attention_dynamics.models.recurrent` — an LSTM sequence model (chapter 7).
 - :mod:`~attention_dynamics.models.mlp` — the context-blind per-position MLP and the whole-window MLP (chapter 7).
+- :mod:`~attention_dynamics.models.registry` — chapter 7's model families, one entry each (builder, widths, trainer
+  defaults, label, colour, Paper I's report, verdict row); :mod:`~attention_dynamics.models.factory` builds any
+  registered family at a matched parameter count.
 """
 
 from .mamba import MambaSequenceModel

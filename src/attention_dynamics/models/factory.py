@@ -1,4 +1,8 @@
-"""Five model families with parameter counts matched to a target (chapter 7): :func:`build_matched_model`.
+"""Every registered model family with its parameter count matched to a target (chapter 7): :func:`build_matched_model`.
+
+The families are the entries of :mod:`~attention_dynamics.models.registry` (the book's five are :data:`FAMILIES`,
+their labels :data:`FAMILY_LABELS`, both the registry's): each says how to build its model for a task at a width and
+the widths it is matched over.
 """
 
 from __future__ import annotations
@@ -9,67 +13,32 @@ from typing import TYPE_CHECKING
 import torch.nn as nn
 
 from ..core.settings import check_positive_int
-from ..models import CausalTransformer, count_parameters
-from ..models.mamba import (
-    MambaSequenceModel,
-)
-from ..models.mlp import ContextBlindMLP, WindowMLP
-from ..models.recurrent import LSTMSequenceModel
+from .registry import FAMILIES, FAMILY_LABELS, family
+from .transformer import count_parameters
 
 if TYPE_CHECKING:
     from ..tasks.wind_tunnels import WindTunnel
 
-#: The five model families, from content routing to none at all.
-FAMILIES = ("transformer", "mamba", "lstm", "mlp_window", "mlp_blind")
-FAMILY_LABELS = {
-    "transformer": "Transformer",
-    "mamba": "Mamba",
-    "lstm": "LSTM",
-    "mlp_window": "MLP (whole window)",
-    "mlp_blind": "MLP (context-blind)",
-}
+__all__ = ["FAMILIES", "FAMILY_LABELS", "build_model", "matched_width", "build_matched_model"]
 
 
-
-#: How each family's size is set by one "width" (everything else fixed), and the widths tried.
-WIDTH_GRID = {
-    "transformer": range(8, 1025, 4),  # d_model (4 heads, 2 layers, d_ff = 4 d_model)
-    "mamba": range(8, 1025, 4),  # d_model (2 layers, d_state 16, expand 2)
-    "lstm": range(8, 2049, 4),  # hidden size (1 layer, embedding = hidden size)
-    "mlp_window": range(4, 16385, 4),  # hidden units (1 hidden layer, 16-dim embedding per slot)
-    "mlp_blind": range(4, 16385, 4),  # hidden units (2 hidden layers, 64-dim embedding)
-}
+def build_model(family_name: str, task: WindTunnel, width: int) -> nn.Module:
+    """Return a fresh model of the registered family ``family_name`` for ``task`` whose size is set by ``width`` (see
+    the entry's ``widths``)."""
+    return family(family_name).build(task, width)
 
 
-def build_model(family: str, task: WindTunnel, width: int) -> nn.Module:
-    """Return a fresh model of ``family`` for ``task`` whose size is set by ``width`` (see :data:`WIDTH_GRID`)."""
-    io = {"n_out": task.n_out, "vocab_size": task.vocab_size, "input_dim": task.input_dim}
-    if family == "transformer":
-        return CausalTransformer(**io, d_model=width, n_layers=2, n_heads=4, max_len=task.sequence_length)
-    if family == "mamba":
-        return MambaSequenceModel(**io, d_model=width, n_layers=2)
-    if family == "lstm":
-        return LSTMSequenceModel(**io, hidden_size=width)
-    if family == "mlp_window":
-        return WindowMLP(**io, window=task.sequence_length, d_embed=16, hidden=width, n_hidden_layers=1)
-    if family == "mlp_blind":
-        return ContextBlindMLP(**io, d_embed=64, hidden=width, n_hidden_layers=2)
-    raise ValueError(f"unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
-
-
-def matched_width(family: str, task: WindTunnel, target_params: int) -> int:
-    """Return the width of :data:`WIDTH_GRID` whose model for ``task`` has the parameter count closest to the target.
+def matched_width(family_name: str, task: WindTunnel, target_params: int) -> int:
+    """Return the width of the family's grid whose model for ``task`` has the parameter count closest to the target.
 
     Counts grow with width, so a bisection finds the first width at or above the target; the
     answer is it or its predecessor, whichever is closer in ratio.
     """
     target_params = check_positive_int("target_params", target_params)
-    if family not in WIDTH_GRID:
-        raise ValueError(f"unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
-    grid = WIDTH_GRID[family]
+    grid = family(family_name).widths
 
     def count(i: int) -> int:
-        return count_parameters(build_model(family, task, grid[i]))
+        return count_parameters(build_model(family_name, task, grid[i]))
 
     lo, hi = 0, len(grid) - 1
     while lo < hi:  # first index whose count reaches the target (or the last index)
@@ -83,6 +52,6 @@ def matched_width(family: str, task: WindTunnel, target_params: int) -> int:
     return grid[best]
 
 
-def build_matched_model(family: str, task: WindTunnel, target_params: int) -> nn.Module:
-    """Return a fresh model of ``family`` for ``task`` with about ``target_params`` parameters."""
-    return build_model(family, task, matched_width(family, task, target_params))
+def build_matched_model(family_name: str, task: WindTunnel, target_params: int) -> nn.Module:
+    """Return a fresh model of ``family_name`` for ``task`` with about ``target_params`` parameters."""
+    return build_model(family_name, task, matched_width(family_name, task, target_params))

@@ -1,6 +1,7 @@
 """Any model family trained and evaluated on any wind tunnel (chapter 7, and every stored run built on it).
 
-The five parameter-matched families (:mod:`attention_dynamics.models.factory`) meet the tunnels behind one
+The registered parameter-matched families (:mod:`attention_dynamics.models.registry`, built by
+:mod:`attention_dynamics.models.factory`) meet the tunnels behind one
 interface (:mod:`attention_dynamics.tasks.wind_tunnels`): :func:`train_and_evaluate` trains one family on one task
 from fresh batches with the book's one loop (:func:`~attention_dynamics.training.fit`) and measures it against the
 exact posterior on a held-out set; :func:`compare_architectures` runs the grid of families × tasks on every core
@@ -20,7 +21,8 @@ import torch.nn as nn
 from ..core.seeding import stream, torch_generator
 from ..core.settings import check_positive_int
 from ..models import count_parameters
-from ..models.factory import FAMILIES, build_model, matched_width
+from ..models.factory import build_model, matched_width
+from ..models.registry import family as family_entry, family_names
 from ..science import calibration, stats
 from ..tasks.wind_tunnels import TaskBatch, WindTunnel, prediction_logits, task_loss
 from .loop import fast_adamw, fit, map_parallel
@@ -168,7 +170,7 @@ def train_and_evaluate(
 def compare_architectures(
     tasks: Sequence[WindTunnel],
     *,
-    families: Sequence[str] = FAMILIES,
+    families: Sequence[str] | None = None,
     target_params: int,
     steps: Mapping[str, int] | int,
     batch_size: int,
@@ -181,10 +183,12 @@ def compare_architectures(
 ) -> dict[tuple[str, str], RunResult]:
     """Return ``{(family, task name): RunResult}`` for every family × task, run in parallel on all cores.
 
-    ``steps`` may differ per family (a mapping family → steps). Every run of a task is evaluated on
+    ``families``: default every registered family (:func:`~attention_dynamics.models.registry.family_names`). ``steps``
+    may differ per family (a mapping family → steps). Every run of a task is evaluated on
     the same evaluation set; every model starts from ``seed``. On a GPU the runs go one after another.
     """
     jobs, keys = [], []
+    families = family_names() if families is None else families
     for t_index, task in enumerate(tasks):
         for family in families:
             n_steps = steps[family] if isinstance(steps, Mapping) else steps
@@ -203,8 +207,7 @@ def compare_architectures(
 
 
 def _job_cost(job: dict[str, Any]) -> float:
-    per_step = {"mamba": 8.0, "transformer": 1.5, "lstm": 1.0}.get(job["family"], 0.5)
-    return per_step * job["steps"] * job["task"].sequence_length
+    return family_entry(job["family"]).step_cost * job["steps"] * job["task"].sequence_length
 
 
 #: :func:`train_and_measure` stores its training curves as the mean over this many equal blocks of steps.

@@ -25,13 +25,13 @@ from ...training.families import evaluation_seed, train_and_evaluate
 from .runs import book_tasks
 from .settings import SETTINGS
 
-__all__ = ["SEEDS", "FAMILIES", "LONGER_FACTOR", "CURVE_POINTS", "SPREAD_FILE", "binding_seed", "BINDING_SEED_SPREAD",
+__all__ = ["SEEDS", "BINDING_SPREAD_FAMILIES", "LONGER_FACTOR", "CURVE_POINTS", "SPREAD_FILE", "binding_seed", "BINDING_SEED_SPREAD",
            "load"]
 
 #: The seeds of the spread runs: the chapter's default seed 0 and four more.
 SEEDS = (0, 1, 2, 3, 4)
 #: The families whose binding is stated over seeds and at a longer run.
-FAMILIES = ("mamba", "lstm")
+BINDING_SPREAD_FAMILIES = ("mamba", "lstm")
 #: A longer run, the evidence that decides a failing verdict, trains this many times as long.
 LONGER_FACTOR = 4
 #: The loss curve of a longer run is stored as this many block means.
@@ -75,7 +75,7 @@ def binding_seed_spread_jobs(scale: str, seeds: Sequence[int] | None = None) -> 
     steps = SETTINGS[scale].steps
     cost = {"mamba": 15.0}
     jobs = []
-    for family in FAMILIES:
+    for family in BINDING_SPREAD_FAMILIES:
         for s in seeds:
             jobs.append(Job(f"{family}-seed{s}", binding_seed, {"scale": scale, "seed": int(s), "family": family},
                             cost=steps * cost.get(family, 1.0)))
@@ -89,7 +89,7 @@ def assemble_binding_seed_spread(scale: str, outputs: Mapping[str, Any], folder:
     """Write ``binding_seed_spread.json``: the runs of each family at both lengths, and their intervals."""
     cfg = SETTINGS[scale]
     runs: dict[str, list] = {}
-    for family in FAMILIES:
+    for family in BINDING_SPREAD_FAMILIES:
         for tag, suffix in (("", ""), ("-longer", "_longer")):
             group = sorted((o for k, o in outputs.items() if k.startswith(f"{family}{tag}-seed")), key=lambda r: r["seed"])
             runs[f"binding_{family}{suffix}"] = group
@@ -101,7 +101,7 @@ def assemble_binding_seed_spread(scale: str, outputs: Mapping[str, Any], folder:
                  "Student-t 95% interval; written by `python -m attention_dynamics compute binding_seed_spread`.",
         "scale": scale, "seeds": sorted({r["seed"] for group in runs.values() for r in group}),
         "settings": {"binding": {**base, "family": "mamba"},
-                     "binding_longer": {**base, "steps": LONGER_FACTOR * cfg.steps, "families": list(FAMILIES)}},
+                     "binding_longer": {**base, "steps": LONGER_FACTOR * cfg.steps, "families": list(BINDING_SPREAD_FAMILIES)}},
         "runs": runs, "intervals": intervals,
     }, folder / SPREAD_FILE)
 

@@ -4,7 +4,8 @@ and of the families at chapter 6's setting.
 
 Each function returns its figure, made for the book's column (at most
 :data:`~attention_dynamics.core.plotting.MAX_FIGURE_WIDTH_IN` wide, text of at least 8 pt, legends clear of the reference
-lines), and every model family keeps the book's colour (:func:`attention_dynamics.core.plotting.family_color`)."""
+lines), and every model family keeps its colour (its entry's in :mod:`attention_dynamics.models.registry`): the figures
+draw every registered family found in their results."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ...core import plotting
 from ...diagnostics.memory_ladder import MemoryLadder
 from ...diagnostics.routing_fit import AdvantageFit
 from ...diagnostics.state_clusters import StateClustering
-from ...models.factory import FAMILIES, FAMILY_LABELS
+from ...models.registry import family_color, family_label, family_names
 from ...science import stats
 from ...tasks.wind_tunnels import STICKY_HMM_TASK, TASK_PRIMITIVES, WindTunnel
 from ...training.families import RunResult
@@ -26,12 +27,6 @@ from .runs import ReferenceLevels, realised_threshold, sticky_levels
 from .settings import REALISED_BINDING_ACCURACY
 
 __all__ = []
-
-
-def family_color(family: str):
-    """Return the fixed colour of a model family: the book's (:func:`attention_dynamics.core.plotting.family_color`)."""
-
-    return plotting.family_color(family)
 
 
 def plot_training_losses(results: Mapping[tuple[str, str], RunResult], tasks: Sequence[WindTunnel],
@@ -47,11 +42,11 @@ def plot_training_losses(results: Mapping[tuple[str, str], RunResult], tasks: Se
     fig, axes = plotting.new_figure(len(tasks) + spare, width=3.6, height=2.8)
     axes = np.atleast_1d(axes)
     for ax, task in zip(axes, tasks):
-        for family in FAMILIES:
+        for family in family_names():
             if (family, task.name) not in results:
                 continue
             losses = results[(family, task.name)].losses
-            ax.plot(*stats.moving_average(losses, min(window, len(losses))), color=family_color(family), label=FAMILY_LABELS[family])
+            ax.plot(*stats.moving_average(losses, min(window, len(losses))), color=family_color(family), label=family_label(family))
         ax.axhline(floors_nats[task.name], color="black", ls="--", lw=1, label="Bayes floor")
         ax.set_title(f"{task.name} ({TASK_PRIMITIVES[task.name]})")
         ax.set_xlabel("training step")
@@ -145,9 +140,10 @@ def plot_state_clusters(result: StateClustering, *, title: str, max_points: int 
 
 
 def plot_hmm_kl_by_position(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels, *, task: str = "hmm",
-                            families: Sequence[str] = FAMILIES, ax=None):
-    """Return the figure of the KL to the exact filter (bits) at every step of the HMM, per family, with the
-    context-blind level — what transport has to beat. The legend stands to the right of the axes, clear of the level."""
+                            families: Sequence[str] | None = None, ax=None):
+    """Return the figure of the KL to the exact filter (bits) at every step of the HMM, per family (``families``;
+    default: every registered family), with the context-blind level — what transport has to beat. The legend stands
+    to the right of the axes, clear of the level."""
 
     if ax is None:
         fig, ax = plotting.new_figure(1, width=7.4, height=3.4)
@@ -155,11 +151,11 @@ def plot_hmm_kl_by_position(results: Mapping[tuple[str, str], RunResult], levels
         fig = ax.figure
     blind = levels.context_blind_kl_by_position[task]
     steps = np.arange(len(blind))
-    for family in families:
+    for family in family_names() if families is None else families:
         run = results.get((family, task))
         if run is None or run.kl_by_position is None:
             continue
-        ax.plot(steps, run.kl_by_position, marker="o", ms=3, color=family_color(family), label=FAMILY_LABELS[family])
+        ax.plot(steps, run.kl_by_position, marker="o", ms=3, color=family_color(family), label=family_label(family))
     # at t = 0 the context-blind posterior is the filter itself (KL 0, off a log axis)
     ax.plot(steps[1:], blind[1:], color="black", ls="--", lw=1.2, label="context-blind\n(exact best), $t \\geq 1$")
     ax.set(yscale="log", xlabel=r"step $t$", ylabel=r"$\mathrm{KL}(\mathrm{posterior}\,\|\,\mathrm{model})$ (bits)",
@@ -180,7 +176,7 @@ def plot_binding_longer(spread: Mapping[str, Any], *, paper_accuracy: float, bag
     ``fig.axes`` (loss, accuracy).
     """
 
-    families = [f for f in FAMILIES if f"binding_{f}_longer" in spread["runs"]]
+    families = [f for f in family_names() if f"binding_{f}_longer" in spread["runs"]]
     if not families:
         raise ValueError("the spread results hold no longer binding runs")
     chapter_steps = spread["settings"]["binding"]["steps"]
@@ -195,12 +191,12 @@ def plot_binding_longer(spread: Mapping[str, Any], *, paper_accuracy: float, bag
             x = (np.arange(len(curve)) + 0.5) * run["steps"] / len(curve)
             last = x >= 0.8 * run["steps"]
             ax_loss.plot(x, curve, color=color, lw=1.0, alpha=0.8,
-                         label=f"{FAMILY_LABELS[family]}, one line\nper seed" if i == 0 else None)
+                         label=f"{family_label(family)}, one line\nper seed" if i == 0 else None)
             ax_loss.plot(x[last], curve[last], color=color, lw=3.0, alpha=0.8)
         offset = 0.12 * k
         for i, (run_short, run_long) in enumerate(zip(short, longer)):
             ax_acc.plot([offset, 1 + offset], [run_short["accuracy"], run_long["accuracy"]], color=color, lw=1.0,
-                        marker="o", ms=4, alpha=0.7, label=f"{FAMILY_LABELS[family]}, each seed" if i == 0 else None)
+                        marker="o", ms=4, alpha=0.7, label=f"{family_label(family)}, each seed" if i == 0 else None)
         for x, key in ((0, f"binding_accuracy_{family}"), (1, f"binding_accuracy_{family}_longer")):
             ci = spread["intervals"][key]
             ax_acc.errorbar([x + offset + 0.06], [ci["mean"]], yerr=[[ci["mean"] - ci["low"]], [ci["high"] - ci["mean"]]],
@@ -232,13 +228,13 @@ def plot_sticky_kl_curves(stored: Mapping[str, Any], *, ax=None):
     else:
         fig = ax.figure
     levels = sticky_levels(stored)
-    for family in FAMILIES:
+    for family in family_names():
         run = stored["runs"].get(family)
         if run is None:
             continue
         curve = np.asarray(run["kl_curve_bits"])
         x = (np.arange(len(curve)) + 0.5) * run["steps"] / len(curve)
-        ax.plot(x, curve, color=family_color(family), lw=1.0, label=FAMILY_LABELS[family])
+        ax.plot(x, curve, color=family_color(family), lw=1.0, label=family_label(family))
         last = x >= 0.8 * run["steps"]  # the last 20% of training, where a plateau is read
         ax.plot(x[last], curve[last], color=family_color(family), lw=3.0, alpha=0.8)
         longer = stored.get("longer", {}).get(family)
@@ -246,7 +242,7 @@ def plot_sticky_kl_curves(stored: Mapping[str, Any], *, ax=None):
             curve = np.asarray(longer["kl_curve_bits"])
             x = (np.arange(len(curve)) + 0.5) * longer["steps"] / len(curve)
             ax.plot(x, curve, color=family_color(family), lw=1.0, ls="--",
-                    label=f"{FAMILY_LABELS[family]}, {longer['steps'] // run['steps']}× longer")
+                    label=f"{family_label(family)}, {longer['steps'] // run['steps']}× longer")
     blind = levels.context_blind[STICKY_HMM_TASK]["kl_bits"]
     ax.axhline(blind, color="black", ls="--", lw=1.2, label="context-blind\n(exact best)")
     ax.axhline(realised_threshold(STICKY_HMM_TASK, "kl_bits", levels), color="black", ls=":", lw=1.2,
@@ -272,7 +268,7 @@ def plot_seed_curves(stored: Mapping[str, Any], ladder: MemoryLadder, *, title: 
             curves = np.array([r["kl_curve_bits"] for r in runs.values()])  # (seeds, points)
             steps = next(iter(runs.values()))["steps"]
             x = (np.arange(curves.shape[1]) + 0.5) * steps / curves.shape[1]
-            label = FAMILY_LABELS[family] + ("" if group == "runs" else f", {steps} steps")
+            label = family_label(family) + ("" if group == "runs" else f", {steps} steps")
             ax.plot(x, curves.mean(0), ls=style, color=family_color(family), lw=1.2, label=label)
             ax.fill_between(x, curves.min(0), curves.max(0), color=family_color(family), alpha=0.15, lw=0)
     ax.axhline(ladder.context_blind_kl_bits, color="black", ls="--", lw=1.0, label="context-blind\n(1-step window)")

@@ -13,18 +13,31 @@ from typing import Any, Mapping
 from ...diagnostics.memory_ladder import MemoryLadder, seed_interval, verdict_reason
 from ...ledger import claims
 from ...ledger.memory_claims import memory_claim
-from ...models.factory import FAMILY_LABELS
+from ...models.registry import family_label
 from ...science.settling import late_drop
 from ...tasks import hmm
 from ...tasks.wind_tunnels import FORMAT_TUNNELS, STICKY_HMM_TASK
 from . import hmm_ch6_setting, hmm_formats
 from .settings import PAPER_I_RESULTS, STICKY_TRANSPORT_FRACTION_OF_BLIND, TRANSPORT_FRACTION_OF_BLIND
 
-__all__ = ["FORMAT_KL_CLAIM_IDS", "FORMAT_MEMORY_CLAIM_IDS", "FORMAT_LABELS", "record_format_claims", "format_verdict",
-           "CH6_SETTING_KL_CLAIM_IDS", "CH6_SETTING_MEMORY_CLAIM_IDS", "record_ch6_setting_claims"]
+__all__ = ["format_kl_claim_id", "format_memory_claim_id", "FORMAT_KL_CLAIM_IDS", "FORMAT_MEMORY_CLAIM_IDS",
+           "FORMAT_LABELS", "record_format_claims", "format_verdict", "ch6_setting_kl_claim_id",
+           "ch6_setting_memory_claim_id", "CH6_SETTING_KL_CLAIM_IDS", "CH6_SETTING_MEMORY_CLAIM_IDS",
+           "record_ch6_setting_claims"]
 
 
-#: The claims, written out: [tunnel][family][format] → id.
+def format_kl_claim_id(tunnel: str, family: str, input_format: str) -> str:
+    """Return the id of the KL claim of ``family`` on ``tunnel`` (``"hmm"`` or ``"hmm_sticky"``) in ``input_format``."""
+    return f"{tunnel}.kl_bits_{family}_{input_format}"
+
+
+def format_memory_claim_id(tunnel: str, family: str, input_format: str) -> str:
+    """Return the id of the memory claim of ``family`` on ``tunnel`` in ``input_format``."""
+    return f"{tunnel}.memory_steps_{family}_{input_format}"
+
+
+#: The claims of the format runs' families, written out (a test checks them against :func:`format_kl_claim_id` and
+#: :func:`format_memory_claim_id`): [tunnel][family][format] → id.
 FORMAT_KL_CLAIM_IDS = {
     "hmm": {
         "lstm": {"every_step": "hmm.kl_bits_lstm_every_step", "first_step": "hmm.kl_bits_lstm_first_step",
@@ -128,13 +141,13 @@ def record_format_claims(stored: Mapping[str, Any] | None = None) -> dict[str, A
                           "seeds": [int(s) for s in runs], "seeds_kl_bits": values,
                           "interval": "Student-t 95% over seeds", "source": f"data/{hmm_formats.RESULT_FILE}"}
                 claim = claims.record(
-                    FORMAT_KL_CLAIM_IDS[base][family][fmt], ci["mean"], unit="bits", interval=(ci["low"], ci["high"]),
+                    format_kl_claim_id(base, family, fmt), ci["mean"], unit="bits", interval=(ci["low"], ci["high"]),
                     undecided_because=because,
-                    explanation=(f"Paper I reports that the {FAMILY_LABELS[family]} "
+                    explanation=(f"Paper I reports that the {family_label(family)} "
                                  f"{'realises' if realises else 'does not realise'} transport; with "
                                  f"{FORMAT_LABELS[fmt]} ours is {ci['mean'] / ladder.context_blind_kl_bits:.2f} × the "
                                  f"context-blind level after {steps} steps ({ladder.memory_text(ci['mean'])})"),
-                    description=(f"{FAMILY_LABELS[family]} on {tunnel_text}, {FORMAT_LABELS[fmt]}: KL to the exact "
+                    description=(f"{family_label(family)} on {tunnel_text}, {FORMAT_LABELS[fmt]}: KL to the exact "
                                  f"filter, mean over {ci['n']} seeds ({ladder.memory_text(ci['mean'])}; Paper I: "
                                  f"{'realises' if realises else 'does not realise'} transport; bound: chapter 7's "
                                  f"{threshold / ladder.context_blind_kl_bits:.1f} × the context-blind level, "
@@ -149,11 +162,11 @@ def record_format_claims(stored: Mapping[str, Any] | None = None) -> dict[str, A
                                               longer=is_longer, late_drop=late, longer_factor=hmm_formats.LONGER_FACTOR)
                 if control_rule is None and not realises and status_rule == "pass":
                     because_rule = because
-                memory = memory_claim(FORMAT_MEMORY_CLAIM_IDS[base][family][fmt], values, ladder,
-                                      model=f"{FAMILY_LABELS[family]} ({FORMAT_LABELS[fmt]})", realises=realises,
+                memory = memory_claim(format_memory_claim_id(base, family, fmt), values, ladder,
+                                      model=f"{family_label(family)} ({FORMAT_LABELS[fmt]})", realises=realises,
                                       params=params, tunnel_text=tunnel_text, undecided_because=because_rule)
                 out[memory.id] = memory
-                rows[(base, FAMILY_LABELS[family], fmt)] = {
+                rows[(base, family_label(family), fmt)] = {
                     "KL (bits), mean": ci["mean"], "95% interval": f"{ci['low']:.4f}–{ci['high']:.4f}",
                     "× context-blind": ci["mean"] / ladder.context_blind_kl_bits,
                     "memory": ladder.memory_text(ci["mean"]), "KL fell over the last 20% by": f"{late:.0%}",
@@ -175,8 +188,8 @@ def format_verdict(recorded: Mapping[str, Any], base: str) -> dict[str, Any]:
     by_format: dict[str, str] = {}
     status = {}
     for fmt in hmm.INPUT_FORMATS:
-        lstm = got[FORMAT_KL_CLAIM_IDS[base]["lstm"][fmt]]
-        control = got[FORMAT_KL_CLAIM_IDS[base]["transformer"][fmt]]
+        lstm = got[format_kl_claim_id(base, "lstm", fmt)]
+        control = got[format_kl_claim_id(base, "transformer", fmt)]
         status[fmt] = lstm.status
         if lstm.status == "fail":
             by_format[fmt] = "the LSTM realises transport, against Paper I's verdict (a finding)"
@@ -191,8 +204,8 @@ def format_verdict(recorded: Mapping[str, Any], base: str) -> dict[str, Any]:
     for fmt in hmm.INPUT_FORMATS:
         places = {}
         for family in hmm_formats.FORMAT_FAMILIES:
-            low, high = got[FORMAT_KL_CLAIM_IDS[base][family][fmt]].interval
-            label = FAMILY_LABELS[family]
+            low, high = got[format_kl_claim_id(base, family, fmt)].interval
+            label = family_label(family)
             places[f"the {label if label.isupper() else label.lower()}"] = (
                 "below" if high < blind else "above" if low > blind else "at")
         one = {"below": "is below the context-blind level (it uses the past)",
@@ -216,7 +229,18 @@ def format_verdict(recorded: Mapping[str, Any], base: str) -> dict[str, Any]:
     return {"by_format": by_format, "cause_shown": cause, "text": text, "against_blind": against_blind}
 
 
-#: The claims, written out: each family's KL at chapter 6's setting and the memory it matches.
+def ch6_setting_kl_claim_id(family: str) -> str:
+    """Return the id of the KL claim of the registered ``family`` at chapter 6's setting."""
+    return f"architectures.hmm_kl_bits_{family}_long"
+
+
+def ch6_setting_memory_claim_id(family: str) -> str:
+    """Return the id of the claim of the memory the registered ``family`` matches at chapter 6's setting."""
+    return f"architectures.hmm_memory_steps_{family}_long"
+
+
+#: The claims of the book's families, written out (a test checks them against :func:`ch6_setting_kl_claim_id` and
+#: :func:`ch6_setting_memory_claim_id`): each family's KL at chapter 6's setting and the memory it matches.
 CH6_SETTING_KL_CLAIM_IDS = {
     "transformer": "architectures.hmm_kl_bits_transformer_long", "mamba": "architectures.hmm_kl_bits_mamba_long",
     "lstm": "architectures.hmm_kl_bits_lstm_long", "mlp_window": "architectures.hmm_kl_bits_mlp_window_long",
@@ -270,14 +294,14 @@ def record_ch6_setting_claims(stored: Mapping[str, Any] | None = None) -> dict[s
         said = "no verdict in Paper I" if realises is None else \
             f"Paper I: {'realises' if realises else 'does not realise'} transport"
         claim = claims.record(
-            CH6_SETTING_KL_CLAIM_IDS[family], ci["mean"], unit="bits",
+            ch6_setting_kl_claim_id(family), ci["mean"], unit="bits",
             interval=(ci["low"], ci["high"]) if realises is not None else None, undecided_because=because,
-            explanation=(f"Paper I reports that the {FAMILY_LABELS[family]} "
+            explanation=(f"Paper I reports that the {family_label(family)} "
                          f"{'realises' if realises else 'does not realise'} transport; ours, trained "
                          f"{steps / hmm_ch6_setting.CHAPTER7_GRID_STEPS:.1f}× as long as chapter 7's grid, is "
                          f"{ci['mean'] / ladder.context_blind_kl_bits:.2f} × the context-blind level "
                          f"({ladder.memory_text(ci['mean'])})"),
-            description=(f"{FAMILY_LABELS[family]} on {tunnel_text}: KL to the exact filter, mean over {ci['n']} seeds "
+            description=(f"{family_label(family)} on {tunnel_text}: KL to the exact filter, mean over {ci['n']} seeds "
                          f"({ladder.memory_text(ci['mean'])}; {said}; bound: chapter 7's "
                          f"{TRANSPORT_FRACTION_OF_BLIND} × the context-blind level, {threshold:.4f} bits)"),
             params=params, **bounds)
@@ -287,10 +311,10 @@ def record_ch6_setting_claims(stored: Mapping[str, Any] | None = None) -> dict[s
                                              {"lower": ladder.rule_level, "upper": None})) if realises is not None else "new"
         because_rule = verdict_reason(family, status_rule, realises, control_realises=control_rule, longer=longer,
                                       late_drop=late, longer_factor=4)
-        memory = memory_claim(CH6_SETTING_MEMORY_CLAIM_IDS[family], vals, ladder, model=FAMILY_LABELS[family], realises=realises,
+        memory = memory_claim(ch6_setting_memory_claim_id(family), vals, ladder, model=family_label(family), realises=realises,
                               params=params, tunnel_text=tunnel_text, undecided_because=because_rule)
         out[memory.id] = memory
-        rows[FAMILY_LABELS[family]] = {
+        rows[family_label(family)] = {
             "KL (bits), mean": ci["mean"], "95% interval": f"{ci['low']:.4f}–{ci['high']:.4f}",
             "× context-blind": ci["mean"] / ladder.context_blind_kl_bits, "memory": ladder.memory_text(ci["mean"]),
             "KL fell over the last 20% by": f"{late:.0%}", "steps": steps,

@@ -16,16 +16,25 @@ from typing import Any, Mapping
 from ...diagnostics.memory_ladder import MemoryLadder, seed_interval, transport_bounds, verdict_reason
 from ...ledger import claims
 from ...ledger.memory_claims import memory_claim, window_claims
-from ...models.factory import FAMILIES, FAMILY_LABELS
+from ...models.registry import family_label, family_names
 from ...science.settling import late_drop
 from ...tasks.wind_tunnels import TaskBatch
 from .hmm_longmem import LONGER_FACTOR, RESULT_FILE, load
 from .settings import PAPER_I_RESULTS
 
-__all__ = ["MEMORY_CLAIM_IDS", "STICKY_WINDOW_CLAIM_IDS", "record_chapter7_memory", "LONGMEM_KL_CLAIM_IDS",
-           "LONGMEM_MEMORY_CLAIM_IDS", "longmem_design_text", "longmem_reading", "record_longmem_claims"]
+__all__ = ["memory_claim_id", "MEMORY_CLAIM_IDS", "STICKY_WINDOW_CLAIM_IDS", "record_chapter7_memory",
+           "longmem_kl_claim_id", "LONGMEM_KL_CLAIM_IDS", "longmem_memory_claim_id", "LONGMEM_MEMORY_CLAIM_IDS",
+           "longmem_design_text", "longmem_reading", "record_longmem_claims"]
 
-#: Chapter 7's memory claims, written out: the grid's random-HMM rows and the stored sticky-HMM runs.
+
+def memory_claim_id(tunnel: str, family: str) -> str:
+    """Return the id of chapter 7's memory claim of the registered ``family`` on ``tunnel`` (``"hmm"``: the grid's
+    random-HMM rows, ``"hmm_sticky"``: the stored sticky-HMM runs)."""
+    return {"hmm": f"architectures.hmm_memory_steps_{family}", "hmm_sticky": f"hmm_sticky.memory_steps_{family}"}[tunnel]
+
+
+#: Chapter 7's memory claims of the book's families: :func:`memory_claim_id` written out, so that a search for an id
+#: finds it (a test checks it).
 MEMORY_CLAIM_IDS = {
     "hmm": {"transformer": "architectures.hmm_memory_steps_transformer", "mamba": "architectures.hmm_memory_steps_mamba",
             "lstm": "architectures.hmm_memory_steps_lstm", "mlp_window": "architectures.hmm_memory_steps_mlp_window",
@@ -63,13 +72,24 @@ def record_chapter7_memory(tunnel: str, ladder: MemoryLadder, model_kl_bits: Map
         status = "new" if realises is None else ("pass" if meets == realises else "fail")
         because = verdict_reason(family, status, realises, control_realises=control,
                                  longer=bool((longer or {}).get(family)), late_drop=None, longer_factor=4)
-        claim_id = MEMORY_CLAIM_IDS[tunnel][family]
-        out[claim_id] = memory_claim(claim_id, kl, ladder, model=FAMILY_LABELS[family], realises=realises,
+        claim_id = memory_claim_id(tunnel, family)
+        out[claim_id] = memory_claim(claim_id, kl, ladder, model=family_label(family), realises=realises,
                                      params={**params, "family": family}, tunnel_text=text, undecided_because=because)
     return out
 
 
-#: The long-memory tunnel's claims, written out: each family's KL and the memory it matches.
+def longmem_kl_claim_id(family: str) -> str:
+    """Return the id of the long-memory tunnel's KL claim of the registered ``family``."""
+    return f"hmm_longmem.kl_bits_{family}"
+
+
+def longmem_memory_claim_id(family: str) -> str:
+    """Return the id of the claim of the memory the registered ``family`` matches on the long-memory tunnel."""
+    return f"hmm_longmem.memory_steps_{family}"
+
+
+#: The long-memory tunnel's claims of the book's families, written out (a test checks them against
+#: :func:`longmem_kl_claim_id` and :func:`longmem_memory_claim_id`): each family's KL and the memory it matches.
 LONGMEM_KL_CLAIM_IDS = {
     "transformer": "hmm_longmem.kl_bits_transformer", "mamba": "hmm_longmem.kl_bits_mamba",
     "lstm": "hmm_longmem.kl_bits_lstm", "mlp_window": "hmm_longmem.kl_bits_mlp_window",
@@ -139,7 +159,7 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
                     f"level): the level transport is decided against here", params={**params, "window": 8})
     rows = {}
     stated = {}
-    for family in FAMILIES:
+    for family in family_names():
         if family in stored["runs"]:
             runs, is_longer = _stated_runs(stored, family)
             stated[family] = ([r["metrics"]["kl_bits"] for r in runs.values()], runs, is_longer)
@@ -172,7 +192,7 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
                        f"({', '.join(f'{v:.3f}' for v in values)} bits against {ladder.rule_level:.3f}), so the "
                        f"interval of their mean reaches both sides of it.")
         if status == "fail" and because is None and realises is False:
-            explanation = (f"Paper I reports that the {FAMILY_LABELS[family]} does not realise transport; here it goes "
+            explanation = (f"Paper I reports that the {family_label(family)} does not realise transport; here it goes "
                            f"below the {ladder.rule_window}-step window's level on every seed ({ladder.memory_text(ci['mean'])}), "
                            f"so it carries the belief further back than any short look-back, and more training cannot "
                            f"undo a KL that is already this low")
@@ -184,24 +204,25 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
         run0 = next(iter(runs.values()))
         run_params = {**params, "family": family, "n_params": run0["n_params"], "width": run0["width"], "steps": steps,
                       "seeds": [int(s) for s in runs], "seeds_kl_bits": values, "interval": "Student-t 95% over seeds"}
-        out[LONGMEM_KL_CLAIM_IDS[family]] = claims.record(
-            LONGMEM_KL_CLAIM_IDS[family], ci["mean"], unit="bits",
+        kl_id = longmem_kl_claim_id(family)
+        out[kl_id] = claims.record(
+            kl_id, ci["mean"], unit="bits",
             interval=(ci["low"], ci["high"]) if realises is not None else None,
             undecided_because=because, explanation=explanation,
-            description=(f"{FAMILY_LABELS[family]} on {design}: KL to the exact filter, mean over {ci['n']} seeds "
+            description=(f"{family_label(family)} on {design}: KL to the exact filter, mean over {ci['n']} seeds "
                          f"({ladder.memory_text(ci['mean'])}; {said}; transport: KL ≤ the "
                          f"{ladder.rule_window}-step window's level, {ladder.rule_level:.4f} bits)"),
             params=run_params, **bounds)
-        out[LONGMEM_MEMORY_CLAIM_IDS[family]] = memory_claim(
-            LONGMEM_MEMORY_CLAIM_IDS[family], values, ladder, model=FAMILY_LABELS[family], realises=realises,
+        out[longmem_memory_claim_id(family)] = memory_claim(
+            longmem_memory_claim_id(family), values, ladder, model=family_label(family), realises=realises,
             params=run_params, tunnel_text=design, undecided_because=because)
         claims.glue(f"architectures.longmem_reading_{family}",
-                    longmem_reading(out[LONGMEM_KL_CLAIM_IDS[family]].status, realises, ladder.rule_window,
+                    longmem_reading(out[kl_id].status, realises, ladder.rule_window,
                                     longer=is_longer))
         claims.glue(f"architectures.longmem_seeds_{family}", ", ".join(f"{v:.3f}" for v in values))
-        rows[FAMILY_LABELS[family]] = {
+        rows[family_label(family)] = {
             "KL (bits), mean": ci["mean"], "95% interval": f"{ci['low']:.4f}–{ci['high']:.4f}",
             "× context-blind": ci["mean"] / ladder.context_blind_kl_bits, "memory": ladder.memory_text(ci["mean"]),
             "KL fell over the last 20% by (max over seeds)": f"{late:.0%}", "steps": steps,
-            "status": out[LONGMEM_KL_CLAIM_IDS[family]].status}
+            "status": out[kl_id].status}
     return {"claims": out, "table": rows, "ladder": ladder}

@@ -11,11 +11,12 @@ from ...core.seeding import stream, torch_generator
 from ...diagnostics.routing_fit import AdvantageFit, mamba_advantage_fit, scan_reproduction_error
 from ...diagnostics.state_clusters import StateClustering, final_layer_states, state_clustering
 from ...ledger import claims
-from ...models.factory import FAMILIES, FAMILY_LABELS
+from ...models.registry import family_label, family_names
 from ...science.settling import late_drop
 from ...tasks import associative_recall
 from ...tasks.wind_tunnels import TASK_PRIMITIVES, TASKS, WindTunnel
 from ...training.families import RunResult
+from .binding_spread import BINDING_SPREAD_FAMILIES
 from .runs import (
     ChapterSetup,
     ReferenceLevels,
@@ -34,7 +35,9 @@ from .settings import (
 )
 
 __all__ = [
+    "table_claim_id",
     "TABLE_CLAIM_IDS",
+    "sticky_claim_id",
     "STICKY_CLAIM_IDS",
     "TABLE_CLAIMS",
     "record_table_claims",
@@ -49,7 +52,13 @@ __all__ = [
 ]
 
 
-#: The results table's ledger claims by (claim name, family), written out so that a search for an id finds them.
+def table_claim_id(name: str, family: str) -> str:
+    """Return the id of the results table's claim ``name`` (of :data:`TABLE_CLAIMS`) for the registered ``family``."""
+    return f"architectures.{name}_{family}"
+
+
+#: The results table's ledger claims of the book's families by (claim name, family): :func:`table_claim_id` written
+#: out, so that a search for an id finds it (a test checks that it is what :func:`table_claim_id` makes).
 TABLE_CLAIM_IDS = {
     ("bijection_mae_bits", "transformer"): "architectures.bijection_mae_bits_transformer",
     ("bijection_mae_bits", "mamba"): "architectures.bijection_mae_bits_mamba",
@@ -74,7 +83,12 @@ TABLE_CLAIM_IDS = {
 }
 
 
-#: The sticky tunnel's ledger claims by family.
+def sticky_claim_id(family: str) -> str:
+    """Return the id of the sticky tunnel's KL claim for the registered ``family``."""
+    return f"hmm_sticky.kl_bits_{family}"
+
+
+#: The sticky tunnel's ledger claims of the book's families: :func:`sticky_claim_id` written out (a test checks it).
 STICKY_CLAIM_IDS = {
     "transformer": "hmm_sticky.kl_bits_transformer",
     "mamba": "hmm_sticky.kl_bits_mamba",
@@ -122,16 +136,16 @@ def record_table_claims(results: Mapping[tuple[str, str], RunResult], levels: Re
     seed_means = dict(seed_means or {})
     recorded = {}
     for name, task, metric, unit in TABLE_CLAIMS:
-        for family in FAMILIES:
+        for family in family_names():
             if (family, task) not in results:
                 continue
             run = results[(family, task)]
-            claim_id = TABLE_CLAIM_IDS[(name, family)]
+            claim_id = table_claim_id(name, family)
             paper = PAPER_I_RESULTS[family].get(_PAPER_KEYS.get(name, ""), None)
             verdict = PAPER_I_RESULTS[family]["realises"]
             said = ("no verdict in Paper I" if verdict is None else
                     f"Paper I: {'realises' if verdict[task] else 'does not realise'} {TASK_PRIMITIVES[task]}")
-            description = (f"{FAMILY_LABELS[family]} on {task} ({TASK_PRIMITIVES[task]}): "
+            description = (f"{family_label(family)} on {task} ({TASK_PRIMITIVES[task]}): "
                            f"{'top-1 accuracy' if metric == 'accuracy' else metric.replace('_bits', '').replace('_', ' ') + ' in bits'}"
                            f" against the exact posterior; {said}")
             value, interval = run.metrics[metric], None
@@ -183,7 +197,7 @@ def _default_explanation(family: str, task: str, metric: str, run: RunResult, le
     verdict = PAPER_I_RESULTS[family]["realises"]
     if verdict is None:
         return ""
-    return (f"Paper I reports that the {FAMILY_LABELS[family]} {'realises' if verdict[task] else 'does not realise'} "
+    return (f"Paper I reports that the {family_label(family)} {'realises' if verdict[task] else 'does not realise'} "
             f"{TASK_PRIMITIVES[task]}; our {run.n_params}-parameter model after {run.steps} steps is on the other side "
             f"of the threshold ({metric} = {run.metrics[metric]:.3g}). Paper I's models have ~2.7M parameters and "
             f"train for 50k–150k steps.")
@@ -201,7 +215,9 @@ def verdict_summary(results: Mapping[tuple[str, str], RunResult], levels: Refere
     """
     lines = []
     longer = dict(longer or {})
-    for family in FAMILIES:
+    for family in family_names():
+        if not any((family, t) in results for t in TASKS):
+            continue
         got = {t: realises_primitive(t, results[(family, t)].metrics, levels) for t in TASKS if (family, t) in results}
         after = {}
         for t in got:
@@ -211,7 +227,7 @@ def verdict_summary(results: Mapping[tuple[str, str], RunResult], levels: Refere
                          for t, ok in got.items() if ok) or "none"
         verdict = PAPER_I_RESULTS[family]["realises"]
         if verdict is None:
-            lines.append(f"- **{FAMILY_LABELS[family]}** realises here: {ours}. Paper I does not test this model.")
+            lines.append(f"- **{family_label(family)}** realises here: {ours}. Paper I does not test this model.")
             continue
         theirs = ", ".join(TASK_PRIMITIVES[t] for t in TASKS if verdict[t]) or "none"
         control = [t for t in got if not verdict[t] and family != "transformer" and positive_control_fails(t, results, levels)]
@@ -225,7 +241,7 @@ def verdict_summary(results: Mapping[tuple[str, str], RunResult], levels: Refere
             why = ("the transformer, the positive control, does not realise it at this budget either" if t in control
                    else "its claim is undecided: no longer run was made")
             agreement += f"; not decided on {TASK_PRIMITIVES[t]} ({why})"
-        lines.append(f"- **{FAMILY_LABELS[family]}** realises here: {ours}; Paper I: {theirs} — {agreement}.")
+        lines.append(f"- **{family_label(family)}** realises here: {ours}; Paper I: {theirs} — {agreement}.")
     return "\n".join(lines)
 
 
@@ -282,7 +298,7 @@ def record_results(results: Mapping[tuple[str, str], RunResult], levels: "Refere
               f"{levels.context_blind['binding']['accuracy']:.1%}")
     seed_means = {"architectures.binding_accuracy_mamba": mamba_ci}
     explanations = {
-        **{TABLE_CLAIM_IDS[(m, f)]: hmm_account for m in ("hmm_mae_bits", "hmm_kl_bits")
+        **{table_claim_id(m, f): hmm_account for m in ("hmm_mae_bits", "hmm_kl_bits")
            for f in ("transformer", "mamba")},
         "architectures.binding_accuracy_mamba": (
             f"Mamba learns binding, but more slowly than the transformer: after {cfg.steps} steps it answers "
@@ -290,25 +306,25 @@ def record_results(results: Mapping[tuple[str, str], RunResult], levels: "Refere
             f"{others}), and its training loss is still falling on {still_falling} of {mamba_ci['n']} seeds: a "
             f"budget, not a finding. Paper I's 97.8% comes from a far longer run of a ~45× larger model."),
     }
-    longer_steps = {}
-    for family in ("mamba", "lstm"):
+    longer_steps, longer_families = {}, {}
+    for family in BINDING_SPREAD_FAMILIES:
         stated = _binding_at_longest_run(family, spread, cfg, others)
         if stated is not None:
-            claim_id = TABLE_CLAIM_IDS[("binding_accuracy", family)]
+            claim_id = table_claim_id("binding_accuracy", family)
             seed_means[claim_id], longer_steps[claim_id], explanations[claim_id] = stated
+            longer_families[claim_id] = family
     longer_runs = [run for key, runs in spread["runs"].items() if key.endswith("_longer") for run in runs]
     if longer_runs:
         claims.glue("architectures.binding_longer_minutes", sum(run["cpu_seconds"] for run in longer_runs) / 60)
     recorded = record_table_claims(results, levels, params=params, explanations=explanations, seed_means=seed_means,
                                    floors=floors, longer_steps=longer_steps)
     headline = {"bijection": "bijection_mae_bits", "hmm": "hmm_kl_bits", "binding": "binding_accuracy"}
-    statuses = {(family, task): recorded[TABLE_CLAIM_IDS[(name, family)]].status
+    statuses = {(family, task): recorded[table_claim_id(name, family)].status
                 for (family, task) in results if (name := headline.get(task)) is not None}
     longer = {}
     for claim_id, steps in longer_steps.items():
-        family = claim_id.rsplit("_", 1)[-1]
         ci = seed_means[claim_id]
-        longer[(family, "binding")] = (realises_primitive("binding", {"accuracy": ci["mean"]}, levels), steps)
+        longer[(longer_families[claim_id], "binding")] = (realises_primitive("binding", {"accuracy": ci["mean"]}, levels), steps)
     claims.glue("architectures.mamba_binding_this_seed", results[("mamba", "binding")].metrics["accuracy"])
     claims.glue("architectures.mamba_binding_mean", mamba_ci["mean"])
     claims.glue("architectures.mamba_binding_low", mamba_ci["low"])
@@ -331,7 +347,7 @@ def _binding_at_longest_run(family: str, spread: Mapping[str, Any], cfg: Archite
     steps_long = int(longer_runs[0]["steps"])
     factor = steps_long // cfg.steps
     realises = PAPER_I_RESULTS[family]["realises"]["binding"]
-    name = FAMILY_LABELS[family]
+    name = family_label(family)
     verdict = claims.claim_status(longer_ci["mean"], interval=(longer_ci["low"], longer_ci["high"]),
                                   **({"lower": REALISED_BINDING_ACCURACY} if realises else
                                      {"upper": REALISED_BINDING_ACCURACY}))
@@ -452,7 +468,7 @@ def record_state_clusters(results: Mapping[tuple[str, str], RunResult], hmm_task
         explanation="Paper I v3 reports five discrete clusters. " + _cluster_account(mamba, results, cfg),
         params={**params, "cluster_sequences": cfg.cluster_sequences, "n_clusters": 5},
     )
-    table = pd_table({FAMILY_LABELS[f]: {"vs most probable state": c.purity,
+    table = pd_table({family_label(f): {"vs most probable state": c.purity,
                                           "vs current observation": c.other_purities["current observation"],
                                           "vs most probable state, observation mean removed": c.centred_purity,
                                           "chance": c.chance, "exact posteriors": c.posterior_purity}

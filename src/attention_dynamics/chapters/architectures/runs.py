@@ -13,7 +13,7 @@ import torch
 from ...core.seeding import stream, torch_generator
 from ...diagnostics import routing_fit
 from ...models import routing
-from ...models.factory import FAMILIES, FAMILY_LABELS
+from ...models.registry import family_label, family_names
 from ...science import calibration, stats
 from ...tasks import associative_recall, bijection, hmm
 from ...tasks.wind_tunnels import HMM_TASKS, STICKY_HMM_TASK, TASKS, TaskBatch, WindTunnel
@@ -220,8 +220,10 @@ def softmax_routing_law_errors(seed: int) -> tuple[dict[str, float], tuple[np.nd
     return errors, points
 
 
-def results_table(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels, *, families: Sequence[str] = FAMILIES):
-    """Return the results table (a ``pandas.DataFrame`` of formatted text): reference rows and every family.
+def results_table(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels, *,
+                  families: Sequence[str] | None = None):
+    """Return the results table (a ``pandas.DataFrame`` of formatted text): reference rows and every family
+    (``families``; default: every registered family with results).
 
     Columns: bijection entropy error (ours, Paper I), HMM entropy error (ours, Paper I), HMM KL
     (ours), binding accuracy (ours, Paper I), and the parameter count of each family's models.
@@ -245,6 +247,8 @@ def results_table(results: Mapping[tuple[str, str], RunResult], levels: Referenc
         index.append(name)
 
     reference_row("Bayes posterior (exact)", levels.bayes)
+    if families is None:
+        families = [f for f in family_names() if any((f, t) in results for t in TASKS)]
     for family in families:
         paper = PAPER_I_RESULTS[family]
         got = {task: results[(family, task)].metrics for task in TASKS if (family, task) in results}
@@ -253,7 +257,7 @@ def results_table(results: Mapping[tuple[str, str], RunResult], levels: Referenc
                      bits(got.get("hmm", {}).get("entropy_mae_bits")), bits(paper["hmm_mae_bits"]),
                      bits(got.get("hmm", {}).get("kl_bits")), pct(got.get("binding", {}).get("accuracy")),
                      pct(paper["binding_accuracy"]), "–".join(f"{c / 1000:.0f}k" for c in (counts[0], counts[-1])) if counts else "—"])
-        index.append(FAMILY_LABELS[family])
+        index.append(family_label(family))
     reference_row("context-blind (exact best)", levels.context_blind)
     # Paper I's columns hold the paper's numbers for models only; reference rows repeat our exact levels there.
     table = pd.DataFrame(rows, index=index, columns=pd.Index(columns))

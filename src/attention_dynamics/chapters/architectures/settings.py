@@ -4,9 +4,10 @@ reported numbers; and the thresholds at which a model realises a primitive, fixe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 from ...core.settings import ChapterSettings, resolve as _resolve
+from ...models.registry import family, family_names
 from ...tasks.wind_tunnels import STICKY_HMM_TASK
 
 __all__ = ["ArchitecturesSettings", "SETTINGS", "resolve", "PAPER_I_RESULTS", "REALISED_FRACTION_OF_BLIND",
@@ -62,21 +63,25 @@ def resolve(scale: str = "book", *, device: str = "auto", **overrides) -> Archit
     return _resolve(SETTINGS, scale, device=device, **overrides)
 
 
-#: Paper I's reported numbers: bijection per-sample entropy error (bits), HMM entropy
-#: error (bits, v3 table at K = 20), binding accuracy (fraction), and the primitives each family realises
+class _PaperIResults(Mapping[str, dict[str, Any]]):
+    """Paper I's report of every registered family, read from its entry
+    (:class:`~attention_dynamics.models.registry.PaperIReport`): ``PAPER_I_RESULTS[family]`` is ``{"bijection_mae_bits",
+    "hmm_mae_bits", "binding_accuracy", "realises"}``; a family Paper I does not test has None everywhere."""
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        return family(name).paper_i.as_dict()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(family_names())
+
+    def __len__(self) -> int:
+        return len(family_names())
+
+
+#: Paper I's reported numbers (a view of the model-family registry): bijection per-sample entropy error (bits), HMM
+#: entropy error (bits, v3 table at K = 20), binding accuracy (fraction), and the primitives each family realises
 #: ("MLP" in Paper I is the context-blind one: its 1.85 bits sit at the context-blind level).
-PAPER_I_RESULTS: dict[str, dict[str, Any]] = {
-    "transformer": {"bijection_mae_bits": 0.007, "hmm_mae_bits": 0.049, "binding_accuracy": 1.0,
-                    "realises": {"bijection": True, "hmm": True, "binding": True}},
-    "mamba": {"bijection_mae_bits": 0.010, "hmm_mae_bits": None, "binding_accuracy": 0.978,
-              "realises": {"bijection": True, "hmm": True, "binding": True}},
-    "lstm": {"bijection_mae_bits": 0.009, "hmm_mae_bits": None, "binding_accuracy": 0.005,
-             "realises": {"bijection": True, "hmm": False, "binding": False}},
-    "mlp_window": {"bijection_mae_bits": None, "hmm_mae_bits": None, "binding_accuracy": None,
-                   "realises": None},
-    "mlp_blind": {"bijection_mae_bits": 1.85, "hmm_mae_bits": None, "binding_accuracy": None,
-                  "realises": {"bijection": False, "hmm": False, "binding": False}},
-}
+PAPER_I_RESULTS: Mapping[str, dict[str, Any]] = _PaperIResults()
 
 
 #: A model "realises" a primitive when its calibration error is at most this fraction of the

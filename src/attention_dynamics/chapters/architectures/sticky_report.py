@@ -7,10 +7,10 @@ from types import SimpleNamespace
 from typing import Any, Mapping
 
 from ...ledger import claims
-from ...models.factory import FAMILY_LABELS
+from ...models.registry import family_label
 from ...science.settling import late_drop
 from ...tasks.wind_tunnels import STICKY_HMM_TASK, STICKY_SELF_TRANSITION
-from .report import STICKY_CLAIM_IDS, not_decided_reason
+from .report import not_decided_reason, sticky_claim_id
 from .runs import (
     ChapterSetup,
     paper_verdict_bounds,
@@ -89,16 +89,16 @@ def record_sticky_claims(stored: Mapping[str, Any]):
                        f"where no model without memory gets below 1 ×), and no longer run was made, so nothing shows "
                        f"that more training would not take it below the threshold.")
         elif status == "fail":
-            explanation = (f"Paper I reports that the {FAMILY_LABELS[family]} does not realise transport (on its random "
+            explanation = (f"Paper I reports that the {family_label(family)} does not realise transport (on its random "
                            f"HMMs, where transport is worth little); on the sticky HMMs ours does: {history}, below the "
                            f"threshold, and more training cannot undo a KL that is already this low.")
         claim = claims.record(
-            STICKY_CLAIM_IDS[family], value, unit="bits", undecided_because=because, explanation=explanation,
-            description=f"{FAMILY_LABELS[family]} on sticky HMMs: KL to the exact filter in bits ({said}{bound_text}); "
+            sticky_claim_id(family), value, unit="bits", undecided_because=because, explanation=explanation,
+            description=f"{family_label(family)} on sticky HMMs: KL to the exact filter in bits ({said}{bound_text}); "
                         f"{design}",
             params={**params, "family": family, "n_params": run["n_params"], "width": run["width"],
                     "steps": stated["steps"]}, **bounds)
-        rows[FAMILY_LABELS[family]] = {
+        rows[family_label(family)] = {
             "KL (bits)": round(run["metrics"]["kl_bits"], 4), "× context-blind": round(run["metrics"]["kl_bits"] / blind, 3),
             "KL fell over the last 20% of training by": f"{late_drop(run['kl_curve_bits']):.0%}",
             f"{LONGER_FACTOR}× longer run: × context-blind": "—" if longer is None else

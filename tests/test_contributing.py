@@ -1,0 +1,80 @@
+"""CONTRIBUTING.md's walkthroughs, done: each test follows one walkthrough's steps at the fast scale, so that the
+walkthrough cannot go stale without a test failing.
+
+- "Adding a model family": :func:`test_adding_a_model_family_takes_one_registry_entry`.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import torch
+import torch.nn as nn
+
+from attention_dynamics.chapters.architectures import binding_spread, figures, memory_report, report, runs, settings
+from attention_dynamics.core import plotting
+from attention_dynamics.diagnostics.memory_ladder import ladder_of_batch
+from attention_dynamics.ledger import claims
+from attention_dynamics.models import factory, registry
+from attention_dynamics.training import families
+
+
+class TinyGRU(nn.Module):
+    """A throw-away family: embedding → one GRU layer → read-out, per-position logits ``(B, T, n_out)``."""
+
+    def __init__(self, task, width: int):
+        super().__init__()
+        self.embed = nn.Embedding(task.vocab_size, width) if task.vocab_size else nn.Linear(task.input_dim, width)
+        self.gru = nn.GRU(width, width, batch_first=True)
+        self.head = nn.Linear(width, task.n_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.gru(self.embed(x))[0])
+
+
+#: The walkthrough's entry: a name, a label, a colour, a builder and the widths to match a budget over.
+TINY_GRU = registry.ModelFamily("tiny_gru", "Tiny GRU", "#56B4E9", TinyGRU, range(4, 257, 4), step_cost=1.0)
+
+
+def test_adding_a_model_family_takes_one_registry_entry():
+    """CONTRIBUTING.md, "Adding a model family": one registry entry, and chapter 7 builds the family at its matched
+    size, trains it, draws it in its colour and records its claims (ids made from its name, no verdict in Paper I)
+    at the fast scale, beside the book's five; no package file changes."""
+    cfg = settings.SETTINGS["fast"]
+    torch.set_num_threads(1)
+    with registry.registered_family(TINY_GRU):
+        tasks = runs.book_tasks(cfg)
+        # 1. build: the factory matches its size to the chapter's budget
+        model = factory.build_matched_model("tiny_gru", tasks[0], cfg.target_params)
+        assert 0.75 * cfg.target_params <= sum(p.numel() for p in model.parameters()) <= 1.25 * cfg.target_params
+        # 2. train: the chapter's grid, every registered family on every tunnel (one process: a family registered
+        #    at run time is not in a fresh worker process)
+        results = families.compare_architectures(tasks, target_params=cfg.target_params, steps=cfg.steps,
+                                                 batch_size=cfg.batch_size, lr=cfg.lr, seed=0,
+                                                 eval_sequences=cfg.eval_sequences, processes=1)
+        assert {f for f, _ in results} == set(registry.FAMILIES) | {"tiny_gru"}
+        assert results[("tiny_gru", "binding")].steps == cfg.steps
+        # 3. plot: the figures that colour by family draw it in its colour, labelled
+        setup = runs.chapter_setup(cfg, seed=0)
+        floors = runs.bayes_floor_nats(setup.eval_batches)
+        for fig in (figures.plot_training_losses(results, tasks, floors),
+                    figures.plot_hmm_kl_by_position(results, setup.levels)):
+            plotting.check_figure(fig)
+            lines = [line for ax in fig.axes for line in ax.lines if line.get_label() == "Tiny GRU"]
+            assert lines and all(line.get_color() == "#56B4E9" for line in lines)
+        # 4. record: the results table's claims, the verdict summary and the memory claims
+        summary = report.record_results(results, setup.levels, cfg, params={"scale": "fast"},
+                                        spread=binding_spread.load(), floors=floors)
+        assert "- **Tiny GRU** realises here:" in summary and "Paper I does not test this model" in summary
+        recorded = {c.id: c for c in claims.recorded_claims()}
+        for name, *_ in report.TABLE_CLAIMS:
+            claim = recorded[report.table_claim_id(name, "tiny_gru")]
+            assert claim.id == f"architectures.{name}_tiny_gru" and claim.status == "new"
+        assert "Tiny GRU" in runs.results_table(results, setup.levels).index
+        ladder = ladder_of_batch(setup.eval_batches["hmm"])
+        memory = memory_report.record_chapter7_memory(
+            "hmm", ladder, {f: results[(f, "hmm")].metrics["kl_bits"] for f in registry.family_names()}, params={})
+        assert memory["architectures.hmm_memory_steps_tiny_gru"].status == "new"
+    assert "tiny_gru" not in registry.family_names()
