@@ -42,19 +42,26 @@ pdf: venv
 format: venv
 	$(PY) -m attention_dynamics format
 
+# The unit tests run under the same perturbed numerics as nbval below (another machine's kernel dispatch
+# level and thread count), so that a test that holds only with this machine's numerics fails here first;
+# `make test PERTURBED=` and `make check PERTURBED=` use this machine's own numerics.
+PERTURBED ?= 1
+PERTURBED_ENV = $$(if [ -n "$(PERTURBED)" ]; then $(PY) -m attention_dynamics perturbed-env; fi)
+
 check: venv
-	$(PY) -m pytest -m "not slow" -q
+	@perturbed="$(PERTURBED_ENV)"; \
+	 echo "unit tests $${perturbed:+with $$perturbed}"; \
+	 env $$perturbed $(PY) -m pytest -m "not slow" -q
 
 # nbval re-executes every chapter once and compares its outputs with the committed ones, numbers
 # by tolerance per kind (attention_dynamics.book.nbval_plugin); the claims of that same re-execution
 # are then checked against book/claims.json, each within its cross-machine tolerance.
 # It runs under perturbed numerics, as on another machine (`python -m attention_dynamics
 # perturbed-env`: a lower ATen kernel dispatch level than this CPU's and another thread count than
-# the chapters were executed with); `make nbval PERTURBED=` uses this machine's own numerics.
+# the chapters were executed with), as the unit tests do; `make nbval PERTURBED=` uses this machine's own numerics.
 NBVAL_DIR := build/nbval
-PERTURBED ?= 1
 nbval: venv
-	@perturbed="$$(if [ -n "$(PERTURBED)" ]; then $(PY) -m attention_dynamics perturbed-env; fi)"; \
+	@perturbed="$(PERTURBED_ENV)"; \
 	 echo "nbval: re-executing every chapter $${perturbed:+with $$perturbed}"; \
 	 rm -rf $(NBVAL_DIR); \
 	 env $$perturbed $(PY) -m pytest -q -p no:cacheprovider -p attention_dynamics.book.nbval_plugin \
@@ -67,8 +74,12 @@ nbval: venv
 	 else echo "error: nbval wrote no re-executed ledger" >&2; status=1; fi; \
 	 exit $$status
 
+# The whole suite: the unit tests (with the book build and the browser checks) under the perturbed numerics
+# (PERTURBED above), then nbval under the same.
 test: venv
-	$(PY) -m pytest -q
+	@perturbed="$(PERTURBED_ENV)"; \
+	 echo "unit tests $${perturbed:+with $$perturbed}"; \
+	 env $$perturbed $(PY) -m pytest -q
 	$(MAKE) --no-print-directory nbval
 
 clean:

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.core.shapes import CHECK_SHAPES
 from attention_dynamics.science import gradients as G
 from attention_dynamics.science.attention import (
@@ -41,7 +42,7 @@ def _example(batch, T, d_in, d_k, d_v, C, seed=0):
 def test_forward_matches_scaled_dot_product_attention(shape, causal):
     params, x, y = _example(*shape)
     fwd = single_head_forward(x, params, y, causal=causal)
-    torch.testing.assert_close(fwd.g, sdpa_context(x, params, causal=causal), rtol=0, atol=1e-12)
+    assert_book_close(fwd.g, sdpa_context(x, params, causal=causal), rtol=0)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -57,7 +58,7 @@ def test_forward_matches_hand_written_softmax_attention(shape):
             keys = xs[b, : i + 1] @ params.W_K
             vals = xs[b, : i + 1] @ params.W_V
             w = torch.softmax(keys @ q / math.sqrt(params.d_k), dim=0)
-            torch.testing.assert_close(gs[b, i], w @ vals, rtol=0, atol=1e-12)
+            assert_book_close(gs[b, i], w @ vals, rtol=0)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -65,7 +66,7 @@ def test_forward_matches_hand_written_softmax_attention(shape):
 def test_upstream_gradient_matches_autograd(shape, reduction):
     params, x, y = _example(*shape)
     fwd = single_head_forward(x, params, y, reduction=reduction)
-    torch.testing.assert_close(fwd.u, autograd_upstream_gradient(x, params, y, reduction=reduction), rtol=0, atol=1e-12)
+    assert_book_close(fwd.u, autograd_upstream_gradient(x, params, y, reduction=reduction), rtol=0)
 
 
 def test_upstream_gradient_through_the_whole_graph():
@@ -75,23 +76,23 @@ def test_upstream_gradient_through_the_whole_graph():
     fwd = single_head_forward(x, p, y)
     fwd.g.retain_grad()
     fwd.loss.backward()
-    torch.testing.assert_close(fwd.u, fwd.g.grad, rtol=0, atol=1e-12)
+    assert_book_close(fwd.u, fwd.g.grad, rtol=0)
 
 
 def test_loss_matches_functional_cross_entropy():
     params, x, y = _example((2,), 5, 4, 3, 3, 4)
     fwd = single_head_forward(x, params, y)
     expected = F.cross_entropy(fwd.logits.reshape(-1, 4), y.reshape(-1))
-    torch.testing.assert_close(fwd.loss, expected, rtol=0, atol=1e-14)
-    torch.testing.assert_close(fwd.p, torch.softmax(fwd.logits, -1))
+    assert_book_close(fwd.loss, expected, rtol=0)
+    assert_book_close(fwd.p, torch.softmax(fwd.logits, -1))
 
 
 def test_compatibility_and_expected_compatibility_identity():
     params, x, y = _example((2,), 6, 4, 3, 3, 4)
     fwd = single_head_forward(x, params, y)
-    torch.testing.assert_close(fwd.b, torch.einsum("...id,...jd->...ij", fwd.u, fwd.v), rtol=0, atol=1e-15)
-    # E_alpha[b] = u·g (PAPER.md §2)
-    torch.testing.assert_close((fwd.alpha * fwd.b).sum(-1), (fwd.u * fwd.g).sum(-1), rtol=0, atol=1e-14)
+    assert_book_close(fwd.b, torch.einsum("...id,...jd->...ij", fwd.u, fwd.v), rtol=0)
+    # E_alpha[b] = u·g (the paper's §2)
+    assert_book_close((fwd.alpha * fwd.b).sum(-1), (fwd.u * fwd.g).sum(-1), rtol=0)
 
 
 def test_causal_mask_and_attention_rows():
@@ -99,7 +100,7 @@ def test_causal_mask_and_attention_rows():
     fwd = single_head_forward(x, params, y)
     mask = causal_mask(6)
     assert torch.all(fwd.alpha[~mask] == 0)
-    torch.testing.assert_close(fwd.alpha.sum(-1), torch.ones(6, dtype=torch.float64))
+    assert_book_close(fwd.alpha.sum(-1), torch.ones(6, dtype=torch.float64))
     assert torch.all(torch.isinf(fwd.scores[~mask]))
     assert fwd.alpha[0, 0] == 1.0  # the first query can only see itself
 

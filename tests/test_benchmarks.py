@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from attention_dynamics.book.nbcompare import assert_book_close
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -21,8 +22,8 @@ def test_protocol_reimplementation_trains_the_same_head_as_the_engine():
     protocol, _ = bench._protocol_run(data, 5)
     engine, _ = bench._fit_run(data, 5, "engine")
     dense, _ = bench._fit_run(data, 5, "dense")
-    np.testing.assert_allclose(protocol, engine, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(dense, engine, rtol=0, atol=1e-6)
+    assert_book_close(protocol, engine, rtol=0, atol=1e-6)
+    assert_book_close(dense, engine, rtol=0, atol=1e-6)
     assert engine[-1] < engine[0]
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy.stats import entropy as scipy_entropy
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.science import calibration, stats
 from attention_dynamics.tasks import bijection
 
@@ -28,8 +29,8 @@ def test_entropy_and_kl_match_scipy(zeros):
     h = stats.entropy(p, unit="bits")
     kl = calibration.kl_divergence_bits(p, q.log())
     for idx in np.ndindex(6, 4):
-        assert float(h[idx]) == pytest.approx(scipy_entropy(p[idx].numpy(), base=2), abs=1e-12)
-        assert float(kl[idx]) == pytest.approx(scipy_entropy(p[idx].numpy(), q[idx].numpy(), base=2), abs=1e-12)
+        assert_book_close(float(h[idx]), scipy_entropy(p[idx].numpy(), base=2), rtol=0)
+        assert_book_close(float(kl[idx]), scipy_entropy(p[idx].numpy(), q[idx].numpy(), base=2), rtol=0)
 
 
 def test_kl_is_infinite_where_the_model_excludes_a_possible_outcome():
@@ -46,10 +47,10 @@ def test_soft_cross_entropy_is_entropy_plus_kl():
     ce = calibration.soft_cross_entropy_nats(logits, p)
     h_nats = stats.entropy(p, unit="bits").mean() * math.log(2)
     kl_nats = calibration.kl_divergence_bits(p, torch.log_softmax(logits, -1)).mean() * math.log(2)
-    assert float(ce) == pytest.approx(float(h_nats + kl_nats), abs=1e-12)
+    assert_book_close(float(ce), float(h_nats + kl_nats), rtol=0)
     # and equal to PyTorch's own soft-label cross-entropy
     torch_ce = torch.nn.functional.cross_entropy(logits.reshape(-1, 4), p.reshape(-1, 4))
-    assert float(ce) == pytest.approx(float(torch_ce), abs=1e-12)
+    assert_book_close(float(ce), float(torch_ce), rtol=0)
 
 
 
@@ -69,16 +70,16 @@ def _curve_entropy_mae_bits(model_probs, bayes_probs) -> float:
 def test_report_of_the_exact_posterior_is_zero_and_curve_never_exceeds_per_sample():
     p = _random_distributions((50, 8, 5), 4, zeros=True)
     exact = calibration.calibration_report(p, p.log())
-    assert exact.entropy_mae_bits == pytest.approx(0.0, abs=1e-12)
-    assert exact.kl_bits == pytest.approx(0.0, abs=1e-12)
+    assert_book_close(exact.entropy_mae_bits, 0.0, rtol=0)
+    assert_book_close(exact.kl_bits, 0.0, rtol=0)
     for seed in range(5):
         q = _random_distributions((50, 8, 5), 10 + seed)
         rep = calibration.calibration_report(p, q.log())
         assert rep.curve_mae_bits <= rep.entropy_mae_bits + 1e-12
-        assert rep.entropy_mae_bits == pytest.approx(_per_sample_entropy_mae_bits(q, p), abs=1e-12)
-        assert rep.curve_mae_bits == pytest.approx(_curve_entropy_mae_bits(q, p), abs=1e-12)
+        assert_book_close(rep.entropy_mae_bits, _per_sample_entropy_mae_bits(q, p), rtol=0)
+        assert_book_close(rep.curve_mae_bits, _curve_entropy_mae_bits(q, p), rtol=0)
         assert rep.entropy_mae_by_position.shape == rep.kl_by_position.shape == (8,)
-        assert rep.kl_bits == pytest.approx(rep.kl_by_position.mean(), abs=1e-12)
+        assert_book_close(rep.kl_bits, rep.kl_by_position.mean(), rtol=0)
 
 
 def test_uniform_predictor_on_bijection_reaches_the_context_blind_level():
@@ -87,6 +88,6 @@ def test_uniform_predictor_on_bijection_reaches_the_context_blind_level():
     uniform = torch.full((200, L, V), -math.log(V), dtype=torch.float64)
     rep = calibration.calibration_report(batch.posterior, uniform)
     blind = bijection.context_blind_entropy_error_bits(V, L)
-    assert rep.entropy_mae_bits == pytest.approx(blind, abs=1e-12)
-    assert rep.kl_bits == pytest.approx(blind, abs=1e-12)
-    np.testing.assert_allclose(rep.bayes_entropy_curve, bijection.bayes_entropy_bits(V, L), atol=1e-12)
+    assert_book_close(rep.entropy_mae_bits, blind, rtol=0)
+    assert_book_close(rep.kl_bits, blind, rtol=0)
+    assert_book_close(rep.bayes_entropy_curve, bijection.bayes_entropy_bits(V, L))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.architectures import figures, report, runs, settings
 from attention_dynamics.core import plotting
 from attention_dynamics.diagnostics import routing_fit, state_clusters
@@ -31,8 +32,8 @@ def test_bijection_context_blind_level_is_the_uniform_predictors_calibration():
     levels = runs.reference_levels([task], {"bijection": batch})
     uniform = torch.full(batch.posterior.shape, -math.log(6), dtype=torch.float64)
     report = calibration.calibration_report(batch.posterior, uniform)
-    assert levels.context_blind["bijection"]["entropy_mae_bits"] == pytest.approx(report.entropy_mae_bits, abs=1e-12)
-    assert levels.context_blind["bijection"]["kl_bits"] == pytest.approx(report.kl_bits, abs=1e-12)
+    assert_book_close(levels.context_blind["bijection"]["entropy_mae_bits"], report.entropy_mae_bits, rtol=0)
+    assert_book_close(levels.context_blind["bijection"]["kl_bits"], report.kl_bits, rtol=0)
 
 
 def _brute_force_posterior_given_current_observation(T, E, obs, t):
@@ -55,7 +56,7 @@ def test_hmm_context_blind_posterior_matches_brute_force_enumeration():
         for t in range(4):
             expected = _brute_force_posterior_given_current_observation(transition[b].numpy(), emission[b].numpy(),
                                                                         obs[b].numpy(), t)
-            np.testing.assert_allclose(log_q[b, t].exp().numpy(), expected, rtol=1e-12)
+            assert_book_close(log_q[b, t].exp().numpy(), expected, rtol=1e-12)
 
 
 def test_hmm_context_blind_predictor_is_the_mean_of_the_filter_posterior():
@@ -68,7 +69,7 @@ def test_hmm_context_blind_predictor_is_the_mean_of_the_filter_posterior():
     blind = runs.hmm_context_blind_log_probs(T.expand(n, 3, 3), E.expand(n, 3, 2), obs).exp()
     for o in (0, 1):
         sel = obs[:, 2] == o
-        np.testing.assert_allclose(post[sel, 2].mean(0).numpy(), blind[sel, 2][0].numpy(), atol=0.01)
+        assert_book_close(post[sel, 2].mean(0), blind[sel, 2][0], rtol=0, atol=0.01)  # a mean over sampled sequences
 
 
 def test_verdict_bounds_follow_paper_i():
@@ -87,7 +88,7 @@ def test_verdict_bounds_follow_paper_i():
 def test_bayes_floor_of_the_bijection_is_the_closed_form():
     task = tunnels.WindTunnel.make("bijection", V=7, L=6)
     floors = runs.bayes_floor_nats({"bijection": families.evaluation_batch(task, 20, 1)})
-    assert floors["bijection"] == pytest.approx(bijection.bayes_ce_floor_nats(7, 6), abs=1e-12)
+    assert_book_close(floors["bijection"], bijection.bayes_ce_floor_nats(7, 6), rtol=0)
 
 
 def _fake_results(values: dict[str, dict[str, float]]) -> dict:
@@ -169,7 +170,7 @@ def test_a_does_not_realise_row_is_undecided_while_the_positive_control_fails():
         return SimpleNamespace(metrics={"kl_bits": kl, "entropy_mae_bits": 2 * kl}, n_params=1, width=1, steps=1)
 
     threshold = runs.realised_threshold("hmm", "kl_bits", levels)
-    assert threshold == pytest.approx(settings.TRANSPORT_FRACTION_OF_BLIND * 0.03)
+    assert_book_close(threshold, settings.TRANSPORT_FRACTION_OF_BLIND * 0.03)
     for transformer_kl, lstm_status in ((0.05, "undecided"), (0.5 * threshold, "pass")):
         results = {("transformer", "hmm"): run(transformer_kl), ("lstm", "hmm"): run(0.06)}
         assert runs.positive_control_fails("hmm", results, levels) == (lstm_status == "undecided")
@@ -254,7 +255,8 @@ def test_mambas_binding_is_stated_at_the_longest_run_made(longer, status, monkey
     claim = captured["architectures.binding_accuracy_mamba"]
     values = short if longer is None else longer
     low, high = scipy_stats.t.interval(0.95, df=4, loc=np.mean(values), scale=scipy_stats.sem(values))
-    assert claim.value == pytest.approx(np.mean(values)) and claim.interval == pytest.approx([low, high])
+    assert_book_close(claim.value, np.mean(values))
+    assert_book_close(claim.interval, [low, high])
     assert claim.status == status
     assert claim.params["steps"] == (5 if longer is None else 20)
     if status == "fail":  # decided by the longer run, which the account names with both intervals
@@ -313,7 +315,8 @@ def test_the_lstms_binding_is_stated_at_its_longer_run_against_paper_is_does_not
     report.record_results(results, levels, settings.SETTINGS["fast"].replace(steps=5, target_params=1000), params={}, spread=spread,
                           floors=runs.bayes_floor_nats(batches))
     claim = captured["architectures.binding_accuracy_lstm"]
-    assert claim.value == pytest.approx(np.mean(lstm_longer)) and claim.params["steps"] == 20
+    assert_book_close(claim.value, np.mean(lstm_longer))
+    assert claim.params["steps"] == 20
     assert claim.upper == settings.REALISED_BINDING_ACCURACY and claim.status == status
     assert status == "pass" or "against what Paper I reports" in claim.explanation
     assert captured["architectures.binding_accuracy_mamba"].params["steps"] == 5  # no longer Mamba run here

@@ -12,6 +12,7 @@ import torch
 from scipy import stats
 
 from attention_dynamics.book import compute
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.architectures import binding_spread, runs, settings
 from attention_dynamics.core.paths import data_path
 from attention_dynamics.training.families import compare_architectures
@@ -19,8 +20,10 @@ from attention_dynamics.training.families import compare_architectures
 
 def _interval_matches_scipy(interval, values) -> None:
     low, high = stats.t.interval(0.95, df=len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
-    assert interval["low"] == pytest.approx(low) and interval["high"] == pytest.approx(high)
-    assert interval["mean"] == pytest.approx(np.mean(values)) and interval["n"] == len(values)
+    assert_book_close(interval["low"], low)
+    assert_book_close(interval["high"], high)
+    assert_book_close(interval["mean"], np.mean(values))
+    assert interval["n"] == len(values)
 
 
 @pytest.mark.parametrize("seeds", [[3], [1, 1], [0, -1]])
@@ -81,7 +84,7 @@ def test_the_fast_regeneration_has_the_committed_shape_and_its_runs_are_the_chap
     grid = compare_architectures(runs.book_tasks(cfg), families=("mamba",), target_params=cfg.target_params,
                                  steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=1,
                                  eval_sequences=cfg.eval_sequences, processes=1)
-    assert result["runs"]["binding_mamba"][1]["accuracy"] == pytest.approx(grid[("mamba", "binding")].metrics["accuracy"])
+    assert_book_close(result["runs"]["binding_mamba"][1]["accuracy"], grid[("mamba", "binding")].metrics["accuracy"])
     direct = binding_spread.binding_seed("fast", 1, "lstm", steps=binding_spread.LONGER_FACTOR * cfg.steps)
     timeless = lambda run: {k: v for k, v in run.items() if k != "cpu_seconds"}  # noqa: E731
     assert timeless(result["runs"]["binding_lstm_longer"][1]) == timeless(direct)

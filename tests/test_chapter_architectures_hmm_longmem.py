@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attention_dynamics.book import compute
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.architectures import figures, hmm_longmem, memory_report
 from attention_dynamics.core import plotting
 from attention_dynamics.diagnostics.memory_ladder import MemoryLadder, ladder_of_batch
@@ -41,7 +42,7 @@ def test_committed_longmem_results_match_their_settings_and_a_recomputed_ladder(
     stored = hmm_longmem.load()
     assert stored["settings"] == hmm_longmem.spec("book").to_json()
     ladder = ladder_of_batch(hmm_longmem.longmem_evaluation_set("book"))
-    np.testing.assert_allclose(stored["ladder"]["kl_bits"], ladder.kl_bits, rtol=1e-9)
+    assert_book_close(stored["ladder"]["kl_bits"], ladder.kl_bits, rtol=1e-9)  # the last entry is round-off on either machine
     assert set(stored["runs"]) <= set(hmm_longmem.spec("book").families)
     for family, runs in stored["runs"].items():
         assert sorted(runs) == ["0", "1", "2"], family

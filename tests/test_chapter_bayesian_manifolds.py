@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.bayesian_manifolds import figures, report, runs as chapter_runs, settings
 from attention_dynamics.core import plotting
 from attention_dynamics.diagnostics import wind_tunnel_geometry as wg
@@ -94,14 +95,14 @@ def test_reference_levels_match_their_closed_forms(cfg, recorded):
     V, L = cfg.bijection.V, cfg.bijection.L
     out = report.record_reference_levels(cfg, wt.bijection_batch_for_eval(cfg.bijection, seed=1, n=cfg.n_eval), seed=1)
     remaining = V - np.arange(L)  # values still possible after t pairs
-    assert out["bijection.bayes_ce_floor_nats"].value == pytest.approx(np.mean(np.log(remaining)), abs=1e-12)
-    assert out["bijection.bayes_top1_accuracy"].value == pytest.approx(np.mean(1 / remaining), abs=1e-12)
+    assert_book_close(out["bijection.bayes_ce_floor_nats"].value, np.mean(np.log(remaining)), rtol=0)
+    assert_book_close(out["bijection.bayes_top1_accuracy"].value, np.mean(1 / remaining), rtol=0)
     blind = np.mean(np.log2(V) - np.log2(remaining))
-    assert out["bijection.context_blind_entropy_mae_bits"].value == pytest.approx(blind, abs=1e-12)
+    assert_book_close(out["bijection.context_blind_entropy_mae_bits"].value, blind, rtol=0)
     # The uniform predictor's KL to a posterior uniform over the remaining values is the same number.
-    assert recorded["glue"]["manifolds.blind_kl_bits"] == pytest.approx(blind, abs=1e-12)
-    assert recorded["glue"]["manifolds.blind_paper_sizes_bits"] == pytest.approx(
-        np.mean(np.log2(20) - np.log2(20 - np.arange(19))), abs=1e-12)
+    assert_book_close(recorded["glue"]["manifolds.blind_kl_bits"], blind, rtol=0)
+    assert_book_close(recorded["glue"]["manifolds.blind_paper_sizes_bits"],
+                      np.mean(np.log2(20) - np.log2(20 - np.arange(19))), rtol=0)
     assert all(c.status == "pass" for c in out.values())
     assert set(recorded["claims"]) == set(out)
 
@@ -138,17 +139,16 @@ def test_bijection_calibration_against_a_direct_computation(cfg, runs, recorded)
     post = batch.posterior.numpy()
     h_model = _entropy_bits(np.exp(log_q))
     h_bayes = np.log2(cfg.bijection.V - np.arange(cfg.bijection.L))
-    assert out.claims["bijection.entropy_mae_bits"].value == pytest.approx(np.abs(h_model - h_bayes).mean(), rel=1e-9)
-    assert out.claims["bijection.kl_bits"].value == pytest.approx(_kl_bits(post, log_q), rel=1e-9)
+    assert_book_close(out.claims["bijection.entropy_mae_bits"].value, np.abs(h_model - h_bayes).mean(), rtol=1e-9)
+    assert_book_close(out.claims["bijection.kl_bits"].value, _kl_bits(post, log_q), rtol=1e-9)
     g = recorded["glue"]
-    assert g["manifolds.bij_curve_mae_bits"] == pytest.approx(np.abs(h_model.mean(0) - h_bayes).mean(), rel=1e-9)
+    assert_book_close(g["manifolds.bij_curve_mae_bits"], np.abs(h_model.mean(0) - h_bayes).mean(), rtol=1e-9)
     targets = batch.targets.numpy()
     true_lp = np.take_along_axis(log_q, targets[..., None], -1)
-    assert g["manifolds.bij_model_ce_nats"] == pytest.approx(-true_lp.mean(), rel=1e-9)
+    assert_book_close(g["manifolds.bij_model_ce_nats"], -true_lp.mean(), rtol=1e-9)
     guesses = log_q.argmax(-1)
-    assert g["manifolds.bij_model_top1"] == pytest.approx((guesses == targets).mean())
-    assert g["manifolds.bij_sampled_top1_bayes"] == pytest.approx(
-        np.take_along_axis(post, guesses[..., None], -1).mean())
+    assert_book_close(g["manifolds.bij_model_top1"], (guesses == targets).mean())
+    assert_book_close(g["manifolds.bij_sampled_top1_bayes"], np.take_along_axis(post, guesses[..., None], -1).mean())
 
 
 def test_hmm_calibration_against_a_direct_computation(cfg, runs, recorded):
@@ -159,28 +159,28 @@ def test_hmm_calibration_against_a_direct_computation(cfg, runs, recorded):
     for K in (K_train, K_long):
         b = batches[K]
         blind = hmm.context_blind_posterior(b.transition, b.emission, b.observations).numpy()
-        assert out.blind_reports[K].kl_bits == pytest.approx(_kl_bits(b.posterior.numpy(), np.log(blind)), rel=1e-9)
+        assert_book_close(out.blind_reports[K].kl_bits, _kl_bits(b.posterior.numpy(), np.log(blind)), rtol=1e-9)
         model_kl = _kl_bits(b.posterior.numpy(), wt.hmm_log_probs(model, b).numpy())
-        assert out.reports[K].kl_bits == pytest.approx(model_kl, rel=1e-9)
+        assert_book_close(out.reports[K].kl_bits, model_kl, rtol=1e-9)
     c = out.claims
-    assert c["hmm.context_blind_kl_bits"].value == pytest.approx(out.blind_reports[K_train].kl_bits)
-    assert c["hmm.kl_bits"].upper == pytest.approx(settings.TRANSPORT_FRACTION * c["hmm.context_blind_kl_bits"].value)
-    assert c["hmm.length_gen_kl_bits"].upper == pytest.approx(c["hmm.context_blind_kl_bits_long"].value)
+    assert_book_close(c["hmm.context_blind_kl_bits"].value, out.blind_reports[K_train].kl_bits)
+    assert_book_close(c["hmm.kl_bits"].upper, settings.TRANSPORT_FRACTION * c["hmm.context_blind_kl_bits"].value)
+    assert_book_close(c["hmm.length_gen_kl_bits"].upper, c["hmm.context_blind_kl_bits_long"].value)
     assert c["hmm.length_gen_kl_bits"].params["length"] == K_long
     # The late change: max − min of the KL ratio over the checkpoints in the last 20 % of training.
     for K in (K_train, K_long):
         steps = out.curve.steps
         late = out.curve.ratio(K)[steps >= 0.8 * steps[-1]]
-        assert out.late_change[K] == pytest.approx(late.max() - late.min())
+        assert_book_close(out.late_change[K], late.max() - late.min())
     if c["hmm.kl_bits"].status != "pass":
         assert f"moved by {out.late_change[K_train]:.3f}" in c["hmm.kl_bits"].explanation
     # The per-sample entropy error above its bound is not decided (no plateau evidence), never a bare fail.
     mae = c["hmm.entropy_mae_bits"]
-    assert mae.value == pytest.approx(out.reports[K_train].entropy_mae_bits)
+    assert_book_close(mae.value, out.reports[K_train].entropy_mae_bits)
     assert mae.status == ("pass" if mae.value <= settings.HMM_ENTROPY_BOUND_BITS else "undecided")
     g = recorded["glue"]
-    assert g["manifolds.hmm_kl_ratio_long"] == pytest.approx(out.reports[K_long].kl_bits / out.blind_reports[K_long].kl_bits)
-    assert g["manifolds.hmm_kl_first_step"] == pytest.approx(out.reports[K_train].kl_by_position[0])
+    assert_book_close(g["manifolds.hmm_kl_ratio_long"], out.reports[K_long].kl_bits / out.blind_reports[K_long].kl_bits)
+    assert_book_close(g["manifolds.hmm_kl_first_step"], out.reports[K_train].kl_by_position[0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,13 +208,13 @@ def test_bijection_geometry_claims(cfg, runs, recorded):
     c = out.claims
     # The untrained null is the run's step-0 model measured on the same probe.
     untrained = wg.bijection_geometry(runs[0].model(0), probe, table=False)
-    assert c["geometry.key_abs_cos_layer0_untrained"].value == pytest.approx(untrained.key_abs_cos[0])
-    assert c["geometry.attention_entropy_reduction_untrained"].value == pytest.approx(
-        1 - untrained.attention_entropy_bits[-1] / untrained.attention_entropy_bits[0])
+    assert_book_close(c["geometry.key_abs_cos_layer0_untrained"].value, untrained.key_abs_cos[0])
+    assert_book_close(c["geometry.attention_entropy_reduction_untrained"].value,
+                      1 - untrained.attention_entropy_bits[-1] / untrained.attention_entropy_bits[0])
     # The Monte Carlo baseline against E|cos| of two isotropic vectors in d dimensions.
     d = cfg.bijection.d_model // cfg.bijection.n_heads
     closed = math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
-    assert c["geometry.key_abs_cos_random_baseline"].value == pytest.approx(closed, abs=0.002)
+    assert_book_close(c["geometry.key_abs_cos_random_baseline"].value, closed, rtol=0, atol=0.002)
     # Over seeds: the mean with its interval, decided by the interval against the bound.
     pc1 = c["geometry.value_pc1_ratio"]
     assert pc1.value == 0.82 and pc1.interval == [0.75, 0.89] and pc1.status != "pass"
@@ -222,10 +222,10 @@ def test_bijection_geometry_claims(cfg, runs, recorded):
     assert c["geometry.value_pc1_entropy_spearman"].status == "pass"
     for name in settings.GEOMETRY_PLATEAU:
         late = out.curve[name][out.curve["step"] >= 0.8 * out.curve["step"][-1]]
-        assert out.late_change[name] == pytest.approx(late.max() - late.min())
+        assert_book_close(out.late_change[name], late.max() - late.min())
     g = recorded["glue"]
     assert g["manifolds.value_pc1_ratio_seed_min"] == 0.7 and g["manifolds.value_pc1_ratio_seed_max"] == 0.9
-    assert g["manifolds.attn_entropy_last"] == pytest.approx(out.report.attention_entropy_bits[-1])
+    assert_book_close(g["manifolds.attn_entropy_last"], out.report.attention_entropy_bits[-1])
     frame = report.manifold_frame(out.report.manifold_table)
     assert frame.index.names == ["layer", "representation"] and len(frame) == len(out.report.manifold_table)
 
@@ -233,8 +233,8 @@ def test_bijection_geometry_claims(cfg, runs, recorded):
 def test_hmm_manifold_glue(cfg, runs, recorded):
     geo = report.glue_hmm_manifold(cfg, runs[1].model(), seed=3)
     assert geo.scores.shape == (cfg.n_probe * cfg.hmm.length, 2)
-    assert recorded["glue"]["manifolds.hmm_max_abs_spearman"] == pytest.approx(
-        max(abs(r["spearman"]) for r in geo.manifold_table))
+    assert_book_close(recorded["glue"]["manifolds.hmm_max_abs_spearman"],
+                      max(abs(r["spearman"]) for r in geo.manifold_table))
 
 
 def test_frame_and_calibration_claims(cfg, runs, recorded):
@@ -244,8 +244,8 @@ def test_frame_and_calibration_claims(cfg, runs, recorded):
     assert c["frame_precision.frame_settle_step"].value == fp.frame_settle_step
     assert c["frame_precision.calibration_settle_step"].lower == fp.frame_settle_step + 1
     i = list(fp.steps).index(fp.frame_settle_step)
-    assert g["manifolds.mae_improvement_after_frame"] == pytest.approx(fp.entropy_mae_bits[i] / fp.entropy_mae_bits[-1])
-    assert g["manifolds.min_similarity_at_init"] == pytest.approx(min(fp.attention_similarity[0, 1:]))
+    assert_book_close(g["manifolds.mae_improvement_after_frame"], fp.entropy_mae_bits[i] / fp.entropy_mae_bits[-1])
+    assert_book_close(g["manifolds.min_similarity_at_init"], min(fp.attention_similarity[0, 1:]))
     assert g["manifolds.n_checkpoints"] == len(fp.steps) == len(c["frame_precision.frame_settle_step"].params["checkpoints"])
 
 
@@ -257,7 +257,7 @@ def test_frame_and_calibration_claims(cfg, runs, recorded):
 def test_hmm_floor_is_the_mean_filter_entropy_in_nats():
     batch = wt.hmm_batch_for_eval(settings.SETTINGS["fast"].hmm, 8, seed=0, n=8)
     p = batch.posterior.numpy()
-    assert figures.hmm_floor_nats(batch) == pytest.approx(float(-(p * np.log(p)).sum(-1).mean()))
+    assert_book_close(figures.hmm_floor_nats(batch), float(-(p * np.log(p)).sum(-1).mean()))
 
 
 def _close(fig):
@@ -281,7 +281,7 @@ def test_figures_draw_their_panels(cfg, runs):
     line = axes[0].get_lines()[0]
     assert len(line.get_xdata()) == cfg.bijection.steps - 4 and len(axes[1].get_lines()) == 2
     V, L = cfg.bijection.V, cfg.bijection.L
-    assert axes[0].get_lines()[1].get_ydata()[0] == pytest.approx(np.mean(np.log(V - np.arange(L))))
+    assert_book_close(axes[0].get_lines()[1].get_ydata()[0], np.mean(np.log(V - np.arange(L))))
     _close(fig)
     bij_batch = wt.bijection_batch_for_eval(cfg.bijection, seed=0, n=cfg.n_eval)
     cal = report.record_bijection_calibration(cfg, bij_run.model(), bij_batch, seed=0)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from attention_dynamics.book import compute
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.bayesian_manifolds import long_tier
 from attention_dynamics.training import wind_tunnels as wt
 
@@ -57,7 +58,7 @@ def test_the_fast_scale_writes_weights_and_results_that_load_with_weights_only(f
         for step, row in ((stored["steps"], stored["final"]), (0, stored["curve"][0])):
             again = _measured_again(loaded, step)
             for k, v in again.items():
-                assert v == pytest.approx(row[k], rel=1e-6, abs=1e-9), (tunnel, step, k)
+                assert_book_close(v, row[k], rtol=1e-6, atol=1e-9, what=(tunnel, step, k))
     assert "step 20/60" in printed
     assert any("2 job(s), 0 already done, 2 to run" in m for m in messages)
     assert set(long_tier.LONG_TIER.files) == {f"{long_tier.DATA_FOLDER}/{t}.{e}" for t in long_tier.TUNNELS
@@ -125,4 +126,4 @@ def test_the_committed_runs_are_the_long_settings_and_their_weights_give_the_sto
     assert np.all(np.diff([r["cpu_seconds"] for r in stored["curve"]]) > 0)
     again = _measured_again(run, stored["steps"])
     for k, v in again.items():
-        assert v == pytest.approx(stored["final"][k], rel=1e-4, abs=1e-6), k
+        assert_book_close(v, stored["final"][k], rtol=1e-4, atol=1e-6, what=k)

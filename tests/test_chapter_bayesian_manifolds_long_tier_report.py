@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from attention_dynamics.book import compute
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.bayesian_manifolds import figures, long_tier, long_tier_report as report, settings
 from attention_dynamics.core import plotting
 from attention_dynamics.tasks import bijection, hmm
@@ -42,10 +43,11 @@ def test_bijection_claims_against_the_closed_form_and_a_direct_kl(runs):
     out = report.record_bijection_v20(lr)
     V, L = lr.settings.tunnel.V, lr.settings.tunnel.L
     blind = out.claims["bijection_v20.context_blind_entropy_mae_bits"]
-    assert blind.status == "pass" and blind.value == pytest.approx(bijection.context_blind_entropy_error_bits(V, L), abs=1e-9)
+    assert blind.status == "pass"
+    assert_book_close(blind.value, bijection.context_blind_entropy_error_bits(V, L), rtol=0, atol=1e-9)
     batch = wt.bijection_batch_for_eval(lr.settings.tunnel, seed=0, n=lr.settings.n_eval)
     direct = _kl_bits(batch.posterior, wt.bijection_log_probs(lr.run.model(), batch))
-    assert out.claims["bijection_v20.kl_bits"].value == pytest.approx(direct, rel=1e-9)
+    assert_book_close(out.claims["bijection_v20.kl_bits"].value, direct, rtol=1e-9)
     assert out.claims["bijection_v20.entropy_mae_bits"].upper == settings.BIJECTION_TARGET_BITS
 
 
@@ -60,8 +62,9 @@ def test_hmm_bounds_are_multiples_of_the_context_blind_level_computed_directly(r
         blind = _kl_bits(b.posterior, hmm.context_blind_posterior(b.transition, b.emission, b.observations).log())
         model = _kl_bits(b.posterior, wt.hmm_log_probs(lr.run.model(), b))
         c = out.claims[claim_id]
-        assert c.upper == pytest.approx(fraction * blind, rel=1e-9) and c.value == pytest.approx(model, rel=1e-9)
-        assert out.ratio(K) == pytest.approx(model / blind, rel=1e-9)
+        assert_book_close(c.upper, fraction * blind, rtol=1e-9)
+        assert_book_close(c.value, model, rtol=1e-9)
+        assert_book_close(out.ratio(K), model / blind, rtol=1e-9)
     assert out.claims["hmm_long.entropy_mae_bits"].upper == settings.HMM_ENTROPY_BOUND_BITS
 
 
@@ -96,7 +99,7 @@ def test_geometry_claims_put_the_nulls_beside_the_trained_value(runs):
     table = out.bijection_table()
     assert list(table.columns) == ["trained", "untrained", "scrambled values"]
     c = out.claims["geometry_v20.key_abs_cos_layer0_key_tokens"]
-    assert c.value == pytest.approx(out.bijection["trained"]["key |cos|, layer 0, key tokens"])
+    assert_book_close(c.value, out.bijection["trained"]["key |cos|, layer 0, key tokens"])
     assert f"untrained {out.bijection['untrained']['key |cos|, layer 0, key tokens']:.3f}" in c.description
     # the untrained column is the model at its initialisation: a different model from the trained one
     assert out.bijection["untrained"]["value PC1 share"] != out.bijection["trained"]["value PC1 share"]

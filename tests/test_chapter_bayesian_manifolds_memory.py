@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.bayesian_manifolds import mechanism_report, memory_report
 from attention_dynamics.diagnostics import mechanism_controls
 from attention_dynamics.tasks import bijection
@@ -26,7 +27,8 @@ def test_chapter6_memory_claims_state_the_memory_each_length_matches_and_the_win
     assert got["hmm.memory_steps_transformer_len30"].value == 1
     assert got["hmm.memory_steps_transformer_len30"].status == "undecided"  # no longer run of the book model
     for k, claim_id in memory_report.WINDOW_CLAIM_IDS.items():
-        assert got[claim_id].value == pytest.approx(ladders[K20].level(k)) and got[claim_id].status == "pass"
+        assert_book_close(got[claim_id].value, ladders[K20].level(k))
+        assert got[claim_id].status == "pass"
     ladders = {20: ladders[K20], 30: ladders[K30], 50: ladders[K50]}
     long_tier = memory_report.record_chapter6_memory(ladders, {20: 10.0, 30: 10.0, 50: 10.0}, model="long_tier",
                                                      params={}, ratio_late_change={20: 0.01, 30: 0.2, 50: 0.2})
@@ -40,8 +42,8 @@ def test_mechanism_claims_are_the_controls_own_numbers():
     trained = make_bijection_transformer(V, L, d_model=8, n_layers=2, n_heads=2).eval()
     untrained = make_bijection_transformer(V, L, d_model=8, n_layers=2, n_heads=2).eval()
     keys = mechanism_report.record_paper_key_metric("geometry", trained, untrained, V, params={}, model_text="m")
-    assert keys["claims"]["geometry.key_signed_cos_value_tokens"].value == pytest.approx(
-        mechanism_controls.paper_key_orthogonality(trained, V)["signed"])
+    assert_book_close(keys["claims"]["geometry.key_signed_cos_value_tokens"].value,
+                      mechanism_controls.paper_key_orthogonality(trained, V)["signed"])
     # stated on the book-scale model (one seed moves across the bound), decided at Paper I's size
     assert keys["claims"]["geometry.key_signed_cos_value_tokens"].upper is None
     assert keys["claims"]["geometry.key_signed_cos_value_tokens"].status == "new"
@@ -54,8 +56,8 @@ def test_mechanism_claims_are_the_controls_own_numbers():
     assert set(ablation["claims"]) == {"geometry_v20.layer_ablation_kl_bits_layer0",
                                        "geometry_v20.layer_ablation_kl_bits_layer1"}  # a 2-layer model
     direct = mechanism_controls.layer_ablation(trained, batch)
-    assert ablation["claims"]["geometry_v20.layer_ablation_kl_bits_layer1"].value == pytest.approx(
-        direct["ablated"][1]["kl_bits"])
+    assert_book_close(ablation["claims"]["geometry_v20.layer_ablation_kl_bits_layer1"].value,
+                      direct["ablated"][1]["kl_bits"])
 
 
 def test_long_tier_ladders_reuse_the_chapters_only_on_the_same_sequences():
@@ -69,7 +71,7 @@ def test_long_tier_ladders_reuse_the_chapters_only_on_the_same_sequences():
     other = {K: hmm_batch_for_eval(t, K, seed=1, n=20) for K in t.test_lengths}
     own = memory_report.long_tier_ladders(lr, chapter_batches=other, chapter_ladders=sentinel)
     assert set(own) == set(t.test_lengths)
-    assert own[t.length].context_blind_kl_bits == pytest.approx(memory_report.chapter6_ladders(same)[t.length].level(1))
+    assert_book_close(own[t.length].context_blind_kl_bits, memory_report.chapter6_ladders(same)[t.length].level(1))
 
 
 def _freeze_result(finals: dict[int, tuple[float, float]], initial: float = 1.0) -> dict:
@@ -84,10 +86,11 @@ def test_freeze_cost_claim_is_the_share_of_the_untrained_gap_against_chapter4s_m
     # gaps 0.9, 0.8, 0.9; costs 0.0009, 0.0016, 0.0018: shares 0.001, 0.002, 0.002
     result = _freeze_result({0: (0.1, 0.1009), 1: (0.2, 0.2016), 2: (0.1, 0.1018)})
     got = mechanism_report.record_freeze_frame_cost(result, margin_fraction=0.01, stored_steps=500, source="x")
-    assert got["per_seed"] == pytest.approx([0.001, 0.002, 0.002])
-    assert got["claim"].value == pytest.approx(0.005 / 3) and got["claim"].lower == 0.01
+    assert_book_close(got["per_seed"], [0.001, 0.002, 0.002])
+    assert_book_close(got["claim"].value, 0.005 / 3)
+    assert got["claim"].lower == 0.01
     assert got["claim"].status == "fail"  # the whole interval below the margin
-    assert got["over_trained"] == pytest.approx([0.009, 0.008, 0.018])
+    assert_book_close(got["over_trained"], [0.009, 0.008, 0.018])
     big = mechanism_report.record_freeze_frame_cost(_freeze_result({0: (0.1, 0.2), 1: (0.1, 0.21), 2: (0.1, 0.19)}),
                                                     margin_fraction=0.01, stored_steps=500, source="x")
     assert big["claim"].status == "pass"  # freezing costs a tenth of the gap and more: the frame is needed

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from attention_dynamics.book import compute
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.bayesian_manifolds import seed_spread, settings
 from attention_dynamics.core.paths import data_path
 from attention_dynamics.diagnostics.wind_tunnel_geometry import bijection_geometry
@@ -19,8 +20,10 @@ from attention_dynamics.training import wind_tunnels as wt
 
 def _interval_matches_scipy(interval, values) -> None:
     low, high = stats.t.interval(0.95, df=len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
-    assert interval["low"] == pytest.approx(low) and interval["high"] == pytest.approx(high)
-    assert interval["mean"] == pytest.approx(np.mean(values)) and interval["n"] == len(values)
+    assert_book_close(interval["low"], low)
+    assert_book_close(interval["high"], high)
+    assert_book_close(interval["mean"], np.mean(values))
+    assert interval["n"] == len(values)
 
 
 @pytest.mark.parametrize("seeds", [[3], [1, 1], [0, -1]])
@@ -73,6 +76,6 @@ def test_the_fast_regeneration_has_the_committed_shape_and_its_runs_are_the_chap
     cfg = settings.resolve("fast", device="cpu")
     run = wt.train_bijection(cfg.bijection, seed=1, checkpoints=cfg.n_checkpoints)  # as chapter 6 trains it
     geo = bijection_geometry(run.model(), wt.bijection_probe_batch(cfg.bijection, seed=1, n=cfg.n_probe))
-    assert result["runs"]["geometry"][1]["value_pc1_ratio"] == pytest.approx(float(geo.value_ratios[0]), rel=1e-6)
-    assert result["runs"]["geometry"][1]["value_pc1_entropy_spearman"] == pytest.approx(
-        float(geo.value_pc1_entropy_spearman), rel=1e-6)
+    assert_book_close(result["runs"]["geometry"][1]["value_pc1_ratio"], float(geo.value_ratios[0]), rtol=1e-6)
+    assert_book_close(result["runs"]["geometry"][1]["value_pc1_entropy_spearman"],
+                      float(geo.value_pc1_entropy_spearman), rtol=1e-6)

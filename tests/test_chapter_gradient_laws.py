@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.gradient_laws import figures, report, runs, settings
 from attention_dynamics.ledger import claims
 from attention_dynamics.science import attention, gradients
@@ -42,8 +43,8 @@ def test_worked_example_is_the_advantage_gated_by_attention():
     for i in range(T):  # the advantage by its definition, entry by entry
         mean_b = sum(alpha[i, j] * b[i, j] for j in range(i + 1))
         for j in range(i + 1):
-            assert ex.advantage[i, j].item() == pytest.approx((mean_b - b[i, j]).item(), abs=1e-12)
-            assert ex.score_grad[i, j].item() == pytest.approx(-(alpha[i, j] * ex.advantage[i, j]).item(), abs=1e-12)
+            assert_book_close(ex.advantage[i, j].item(), (mean_b - b[i, j]).item(), rtol=0)
+            assert_book_close(ex.score_grad[i, j].item(), -(alpha[i, j] * ex.advantage[i, j]).item(), rtol=0)
     q, k = ex.best_pair()
     brute = max(((i, j) for i in range(T) for j in range(T)), key=lambda ij: ex.advantage[ij].item())
     assert (q, k) == brute
@@ -72,7 +73,7 @@ def test_law_claims_pass_on_real_heads_and_fail_on_a_wrong_law(glued):
     recorded = report.record_law_claims(draws, report.verification_params(SMALL, 0))
     assert [c.status for c in recorded.values()] == ["pass"] * len(report.LAW_CLAIMS)
     for claim_id, value in recorded.items():
-        assert glued[claim_id + "_relative"] == pytest.approx(value.value / value.params["gradient_scale"])
+        assert_book_close(glued[claim_id + "_relative"], value.value / value.params["gradient_scale"])
     broken = [{c: (1e-6, 1.0) for d in draws for c in d}]  # an error of 1e-6 of the gradient's scale
     assert all(c.status == "fail" for c in report.record_law_claims(broken, {}).values())
 
@@ -98,7 +99,8 @@ def test_finite_difference_check_covers_the_eight_gradients(monkeypatch):
 
 def test_sweep_temperatures_always_include_one():
     betas = runs.sweep_temperatures(SMALL.replace(n_temperatures=4, log10_beta_max=2))  # 1e-2, 1e-1/3, ..., 1e2
-    assert betas[0] == pytest.approx(1e-2) and betas[-1] == pytest.approx(1e2)
+    assert_book_close(betas[0], 1e-2)
+    assert_book_close(betas[-1], 1e2)
     assert 1.0 in betas and np.all(np.diff(betas) > 0) and len(betas) == 5
 
 
@@ -113,9 +115,9 @@ def test_sweep_claims_read_the_sweep_at_the_right_temperatures(glued, monkeypatc
     # independently: the value gradient at β = 1 and at β_max, from two separate one-point sweeps
     at_one = gradients.inverse_temperature_sweep(x, params, y, [1.0]).value_grad_norm[0]
     at_max = gradients.inverse_temperature_sweep(x, params, y, [1e2]).value_grad_norm[0]
-    assert recorded["gradients.one_hot_value_grad_ratio"].value == pytest.approx(at_max / at_one, rel=1e-12)
+    assert_book_close(recorded["gradients.one_hot_value_grad_ratio"].value, at_max / at_one, rtol=1e-12)
     assert recorded["gradients.entropy_bound_max_ratio"].value <= 1.0  # the lemma
-    assert glued["gradients.sweep_beta_max"] == pytest.approx(1e2)
+    assert_book_close(glued["gradients.sweep_beta_max"], 1e2)
     assert glued["gradients.sweep_entropy_max"] <= np.log(cfg.sweep_T) + 1e-12
     # the chapter's own sweep draws the same head from the same generator state
     again = runs.temperature_sweep(cfg, torch.Generator().manual_seed(2))
@@ -140,7 +142,7 @@ def test_weight_step_claims_take_the_worst_head_and_return_the_sticky_measures(g
               dict(sticky, score_err=1.0, value_cosine=0.9)]  # a score step far off: its claim must fail
     measures = report.record_weight_step_claims(sticky, random, SMALL, seed=0)
     assert measures == {"sign_agreement": 0.6, "value_cosine": 0.3}
-    assert glued["gradients.ws_random_cosine_mean"] == pytest.approx(0.7)
+    assert_book_close(glued["gradients.ws_random_cosine_mean"], 0.7)
     assert glued["gradients.ws_random_cosine_min"] == 0.5 and glued["gradients.ws_random_cosine_max"] == 0.9
 
 
@@ -165,7 +167,7 @@ def test_glue_weight_step_traces_ranges(glued):
     assert glued["ch2.ws_sgd_sign_min"] == 0.5 and glued["ch2.ws_em_like_cosine_max"] == 0.35
     assert glued["ch2.ws_sgd_loss_end"] == 1.5
     assert (glued["ch2.ws_ref_sign_min"], glued["ch2.ws_ref_sign_max"]) == (0.55, 0.7)
-    assert glued["ch2.ws_ref_cosine_err"] == pytest.approx(2e-9)
+    assert_book_close(glued["ch2.ws_ref_cosine_err"], 2e-9)
 
 
 def test_entropy_bound_ratio_at_one_hot_attention_is_defined():

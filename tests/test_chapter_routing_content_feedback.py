@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.routing_content_feedback import figures, report, runs, settings
 from attention_dynamics.core import plotting
 from attention_dynamics.ledger import claims
@@ -60,8 +61,8 @@ def test_glue_task_reports_sizes_and_reference_levels(glued):
     K, C = example.source_tags.shape[1], example.n_labels
     assert table == {"sources K": K, "queries Q": example.requests.shape[1], "tags": example.n_tags,
                      "labels C": C, "input width": example.x.shape[-1]}
-    assert glued["recall.blind_floor"] == pytest.approx(np.log(K))
-    assert glued["recall.chance"] == pytest.approx(np.log(C))
+    assert_book_close(glued["recall.blind_floor"], np.log(K))
+    assert_book_close(glued["recall.chance"], np.log(C))
     assert glued["recall.T"] == K + example.requests.shape[1]
 
 
@@ -173,7 +174,7 @@ def test_compatibility_change_claim_and_glue(tiny_run, glued):
     claim = report.record_compatibility_change(run, changes, curve, eta=1e-2, common={"seed": 0}, scale="fast",
                                                n_check=8)
     direct = dynamics.compatibility_change_after_value_step(run.head_at(0), check, 1e-2).relative_error
-    assert claim.value == pytest.approx(direct, rel=1e-12)
+    assert_book_close(claim.value, direct, rtol=1e-12)
     above = [s for s, e in zip(run.steps, curve) if e > 0.1]
     assert glued["ch3.db_err_below_10pct_until"] == (above[0] if above else run.steps[-1])
     fig = figures.plot_compatibility_changes(run, changes, curve, eta=1e-2, n_positions=check.targets.numel())

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import entropy
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.sticky_markov_chain import figures, lr_surface, paper_scale, report, runs, settings
 from attention_dynamics.core import plotting
 from attention_dynamics.ledger import claims
@@ -53,9 +54,9 @@ def _script_matrix(n: int = 8, self_prob: float = 0.3) -> np.ndarray:
 def test_record_chains_matches_the_script_construction(captured):
     P = report.record_chains()
     expected = _script_matrix()
-    np.testing.assert_allclose(P["reference"].numpy(), expected, atol=1e-12)
-    assert captured["sticky.effective_self_prob_reference"].value == pytest.approx(expected[0, 0], abs=1e-12)
-    assert captured["sticky.self_prob_nominal"] == pytest.approx(0.3, abs=1e-12)
+    assert_book_close(P["reference"].numpy(), expected)
+    assert_book_close(captured["sticky.effective_self_prob_reference"].value, expected[0, 0], rtol=0)
+    assert_book_close(captured["sticky.self_prob_nominal"], 0.3, rtol=0)
     assert captured["sticky.stationary_max_deviation"] < 1e-10
 
 
@@ -63,9 +64,9 @@ def test_record_floors_are_mean_row_entropies(captured):
     P = report.record_chains()
     floors = report.record_floors(P, 5_000, seed=0)
     for kind, p in P.items():
-        assert floors[kind] == pytest.approx(np.mean([entropy(row) for row in p.numpy()]), abs=1e-10)
-        assert captured[f"sticky.hmin_bits_{kind}"] == pytest.approx(floors[kind] / math.log(2), abs=1e-10)
-    assert captured["sticky.ln8"] == pytest.approx(math.log(8))
+        assert_book_close(floors[kind], np.mean([entropy(row) for row in p.numpy()]), rtol=0, atol=1e-10)
+        assert_book_close(captured[f"sticky.hmin_bits_{kind}"], floors[kind] / math.log(2), rtol=0, atol=1e-10)
+    assert_book_close(captured["sticky.ln8"], math.log(8))
 
 
 def test_plot_transition_rows_draws_both_chains():
@@ -97,11 +98,11 @@ def test_record_protocol_against_hand_computed_summaries(captured):
     cfg = settings.resolve("fast", device="cpu", seeds=(1, 2, 3), steps=20, length=100)
     hmin = 1.0
     report.record_protocol(runs, protocol, cfg, hmin)
-    assert captured["sticky.final_loss_sgd"].value == pytest.approx(2.0)
-    assert captured["sticky.final_loss_sgd_sd"] == pytest.approx(0.1)
-    assert captured["sticky.final_loss_em"].value == pytest.approx(1.5)
-    assert captured["sticky.final_loss_em"].lower == pytest.approx((math.log(8) + 1.0) / 2)
-    assert captured["sticky.gap_covered_em_like"] == pytest.approx((math.log(8) - 1.5) / (math.log(8) - 1.0))
+    assert_book_close(captured["sticky.final_loss_sgd"].value, 2.0)
+    assert_book_close(captured["sticky.final_loss_sgd_sd"], 0.1)
+    assert_book_close(captured["sticky.final_loss_em"].value, 1.5)
+    assert_book_close(captured["sticky.final_loss_em"].lower, (math.log(8) + 1.0) / 2)
+    assert_book_close(captured["sticky.gap_covered_em_like"], (math.log(8) - 1.5) / (math.log(8) - 1.0))
     assert captured["sticky.first_step_min"] == 8 and captured["sticky.first_step_max"] == 12
     fig = figures.plot_protocol(runs, cfg.seeds, protocol["speedup"])
     ax = fig.axes[0]
@@ -116,11 +117,12 @@ def test_matched_control_and_interval_read_the_stored_first_steps(captured, heav
     block = heavy["ci"]["reference"]
     matched = block["em_like_speedup_over"]["sgd_matched"]
     ratio = np.mean(matched["control_first_steps"]) / np.mean(matched["em_like_first_steps"])
-    assert captured["sticky.speedup_vs_matched_lr"].value == pytest.approx(ratio, rel=1e-9)
+    assert_book_close(captured["sticky.speedup_vs_matched_lr"].value, ratio, rtol=1e-9)
     ci = report.record_speedup_interval(heavy)
     assert captured["sticky.speedup_ci95_low"].value <= ci["point"] <= captured["sticky.speedup_ci95_high"].value
     steps = heavy["config"]["steps"]
-    assert block["speedup"]["em_like"]["speedup"] == pytest.approx(steps / np.mean(block["speedup"]["em_like"]["first_steps"]))
+    assert_book_close(block["speedup"]["em_like"]["speedup"],
+                      steps / np.mean(block["speedup"]["em_like"]["first_steps"]))
 
 
 def test_record_surface_verdict_follows_the_intervals(captured):
@@ -142,14 +144,14 @@ def test_record_surface_verdict_follows_the_intervals(captured):
 def test_record_deep_and_long_runs_against_the_stored_runs(captured, heavy):
     test = report.record_deep(heavy)
     deep = heavy["deep"]
-    assert test["loss"] == pytest.approx(sum(r["test"]["loss"] for r in deep["runs"]) / len(deep["runs"]))
+    assert_book_close(test["loss"], sum(r["test"]["loss"] for r in deep["runs"]) / len(deep["runs"]))
     curve = deep["runs"][0]["test_curve"]
     assert captured["sticky.deep_best_test_loss"] == min(curve["loss"])
     table = report.record_long_runs(heavy)
     for name, short in (("sgd", "sgd"), ("em_like", "em")):
         best = np.mean([min(r["heldout_curve"]["loss"]) for r in heavy["long_run"]["runs"][name]])
         gap = captured[f"sticky.long_run_gap_to_hmin_{short}"].value
-        assert gap == pytest.approx(best - heavy["long_run"]["hmin_nats"], abs=1e-4)  # the table rounds to 4 digits
+        assert_book_close(gap, best - heavy["long_run"]["hmin_nats"], rtol=0, atol=1e-4)  # the table rounds to 4 digits
     assert len(table) >= 2
 
 
@@ -178,18 +180,18 @@ def test_plot_value_trajectories_draws_every_prototype():
 def test_trajectory_length_and_coherence():
     steps = np.linspace(0, 1, 11)[:, None, None]
     line = np.concatenate([steps * np.array([3.0, 4.0]), steps * np.array([0.0, 1.0])], axis=1)  # (11, 2, 2)
-    assert runs.trajectory_length(line) == pytest.approx((5.0 + 1.0) / 2)
-    assert runs.trajectory_coherence(line) == pytest.approx(1.0)
+    assert_book_close(runs.trajectory_length(line), (5.0 + 1.0) / 2)
+    assert_book_close(runs.trajectory_coherence(line), 1.0)
     angles = np.linspace(0, 2 * np.pi, 201)
     loop = np.stack([np.cos(angles), np.sin(angles)], axis=1)[:, None, :]  # a closed unit circle
-    assert runs.trajectory_length(loop) == pytest.approx(2 * np.pi, rel=1e-3)
-    assert runs.trajectory_coherence(loop) == pytest.approx(0.0, abs=1e-12)
+    assert_book_close(runs.trajectory_length(loop), 2 * np.pi, rtol=1e-3)
+    assert_book_close(runs.trajectory_coherence(loop), 0.0, rtol=0)
 
 
 def test_between_symbol_share():
     labels = np.repeat(np.arange(4), 50)
     separated = np.eye(4)[labels] * 10.0
-    assert runs.between_symbol_share(separated, labels) == pytest.approx(1.0)
+    assert_book_close(runs.between_symbol_share(separated, labels), 1.0)
     noise = np.random.default_rng(0).standard_normal((200, 3))
     assert runs.between_symbol_share(noise, labels) < 0.05  # expected (4 − 1)/(200 − 1) ≈ 0.015
 
@@ -214,7 +216,7 @@ def test_runs_share_data_and_initialisation_across_schedules_and_are_reproducibl
     assert list(sgd.snapshot_steps) == [0, 2, 4, 5]
     data = sticky_chain.make_sticky_chain_data(3, length=80)
     init = initial_head(3)
-    np.testing.assert_allclose(sgd.value_prototypes[0], (data.mu @ init.W_V).numpy(), rtol=1e-6)
+    assert_book_close(sgd.value_prototypes[0], (data.mu @ init.W_V).numpy(), rtol=1e-6)
 
 
 @pytest.mark.slow
@@ -231,8 +233,8 @@ def test_paper_protocol_summary_tables():
     out = runs.paper_protocol_summary(grid)
     assert out["seeds"] == [1, 2, 3]
     assert list(out["per_seed"].index) == [1, 2, 3]
-    assert out["summary"].loc[("sgd", "loss"), "mean"] == pytest.approx(
-        np.mean([grid[("sgd", s)].final["loss"] for s in (1, 2, 3)]), abs=1e-4)
+    assert_book_close(out["summary"].loc[("sgd", "loss"), "mean"],
+                      np.mean([grid[("sgd", s)].final["loss"] for s in (1, 2, 3)]), rtol=0, atol=1e-4)
 
 
 def test_describe_machine_names_what_the_benchmark_recorded():

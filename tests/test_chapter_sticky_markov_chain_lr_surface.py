@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from attention_dynamics.book import compute
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.sticky_markov_chain import figures, lr_surface, paper_scale, runs
 from attention_dynamics.core import plotting
 from attention_dynamics.core.paths import data_path
@@ -35,8 +36,8 @@ def test_ratio_schedules_are_the_papers_schedules_at_their_corners():
     assert _rates(lr_ratio_schedule(1, 10, 1)) == _rates(SCHEDULES["em_like"])
     assert _rates(lr_ratio_schedule(10, 10, 10)) == _rates(SCHEDULES["sgd_matched"])
     s = get_schedule("lr_qk3_v1_o10")
-    assert (s.query_key_lr, s.value_lr, s.readout_lr) == pytest.approx((0.03, 0.01, 0.1))
-    assert get_schedule(lr_surface.condition_schedule((10, 1, 1))).query_key_lr == pytest.approx(0.1)
+    assert_book_close((s.query_key_lr, s.value_lr, s.readout_lr), (0.03, 0.01, 0.1))
+    assert_book_close(get_schedule(lr_surface.condition_schedule((10, 1, 1))).query_key_lr, 0.1)
     with pytest.raises(ValueError):
         lr_ratio_schedule(0, 1, 1)
     with pytest.raises(ValueError):
@@ -73,7 +74,7 @@ def test_m_step_value_step_ratio_against_a_dense_computation():
     xn = x.numpy()
     S = (xn.T * counts) @ xn / counts.sum()
     expected = rho * np.linalg.norm(np.linalg.solve(S, g)) / (0.01 * np.linalg.norm(g))
-    assert ratio == pytest.approx(expected, rel=1e-10)
+    assert_book_close(ratio, expected, rtol=1e-10)
 
 
 def test_jobs_per_scale_are_the_stages_the_scale_runs():
@@ -107,14 +108,14 @@ def test_surface_regenerates_at_the_fast_scale_through_compute(tmp_path):
         direct = {name: [runs.train_sticky_head(s, name, steps=steps, length=length) for s in seeds]
                   for name in ("sgd", "em_like", "sgd_matched")}
         baseline = [r.final["loss"] for r in direct["sgd"]]
-        assert block["sgd_final_loss"] == pytest.approx(baseline, abs=1e-12)
+        assert_book_close(block["sgd_final_loss"], baseline, rtol=0)
         for name, condition in (("em_like", "values_only"), ("sgd_matched", "all_three")):
             expected = paper_speedup(baseline, [r.losses for r in direct[name]])
             got = block["conditions"][condition]
             assert got["first_steps"] == expected["first_steps"]
-            assert got["speedup"] == pytest.approx(expected["speedup"])
+            assert_book_close(got["speedup"], expected["speedup"])
         for cond in block["conditions"].values():
-            assert cond["speedup"] == pytest.approx(steps / np.mean(cond["first_steps"]))
+            assert_book_close(cond["speedup"], steps / np.mean(cond["first_steps"]))
             assert cond["ci"]["low"] <= cond["speedup"] * (1 + 1e-12) and cond["speedup"] <= cond["ci"]["high"] * (1 + 1e-12)
         assert set(block["comparisons"]) == {f"values_only_over_{n}" for n in lr_surface.CONDITIONS
                                              if n not in ("sgd", "values_only")}
@@ -159,29 +160,29 @@ def test_committed_surface_file_is_consistent():
         if block is None:
             continue
         # the baseline is the paper-scale file's SGD: the same computation, and here the same numbers
-        assert block["sgd_final_loss"] == pytest.approx([stored_sgd[s] for s in block["seeds"]], rel=1e-6)
-        assert block["threshold"] == pytest.approx(np.mean(block["sgd_final_loss"]))
+        assert_book_close(block["sgd_final_loss"], [stored_sgd[s] for s in block["seeds"]], rtol=1e-6)
+        assert_book_close(block["threshold"], np.mean(block["sgd_final_loss"]))
         for cond in block["conditions"].values():
             assert len(cond["first_steps"]) == len(block["seeds"])
-            assert cond["speedup"] == pytest.approx(steps / np.mean(cond["first_steps"]))
+            assert_book_close(cond["speedup"], steps / np.mean(cond["first_steps"]))
             assert cond["ci"]["low"] <= cond["speedup"] <= cond["ci"]["high"]
             assert all(0.5 < f < math.log(8) + 0.1 for f in cond["final_loss"])
     # the corners the paper-scale file also ran agree with it (EM-like and the matched control)
     for heavy_name, condition, block in (("em_like", "values_only", results["twenty_seeds"]),
                                          ("sgd_matched", "all_three", paper)):
         if block is not None and condition in block["conditions"]:
-            assert block["conditions"][condition]["speedup"] == pytest.approx(
-                heavy["speedup"][heavy_name]["speedup"], rel=1e-6)
+            assert_book_close(block["conditions"][condition]["speedup"],
+                              heavy["speedup"][heavy_name]["speedup"], rtol=1e-6)
     by_ratio = {tuple(p["ratios"]): p for p in results["grid"]}
     for name, ratios in lr_surface.CONDITIONS.items():
-        assert by_ratio[tuple(ratios)]["speedup"] == pytest.approx(paper["conditions"][name]["speedup"])
+        assert_book_close(by_ratio[tuple(ratios)]["speedup"], paper["conditions"][name]["speedup"])
 
 
 def test_values_axis_interpolates_in_log_log():
     results = {"grid": [{"ratios": [1, 1, 1], "speedup": 1.0}, {"ratios": [1, 10, 1], "speedup": 4.0},
                         {"ratios": [1, 1, 10], "speedup": 9.0}]}
     assert lr_surface.values_axis(results) == {"ratio": [1.0, 10.0], "speedup": [1.0, 4.0]}
-    assert lr_surface.values_axis_speedup_at(results, math.sqrt(10)) == pytest.approx(2.0)
+    assert_book_close(lr_surface.values_axis_speedup_at(results, math.sqrt(10)), 2.0)
     assert math.isnan(lr_surface.values_axis_speedup_at(results, 30.0))
     fig = figures.plot_values_axis(results, {0.3: (3.0, 1.5)})
     assert len(fig.axes) == 1

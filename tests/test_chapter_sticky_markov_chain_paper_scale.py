@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from attention_dynamics.book import compute
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.sticky_markov_chain import paper_scale, runs
 from attention_dynamics.core.paths import data_path
 from attention_dynamics.ledger.results import load_results
@@ -24,14 +25,14 @@ def _check_structure(results, config):
     for kind, schedules in config["ci_runs"].items():
         block = results["ci"][kind]
         hmin = sticky_chain.bayes_floor_nats(sticky_chain.transition_matrix(kind))
-        assert block["hmin_nats"] == pytest.approx(hmin)
+        assert_book_close(block["hmin_nats"], hmin)
         for name, seeds in schedules.items():
             assert len(block["final"][name]) == len(seeds)
             assert all(0.5 * hmin < f["loss"] < ln8 + 0.1 for f in block["final"][name])
             if name != "sgd":
                 ci = block["speedup_ci"][name]
                 assert 0 < ci["low"] <= ci["point"] <= ci["high"]
-                assert block["speedup"][name]["speedup"] == pytest.approx(ci["point"])
+                assert_book_close(block["speedup"][name]["speedup"], ci["point"])
                 assert len(block["speedup"][name]["first_steps"]) == len(seeds)
             if name not in ("sgd", "em_like"):
                 assert block["em_like_speedup_over"][name]["ratio"] > 0
@@ -46,14 +47,14 @@ def _check_structure(results, config):
             assert r["heldout"]["filtered_floor"] > 0.5 * long["hmin_nats"]
             curve = r["heldout_curve"]
             assert curve["steps"][0] == 0 and curve["steps"][-1] == config["long_steps"]
-            assert curve["loss"][-1] == pytest.approx(r["heldout"]["loss"], rel=1e-6)
+            assert_book_close(curve["loss"][-1], r["heldout"]["loss"], rtol=1e-6)
             assert r["losses"][-1] < ln8 + 0.1
     deep = results["deep"]
     assert len(deep["runs"]) == len(config["deep_seeds"])
     for r in deep["runs"]:
         assert r["test"]["loss"] > 0.5 * deep["hmin_nats"]  # a held-out loss cannot beat the floor by much
         assert r["test_curve"]["steps"][-1] == config["deep_steps"]
-        assert r["test_curve"]["loss"][-1] == pytest.approx(r["test"]["loss"], rel=1e-6)
+        assert_book_close(r["test_curve"]["loss"][-1], r["test"]["loss"], rtol=1e-6)
 
 
 def test_jobs_are_every_run_of_the_configuration_once():
@@ -86,7 +87,7 @@ def test_paper_scale_results_regenerate_at_the_fast_scale_through_compute(tmp_pa
         assert len(table) > 0
     # a job's output is the chapter's run of the same seed and schedule
     direct = runs.train_sticky_head(2024, "em_like", kind="nominal", steps=config["steps"], length=config["length"])
-    assert loaded["ci"]["nominal"]["final"]["em_like"][1] == pytest.approx(direct.final)
+    assert_book_close(loaded["ci"]["nominal"]["final"]["em_like"][1], direct.final)
 
 
 def test_committed_paper_scale_file_is_complete_and_sane():

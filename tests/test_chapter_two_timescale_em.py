@@ -15,6 +15,7 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.two_timescale_em import figures, report, runs, settings
 from attention_dynamics.core import plotting
 from attention_dynamics.ledger import claims
@@ -47,7 +48,7 @@ def test_bridge_path_is_em_from_data_points(bridge):
     for mean in path[0]:  # EM starts at K of the data points
         assert np.min(np.abs(x - mean).sum(1)) == 0.0
     for t in range(6):
-        np.testing.assert_allclose(path[t + 1], _numpy_em_step(x, path[t], settings.GMM_SIGMA), atol=1e-12)
+        assert_book_close(path[t + 1], _numpy_em_step(x, path[t], settings.GMM_SIGMA))
     assert max(bridge.bridge_errors) < 1e-10 and max(bridge.attention_errors) < 1e-10
     assert len(bridge.bridge_errors) == len(bridge.attention_errors) == 6
 
@@ -56,9 +57,9 @@ def test_likelihood_curves_start_at_the_independent_likelihood_and_em_never_decr
     curves = report.likelihood_curves(bridge)
     x, start = bridge.points.numpy(), bridge.start.means.numpy()
     dens = np.mean([multivariate_normal(m, settings.GMM_SIGMA**2 * np.eye(settings.GMM_D)).pdf(x) for m in start], axis=0)
-    assert curves["em"][0] == pytest.approx(np.mean(np.log(dens)), abs=1e-10)
+    assert_book_close(curves["em"][0], np.mean(np.log(dens)), rtol=0, atol=1e-10)
     assert np.all(np.diff(curves["em"]) >= -1e-12)  # EM's monotone improvement
-    np.testing.assert_allclose(curves["em"], curves["precond"], atol=1e-10)  # the Xu–Jordan identity
+    assert_book_close(curves["em"], curves["precond"], rtol=1e-10)  # the Xu–Jordan identity
     assert set(curves["plain"]) == set(settings.PLAIN_FACTORS)
 
 
@@ -106,9 +107,13 @@ def test_sensitivity_rows_from_given_settling_steps():
     rows = runs.sensitivity_rows(FAKE, 100)
     assert len(rows) == len(settings.SENSITIVITY_THRESHOLDS) + 1
     for _, fraction, ratio, unsettled in rows[:-1]:  # frame first in 2 of 3; t_P/t_F = 2, 0.5, 2
-        assert fraction == pytest.approx(2 / 3) and ratio == pytest.approx(2.0) and unsettled == 0
+        assert_book_close(fraction, 2 / 3)
+        assert_book_close(ratio, 2.0)
+        assert unsettled == 0
     name, fraction, ratio, _ = rows[-1]  # by distance: 40<20 no, 60<120 yes, 10<50 yes; ratios 0.5, 2, 5
-    assert "distance" in name and fraction == pytest.approx(2 / 3) and ratio == pytest.approx(2.0)
+    assert "distance" in name
+    assert_book_close(fraction, 2 / 3)
+    assert_book_close(ratio, 2.0)
     table = report.sensitivity_table(rows).splitlines()
     assert len(table) == len(rows) + 1 and table[1].split()[-3] == "0.67"
 
@@ -118,8 +123,8 @@ def test_ratio_sweep_orders_ratios_and_keeps_the_equal_rate_summary():
              "median_time_ratio": 2.0, "unsettled": 0}
     sweep, table = report.ratio_sweep({4.0: FAKE, 0.5: FAKE[:2]}, equal)
     assert list(sweep) == [0.5, 1.0, 4.0] and sweep[1.0] is equal
-    assert sweep[4.0]["frame_first_fraction"] == pytest.approx(2 / 3)
-    assert sweep[0.5]["median_time_ratio"] == pytest.approx(np.median([2.0, 0.5]))
+    assert_book_close(sweep[4.0]["frame_first_fraction"], 2 / 3)
+    assert_book_close(sweep[0.5]["median_time_ratio"], np.median([2.0, 0.5]))
     assert len(table.splitlines()) == 4
     fig = figures.plot_ratio_sweep(sweep)
     axes = fig.axes
@@ -135,7 +140,8 @@ def test_plot_settling_rates_draws_every_seed():
     assert len(axes[0].lines) == 2 * len(FAKE) + 2 + 1  # two curves per seed, legend stubs, threshold
     assert len(axes[1].collections) == 1 and len(axes[1].collections[0].get_offsets()) == len(FAKE)
     lo, hi = axes[1].get_xlim()
-    assert lo == pytest.approx(90.0) and hi == pytest.approx(660.0)
+    assert_book_close(lo, 90.0)
+    assert_book_close(hi, 660.0)
     assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in axes)  # one legend, below the panels
     plotting.check_figure(fig)
 
@@ -155,10 +161,10 @@ def test_record_freeze_claims_against_hand_computed_costs(monkeypatch):
     tunnel = _freeze_result("tunnel", [[0.3, 0.3, 0.3], [0.3, 0.3, 0.3]], [0.1, 0.1], [1.0, 1.0], steps)
     costs = report.record_freeze_claims({"head": head, "tunnel": tunnel, "provenance": {}}, 0.01)
     assert recorded["frame_precision.freeze_frame_step"] == 200
-    assert recorded["frame_precision.freeze_frame_cost_bits"] == pytest.approx(((0.5 + 0.9) / 2) / math.log(2))
+    assert_book_close(recorded["frame_precision.freeze_frame_cost_bits"], ((0.5 + 0.9) / 2) / math.log(2))
     assert recorded["frame_precision.tunnel_freeze_frame_step"] == 300  # never within: the run's length
-    assert recorded["frame_precision.tunnel_freeze_frame_cost_bits"] == pytest.approx(0.2)  # already bits
-    assert costs["head"][100] == pytest.approx(round(((0.005 + 0.02) / 2) / math.log(2), 4))
+    assert_book_close(recorded["frame_precision.tunnel_freeze_frame_cost_bits"], 0.2)  # already bits
+    assert_book_close(costs["head"][100], round(((0.005 + 0.02) / 2) / math.log(2), 4))
 
 
 def _path_run(k: int):
@@ -190,7 +196,7 @@ def test_path_comparison_and_order_claims_on_runs_with_a_known_order(monkeypatch
     values = [_remaining_step(list(r.value_path), settings.CLAIM_FRACTION) for r in path_runs]
     assert glued["ch4.path_median_frame_step"] == np.median(frame)
     assert glued["ch4.path_median_value_step"] == np.median(values)
-    assert glued["ch4.final_loss_fraction"] == pytest.approx(np.median([0.05, 0.1, 0.15, 0.2]))
+    assert_book_close(glued["ch4.final_loss_fraction"], np.median([0.05, 0.1, 0.15, 0.2]))
     assert glued["ch4.path_verdict_01"] == "frame first"
     assert order["frame_first_fraction"] == 1.0
     report.record_order_claims(order, cfg)
@@ -225,7 +231,8 @@ def test_order_statistics_intervals():
     out = runs.order_statistics(row)
     assert out["frame_first_fraction"] == 1.0
     lo, hi = out["fraction_interval"]
-    assert hi == 1.0 and lo == pytest.approx(0.025 ** (1 / 6), rel=1e-9)  # Clopper–Pearson, k = n
+    assert hi == 1.0
+    assert_book_close(lo, 0.025 ** (1 / 6), rtol=1e-9)  # Clopper–Pearson, k = n
     assert out["ratio_interval"][0] > 1.0
     half = runs.order_statistics({"frame": [10, 20, 30, 40], "values": [20, 10, 40, 30]})
     assert half["fraction_interval"][0] < 0.5 < half["fraction_interval"][1]

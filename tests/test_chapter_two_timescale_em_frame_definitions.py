@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from attention_dynamics.book import compute
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.two_timescale_em import (
     figures,
     frame_definitions as fd,
@@ -99,7 +100,7 @@ def test_intervention_against_independently_frozen_runs(sgd_run):
     run = train_specialization_head(0, steps=h, lr=FAST.sgd_lr, n_train=FAST.n_train, n_probe=FAST.n_probe,
                                     record_every=FAST.record_every, settle_window=FAST.record_every,
                                     freeze_routing_at=t)
-    assert run.probe_loss[-1] == pytest.approx(frozen[t], rel=1e-5)
+    assert_book_close(run.probe_loss[-1], frozen[t], rtol=1e-5)
     i_h = int(np.searchsorted(steps, h))
     margin = FAST.margin_fraction * (loss[0] - loss[i_h])
     passes = {tt: v - loss[i_h] <= margin for tt, v in frozen.items()}
@@ -175,9 +176,9 @@ def test_stored_result_agrees_with_chapter_4s_ledger():
     result = load_frame_definitions()
     ledger = {c["id"]: c for c in json.loads(CLAIMS_PATH.read_text())["claims"]}
     row = result["toy"]["sgd"]["horizons"][str(result["main_horizon"])]["path"]
-    assert row["share"] == pytest.approx(ledger["dynamics.frame_settles_first_fraction"]["value"])
+    assert_book_close(row["share"], ledger["dynamics.frame_settles_first_fraction"]["value"])
     ratios = np.array(row["precision"]) / np.maximum(row["frame"], 1)
-    assert np.median(ratios) == pytest.approx(ledger["dynamics.precision_to_frame_time_ratio"]["value"], rel=1e-9)
+    assert_book_close(np.median(ratios), ledger["dynamics.precision_to_frame_time_ratio"]["value"], rtol=1e-9)
 
 
 def test_horizon_stability_in_words():

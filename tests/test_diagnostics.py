@@ -23,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attention_dynamics import diagnostics as D
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.models import CausalTransformer, Probe
 from attention_dynamics.models.encoder import TorchCausalEncoder
 from attention_dynamics.science.attention import SingleHeadParams, causal_mask, init_single_head, single_head_forward
@@ -79,7 +80,7 @@ def test_a_value_no_query_attends_to_is_starved():
     expected = torch.zeros(1, T, dtype=torch.bool)
     expected[0, dead] = True
     assert torch.equal(head.starved, expected)
-    assert head.metrics.starved_fraction == pytest.approx(1 / T)
+    assert_book_close(head.metrics.starved_fraction, 1 / T)
     # ... and it receives no value gradient and no routing gradient
     assert head.value_gradient[0, dead].abs().max() == 0
     assert head.routing_gradient[0, :, dead].abs().max() == 0
@@ -92,7 +93,7 @@ def test_uniform_causal_attention_starves_nothing_and_masked_keys_are_not_starve
     assert not D.starved_keys(alpha, vis).any()
     # uniform soft counts are the harmonic tails sum_{i >= j} 1/(i+1)
     expected = torch.tensor([sum(1 / (i + 1) for i in range(j, T)) for j in range(T)], dtype=torch.float64)
-    torch.testing.assert_close(D.uniform_soft_counts(vis), expected)
+    assert_book_close(D.uniform_soft_counts(vis), expected)
     # a key that nobody may see (fully masked column) is not "starved"
     vis2 = torch.ones(3, 3, dtype=torch.bool)
     vis2[:, 1] = False
@@ -110,37 +111,37 @@ def test_hand_built_orthogonal_keys_have_orthogonality_zero():
     Q, _ = torch.linalg.qr(torch.randn(6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
     keys = (Q[:, :4].T * scales[:, None])[None]  # (1, 4, 6): four orthogonal keys of different lengths
     cos, baseline = D.key_orthogonality(keys)
-    assert cos == pytest.approx(0.0, abs=1e-12)
-    assert baseline == pytest.approx(math.gamma(3) / (math.sqrt(math.pi) * math.gamma(3.5)))
+    assert_book_close(cos, 0.0, rtol=0)
+    assert_book_close(baseline, math.gamma(3) / (math.sqrt(math.pi) * math.gamma(3.5)))
     # with labels: repeated keys of the same hypothesis are averaged first
     keys_rep = torch.cat([keys, 2 * keys], dim=1)  # (1, 8, 6)
     labels = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 3]])
-    assert D.key_orthogonality(keys_rep, labels)[0] == pytest.approx(0.0, abs=1e-12)
+    assert_book_close(D.key_orthogonality(keys_rep, labels)[0], 0.0, rtol=0)
     # and through the head diagnostics
     head = D.HeadDiagnostics(_capture(torch.full((4, 4), 0.25), keys=keys))
-    assert head.metrics.key_mean_abs_cosine == pytest.approx(0.0, abs=1e-12)
-    assert head.metrics.key_orthogonality_ratio == pytest.approx(0.0, abs=1e-11)
+    assert_book_close(head.metrics.key_mean_abs_cosine, 0.0, rtol=0)
+    assert_book_close(head.metrics.key_orthogonality_ratio, 0.0, rtol=0, atol=1e-11)
 
 
 def test_parallel_keys_have_orthogonality_one():
     keys = torch.tensor([[[1.0, 2.0], [-2.0, -4.0], [0.5, 1.0]]], dtype=torch.float64)
-    assert D.key_orthogonality(keys)[0] == pytest.approx(1.0)
+    assert_book_close(D.key_orthogonality(keys)[0], 1.0)
 
 
 def test_value_spectrum_of_values_on_a_line_is_one_component():
     t = torch.linspace(-1, 1, 11, dtype=torch.float64)
     direction = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
     spectrum = D.value_spectrum((t[:, None] * direction + torch.tensor([3.0, 0.0, 1.0]))[None])
-    assert spectrum[0] == pytest.approx(1.0)
+    assert_book_close(spectrum[0], 1.0)
     head = D.HeadDiagnostics(_capture(torch.full((11, 11), 1 / 11), v=(t[:, None] * direction)[None]))
-    assert head.metrics.value_effective_dimension == pytest.approx(1.0)
+    assert_book_close(head.metrics.value_effective_dimension, 1.0)
 
 
 def test_attention_entropy_of_uniform_rows_is_log_n():
     alpha = causal_mask(5).to(torch.float64)
     alpha /= alpha.sum(-1, keepdim=True)
     head = D.HeadDiagnostics(_capture(alpha, visible=causal_mask(5)))
-    assert head.metrics.normalized_attention_entropy == pytest.approx(1.0)
+    assert_book_close(head.metrics.normalized_attention_entropy, 1.0)
 
 
 def test_specialization_of_label_exclusive_routing():
@@ -149,17 +150,17 @@ def test_specialization_of_label_exclusive_routing():
     same = (labels[0][:, None] == labels[0][None, :]).to(torch.float64)
     alpha = same / same.sum(-1, keepdim=True)
     spec = D.specialization(_capture(alpha), labels, labels)
-    np.testing.assert_allclose(spec.routing_matrix, np.eye(3), atol=1e-12)
-    assert spec.mutual_information_nats == pytest.approx(math.log(3))
-    assert spec.normalized_mutual_information == pytest.approx(1.0)
-    np.testing.assert_allclose(spec.key_exclusivity, 1.0)
+    assert_book_close(spec.routing_matrix, np.eye(3))
+    assert_book_close(spec.mutual_information_nats, math.log(3))
+    assert_book_close(spec.normalized_mutual_information, 1.0)
+    assert_book_close(spec.key_exclusivity, 1.0)
     np.testing.assert_array_equal(spec.key_serves, [0, 1, 2])
-    assert spec.diagonal_mass == pytest.approx(1.0)
+    assert_book_close(spec.diagonal_mass, 1.0)
     # uniform attention over balanced labels is the chance level: MI 0, diagonal mass 1/3
-    assert spec.chance_mutual_information_nats == pytest.approx(0.0, abs=1e-12)
-    assert spec.chance_diagonal_mass == pytest.approx(1 / 3)
+    assert_book_close(spec.chance_mutual_information_nats, 0.0, rtol=0)
+    assert_book_close(spec.chance_diagonal_mass, 1 / 3)
     uniform = D.specialization(_capture(torch.full((9, 9), 1 / 9)), labels, labels)
-    assert uniform.mutual_information_nats == pytest.approx(0.0, abs=1e-12)
+    assert_book_close(uniform.mutual_information_nats, 0.0, rtol=0)
 
 
 def test_advantage_by_label_is_the_label_sum_of_the_advantage_matrix():
@@ -175,8 +176,8 @@ def test_advantage_by_label_is_the_label_sum_of_the_advantage_matrix():
             total = sum(float(adv[b, i, j]) for b in range(2) for i in range(6) for j in range(6)
                         if ql[b, i] == a and kl[b, j] == c)
             n = int((ql == a).sum())
-            assert spec.advantage_by_label[a_idx, c_idx] == pytest.approx(total / n, abs=1e-14)
-    np.testing.assert_allclose(spec.advantage_by_label.sum(1), 0.0, atol=1e-14)  # mass is moved, not created
+            assert_book_close(spec.advantage_by_label[a_idx, c_idx], total / n, rtol=0)
+    assert_book_close(spec.advantage_by_label.sum(1), 0.0)  # mass is moved, not created
 
 
 def test_routing_stability_known_answers():
@@ -188,9 +189,9 @@ def test_routing_stability_known_answers():
     (same,) = D.routing_stability(d_a, d_a)
     assert (same.attention_tv, same.top_key_agreement, same.value_relative_change) == (0.0, 1.0, 0.0)
     (moved,) = D.routing_stability(d_a, d_b)
-    assert moved.attention_tv == pytest.approx(0.5)  # two of four rows moved all their mass
-    assert moved.top_key_agreement == pytest.approx(0.5)
-    assert moved.value_relative_change == pytest.approx(1.0)
+    assert_book_close(moved.attention_tv, 0.5)  # two of four rows moved all their mass
+    assert_book_close(moved.top_key_agreement, 0.5)
+    assert_book_close(moved.value_relative_change, 1.0)
 
 
 # ----------------------------------------------------------------------------- the single head
@@ -218,10 +219,10 @@ def test_single_head_diagnostics_equal_the_closed_forms_and_autograd():
     diag = D.diagnose_single_head(x, params, y)
     head = diag.head(0, 0)
     dS, fwd = _autograd_score_gradient(x, params, y)
-    torch.testing.assert_close(head.compatibility, fwd.b.detach(), rtol=0, atol=1e-13)
-    torch.testing.assert_close(head.routing_gradient, dS, rtol=0, atol=1e-13)
-    torch.testing.assert_close(head.advantage_matrix, -dS, rtol=0, atol=1e-13)
-    assert diag.loss == pytest.approx(fwd.loss.item())
+    assert_book_close(head.compatibility, fwd.b.detach(), rtol=0)
+    assert_book_close(head.routing_gradient, dS, rtol=0)
+    assert_book_close(head.advantage_matrix, -dS, rtol=0)
+    assert_book_close(diag.loss, fwd.loss.item())
 
 
 class ProbedSingleHead(nn.Module):
@@ -247,14 +248,14 @@ def test_hooks_on_a_probed_single_head_match_the_laws():
     diag = D.diagnose(model, x, y)
     (head,) = diag.heads
     fwd = single_head_forward(x, params, y)
-    torch.testing.assert_close(head.capture.u, fwd.u, rtol=0, atol=1e-13)
-    torch.testing.assert_close(head.compatibility, fwd.b, rtol=0, atol=1e-13)
+    assert_book_close(head.capture.u, fwd.u, rtol=0)
+    assert_book_close(head.compatibility, fwd.b, rtol=0)
     dS, _ = _autograd_score_gradient(x, params, y)
-    torch.testing.assert_close(head.routing_gradient, dS, rtol=0, atol=1e-13)
+    assert_book_close(head.routing_gradient, dS, rtol=0)
     ref = D.diagnose_single_head(x, params, y)
     for key, value in ref.heads[0].metrics.as_dict().items():
         if key not in ("module",):
-            assert head.metrics.as_dict()[key] == pytest.approx(value, rel=1e-9, abs=1e-14), key
+            assert_book_close(head.metrics.as_dict()[key], value, rtol=1e-9, what=key)
     assert all(p.grad is None for p in model.parameters())
 
 
@@ -295,8 +296,8 @@ def test_diagnose_accepts_a_single_head_module_or_its_weights(wrap):
     diag = D.diagnose(model, x[0], y[0])
     assert len(diag.heads) == 1
     # the book's advantage is E_alpha[b] − b: minus the gradient of the loss with respect to the scores
-    torch.testing.assert_close(diag.heads[0].advantage_matrix.reshape(grad.shape), -grad, rtol=1e-10, atol=1e-14)
-    assert diag.loss == pytest.approx(loss, rel=1e-12)
+    assert_book_close(diag.heads[0].advantage_matrix.reshape(grad.shape), -grad, rtol=1e-10)
+    assert_book_close(diag.loss, loss, rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- the package's transformer
@@ -328,16 +329,16 @@ def test_causal_transformer_capture_reproduces_autograd_at_the_probes():
     loss.backward()
     for h in handles:
         h.remove()
-    assert diag.loss == pytest.approx(loss.item())
+    assert_book_close(diag.loss, loss.item())
     scale = 1 / math.sqrt(model.attention_modules()[0].d_head)
     for head in diag.heads:
         l, h = head.capture.layer, head.capture.head
         cap = head.capture
-        torch.testing.assert_close(head.value_gradient, seen[(l, "values")].grad[:, h], rtol=1e-9, atol=1e-14)
-        torch.testing.assert_close(query_gradient(cap.alpha, head.compatibility, cap.keys, scale),
-                                   seen[(l, "queries")].grad[:, h], rtol=1e-9, atol=1e-14)
-        torch.testing.assert_close(key_gradient(cap.alpha, head.compatibility, cap.queries, scale),
-                                   seen[(l, "keys")].grad[:, h], rtol=1e-9, atol=1e-14)
+        assert_book_close(head.value_gradient, seen[(l, "values")].grad[:, h], rtol=1e-9)
+        assert_book_close(query_gradient(cap.alpha, head.compatibility, cap.keys, scale),
+                          seen[(l, "queries")].grad[:, h], rtol=1e-9)
+        assert_book_close(key_gradient(cap.alpha, head.compatibility, cap.queries, scale),
+                          seen[(l, "keys")].grad[:, h], rtol=1e-9)
         assert torch.equal(cap.visible[0], causal_mask(8))
 
 
@@ -412,7 +413,7 @@ def test_multihead_attention_capture_matches_direct_computation_and_autograd(bat
     loss.backward()
     for h in handles:
         h.remove()
-    assert diag.loss == pytest.approx(loss.item())
+    assert_book_close(diag.loss, loss.item())
     E, H = 16, 4
     dh = E // H
     for layer, (mha, inp) in enumerate(zip(mhas, seen)):
@@ -429,7 +430,7 @@ def test_multihead_attention_capture_matches_direct_computation_and_autograd(bat
         grad_q = torch.zeros(3, H, 6, dh, dtype=torch.float64)
         grad_k, grad_v = torch.zeros_like(grad_q), torch.zeros_like(grad_q)
         for h in heads:
-            torch.testing.assert_close(h.alpha, alpha[:, h.capture.head].detach(), rtol=0, atol=1e-13)
+            assert_book_close(h.alpha, alpha[:, h.capture.head].detach(), rtol=0)
             expect_vis = causal_mask(6) if causal else torch.ones(6, 6, dtype=torch.bool)
             assert torch.equal(h.capture.visible[0], expect_vis)
             grad_q[:, h.capture.head] = query_gradient(h.alpha, h.compatibility, h.capture.keys, 1 / math.sqrt(dh))
@@ -438,7 +439,7 @@ def test_multihead_attention_capture_matches_direct_computation_and_autograd(bat
         # the laws, pushed through the input projection, give autograd's in_proj_weight gradient
         concat = lambda t: t.transpose(1, 2).reshape(3, 6, E)  # (B, H, T, dh) -> (B, T, E)
         from_laws = torch.cat([torch.einsum("bte,btd->ed", concat(t), inp.detach()) for t in (grad_q, grad_k, grad_v)])
-        torch.testing.assert_close(from_laws, mha.in_proj_weight.grad, rtol=1e-9, atol=1e-13)
+        assert_book_close(from_laws, mha.in_proj_weight.grad, rtol=1e-9)
 
 
 def test_multihead_attention_caller_gets_what_it_asked_for():
@@ -460,11 +461,11 @@ def test_multihead_attention_caller_gets_what_it_asked_for():
             return self.readout(out + out2)
 
     diag = D.diagnose(Wrap(), x, torch.randint(0, 3, (2, 5)))
-    torch.testing.assert_close(outputs["w"], ref_w)
+    assert_book_close(outputs["w"], ref_w)
     assert outputs["w2"] is None
     # the same module called twice: two captured layers, named by call
     assert [h.capture.module for h in diag.heads] == ["mha", "mha", "mha[call 2]", "mha[call 2]"]
-    torch.testing.assert_close(diag.heads[0].alpha, diag.heads[2].alpha)
+    assert_book_close(diag.heads[0].alpha, diag.heads[2].alpha)
 
 
 def test_multihead_attention_unbatched_input():
@@ -619,9 +620,9 @@ def test_traced_fit_records_and_keeps_diagnostics():
                          track_steps=[0, 3], keep_steps=[3, 6], orthogonality_labels=x)
     np.testing.assert_array_equal(trace.steps, [0, 3, 6])
     assert sorted(trace.kept) == [3, 6] and len(trace.losses) == 6
-    assert trace.metric("loss")[0] == pytest.approx(trace.losses[0], rel=1e-6)  # same batch, same weights
+    assert_book_close(trace.metric("loss")[0], trace.losses[0], rtol=1e-6)  # same batch, same weights
     assert trace.metric("loss", head=1).shape == (3,)
-    assert trace.at(6).loss == pytest.approx(trace.metric("loss")[-1])
+    assert_book_close(trace.at(6).loss, trace.metric("loss")[-1])
     with pytest.raises(KeyError, match="kept"):
         trace.at(0)
 

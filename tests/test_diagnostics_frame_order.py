@@ -10,6 +10,7 @@ import pytest
 import scipy.stats
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.diagnostics import frame_order as fo
 from attention_dynamics.ledger import claims, frame_results as fr, verdicts
 
@@ -22,7 +23,8 @@ def test_order_share_is_clopper_pearson(k, n):
     low = scipy.stats.beta.ppf(0.025, k, n - k + 1) if k > 0 else 0.0
     high = scipy.stats.beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
     assert out["share"] == k / n and (out["k"], out["n"]) == (k, n)
-    assert out["low"] == pytest.approx(low, abs=1e-9) and out["high"] == pytest.approx(high, abs=1e-9)
+    assert_book_close(out["low"], low, rtol=0, atol=1e-9)
+    assert_book_close(out["high"], high, rtol=0, atol=1e-9)
     expected = "frame first" if low > 0.5 else "precision first" if high < 0.5 else "undecided"
     assert out["verdict"] == expected and out["verdict"] in fo.ORDER_VERDICTS
 
@@ -41,8 +43,9 @@ def test_paired_gap_is_the_paired_t_interval():
     d = precision - frame
     res = scipy.stats.ttest_1samp(d, 0).confidence_interval(0.95)
     out = fo.paired_gap(frame, precision)
-    assert out["mean"] == pytest.approx(d.mean()) and out["low"] == pytest.approx(res.low)
-    assert out["high"] == pytest.approx(res.high)
+    assert_book_close(out["mean"], d.mean())
+    assert_book_close(out["low"], res.low)
+    assert_book_close(out["high"], res.high)
     assert fo.paired_gap([1, 2], [3, 4]) == {"mean": 2.0, "low": 2.0, "high": 2.0}  # no spread: no interval
 
 
@@ -53,8 +56,9 @@ def test_ratio_of_means_against_a_direct_bootstrap():
     boot = []
     for idx in rng.integers(0, 4, size=(500, 4)):
         boot.append(num[idx].mean() / den[idx].mean())
-    assert out["point"] == pytest.approx(num.mean() / den.mean())
-    assert out["low"] == pytest.approx(np.quantile(boot, 0.025)) and out["high"] == pytest.approx(np.quantile(boot, 0.975))
+    assert_book_close(out["point"], num.mean() / den.mean())
+    assert_book_close(out["low"], np.quantile(boot, 0.025))
+    assert_book_close(out["high"], np.quantile(boot, 0.975))
     assert fo.ratio_of_means_ci(num, np.zeros(4)) == {"point": None, "low": None, "high": None}
 
 
@@ -62,7 +66,7 @@ def test_attention_entropy_against_scipy():
     alpha = torch.softmax(torch.randn(3, 4, 7, generator=torch.Generator().manual_seed(0)), -1)
     alpha[0, 0] = torch.tensor([1.0, 0, 0, 0, 0, 0, 0])  # 0 log 0 = 0
     expected = scipy.stats.entropy(alpha.numpy(), axis=-1).mean()
-    assert fo.attention_entropy_nats(alpha) == pytest.approx(expected, rel=1e-6)
+    assert_book_close(fo.attention_entropy_nats(alpha), expected, rtol=1e-6)
 
 
 def test_phrases_follow_the_statuses():

@@ -4,9 +4,9 @@ exact identities, and the manifold regression against a planted relation."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.diagnostics import mechanism_controls as mc
 from attention_dynamics.science import calibration, geometry
 from attention_dynamics.tasks import bijection, hmm
@@ -25,8 +25,8 @@ def test_paper_key_orthogonality_reads_layer_0_keys_of_the_value_tokens():
     w = model.blocks[0].attn.qkv.weight.detach().double()
     keys = model.embed.weight[V:2 * V].detach().double() @ w[D:2 * D].T  # (V, 8): both heads
     by_head = [geometry.signed_mean_offdiagonal_cosine(keys[:, h * 4:(h + 1) * 4]) for h in range(2)]
-    assert got["signed_by_head"] == pytest.approx(by_head, rel=1e-10)
-    assert got["signed"] == pytest.approx(np.mean(by_head), rel=1e-10)
+    assert_book_close(got["signed_by_head"], by_head, rtol=1e-10)
+    assert_book_close(got["signed"], np.mean(by_head), rtol=1e-10)
 
 
 def test_ablating_a_layer_whose_attention_adds_nothing_changes_nothing():
@@ -37,11 +37,11 @@ def test_ablating_a_layer_whose_attention_adds_nothing_changes_nothing():
         model.blocks[1].attn.out.weight.zero_()  # layer 1's attention output is 0 whatever the input
     batch = bijection.sample_bijection_batch(16, V, L, generator=torch.Generator().manual_seed(1))
     got = mc.layer_ablation(model, batch)
-    assert got["ablated"][1]["kl_bits"] == pytest.approx(got["intact"]["kl_bits"], rel=1e-12)
+    assert_book_close(got["ablated"][1]["kl_bits"], got["intact"]["kl_bits"], rtol=1e-12)
     # the context-blind level is the closed form of chapter 6
-    assert got["blind"]["entropy_mae_bits"] == pytest.approx(bijection.context_blind_entropy_error_bits(V, L), rel=1e-9)
+    assert_book_close(got["blind"]["entropy_mae_bits"], bijection.context_blind_entropy_error_bits(V, L), rtol=1e-9)
     direct = calibration.calibration_report(batch.posterior, bijection_log_probs(model, batch))
-    assert got["intact"]["kl_bits"] == pytest.approx(direct.kl_bits, rel=1e-9)
+    assert_book_close(got["intact"]["kl_bits"], direct.kl_bits, rtol=1e-9)
 
 
 def test_manifold_regression_finds_the_matrices_in_an_untrained_model_and_not_in_the_shuffled_null():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.diagnostics import memory_ladder as ml
 from attention_dynamics.ledger import memory_claims as mc
 from attention_dynamics.science import calibration
@@ -37,11 +38,14 @@ def test_memory_steps_is_the_smallest_window_at_or_below_the_kl():
 
 def test_rule_window_is_the_longest_window_up_to_eight_still_a_percent_of_the_context_blind_level():
     far = _ladder([1.0, 0.8, 0.6, 0.5, 0.4, 0.35, 0.3, 0.26, 0.2, 0.1, 0.0])
-    assert far.rule_window == 8 and far.rule_level == pytest.approx(0.26)
+    assert far.rule_window == 8
+    assert_book_close(far.rule_level, 0.26)
     near = _ladder([1.0, 0.12, 0.018, 0.0033, 0.001, 0.0002, 0.0, 0.0, 0.0])  # Paper I's random HMMs
     assert near.rule_window == 3
-    assert ml.transport_bounds(True, near) == {"lower": None, "upper": pytest.approx(0.018)}
-    assert ml.transport_bounds(False, near) == {"lower": pytest.approx(0.018), "upper": None}
+    realises, misses = ml.transport_bounds(True, near), ml.transport_bounds(False, near)
+    assert set(realises) == set(misses) == {"lower", "upper"} and realises["lower"] is None and misses["upper"] is None
+    assert_book_close(realises["upper"], 0.018)
+    assert_book_close(misses["lower"], 0.018)
     assert ml.transport_bounds(None, near) == {"lower": None, "upper": None}
 
 
@@ -50,12 +54,13 @@ def test_ladder_ends_are_the_context_blind_posterior_and_the_filter_and_levels_f
     ladder = ml.memory_ladder(batch.transition, batch.emission, batch.observations, batch.posterior)
     blind = calibration.calibration_report(
         batch.posterior, hmm.context_blind_posterior(batch.transition, batch.emission, batch.observations).log())
-    assert ladder.context_blind_kl_bits == pytest.approx(blind.kl_bits, rel=1e-12)
-    assert ladder.level(7) == pytest.approx(0.0, abs=1e-12) and ladder.level(50) == ladder.level(7)
+    assert_book_close(ladder.context_blind_kl_bits, blind.kl_bits, rtol=1e-12)
+    assert_book_close(ladder.level(7), 0.0, rtol=0)
+    assert ladder.level(50) == ladder.level(7)
     assert np.all(np.diff(ladder.kl_bits) <= 1e-12)
     # each level is the KL of the window posterior, computed here by enumerating the window's hidden paths
     q3 = hmm.window_posterior_by_path_enumeration(batch.transition, batch.emission, batch.observations, 3)
-    assert ladder.level(3) == pytest.approx(calibration.calibration_report(batch.posterior, q3.log()).kl_bits, rel=1e-10)
+    assert_book_close(ladder.level(3), calibration.calibration_report(batch.posterior, q3.log()).kl_bits, rtol=1e-10)
     stored = ml.MemoryLadder.from_json(ladder.to_json())
     np.testing.assert_array_equal(stored.kl_bits, ladder.kl_bits)
     assert torch.get_num_threads() >= 1  # the ladder restores the thread count it changed
@@ -80,7 +85,8 @@ def test_window_claims_are_checked_against_path_enumeration():
     got = mc.window_claims({2: "test.window_kl_bits_k2", 3: "test.window_kl_bits_k3"}, batch.transition,
                            batch.emission, batch.observations, batch.posterior, ladder, params={}, tunnel_text="test")
     for k, claim_id in ((2, "test.window_kl_bits_k2"), (3, "test.window_kl_bits_k3")):
-        assert got[claim_id].value == pytest.approx(ladder.level(k)) and got[claim_id].status == "pass"
+        assert_book_close(got[claim_id].value, ladder.level(k))
+        assert got[claim_id].status == "pass"
 
 
 def test_memory_claim_over_seeds_states_the_memory_of_the_mean_with_its_interval():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.diagnostics import routing_fit, state_clusters
 from attention_dynamics.models import factory, routing
 from attention_dynamics.models.mamba import MambaSequenceModel, forward_with_explicit_routing
@@ -30,10 +31,10 @@ def test_softmax_content_routing_gradient_has_the_advantage_form(score_function,
     y = torch.randint(0, 5, (3, 7), generator=torch.Generator().manual_seed(seed + 10))
     autograd_grad, law, alpha, b = routing_fit.softmax_routing_gradients(router, x, y)
     assert autograd_grad.abs().max() > 1e-4  # a non-trivial gradient
-    torch.testing.assert_close(autograd_grad, law, rtol=1e-10, atol=1e-14)
-    torch.testing.assert_close(law.sum(-1), torch.zeros(3, 7, dtype=torch.float64), rtol=0, atol=1e-15)
+    assert_book_close(autograd_grad, law, rtol=1e-10)
+    assert_book_close(law.sum(-1), torch.zeros(3, 7, dtype=torch.float64), rtol=0)
     fit = routing_fit.advantage_form_fit(autograd_grad, alpha, b)
-    assert fit.r2 == pytest.approx(1.0, abs=1e-12)
+    assert_book_close(fit.r2, 1.0, rtol=0)
 
 
 def test_advantage_fit_matches_a_per_row_least_squares_computed_independently():
@@ -56,7 +57,7 @@ def test_advantage_fit_matches_a_per_row_least_squares_computed_independently():
         else:
             residual += (g ** 2).sum()
         total += (g ** 2).sum()
-    assert fit.r2 == pytest.approx(1 - residual / total, abs=1e-12)
+    assert_book_close(fit.r2, 1 - residual / total, rtol=0)
     assert 0 < fit.r2 < 1
 
 
@@ -66,7 +67,7 @@ def test_advantage_fit_is_one_when_the_gain_term_vanishes_and_less_when_it_does_
     alpha = torch.softmax(torch.randn(5, 8, dtype=torch.float64, generator=gen), -1)
     b = torch.randn(5, 8, dtype=torch.float64, generator=gen)
     b_centred = b - (alpha * b).sum(-1, keepdim=True)
-    assert routing_fit.advantage_form_fit(3.0 * alpha * b_centred, alpha, b_centred).r2 == pytest.approx(1.0, abs=1e-12)
+    assert_book_close(routing_fit.advantage_form_fit(3.0 * alpha * b_centred, alpha, b_centred).r2, 1.0, rtol=0)
     shifted = b_centred + 5.0  # a large common gain: mostly unexplained
     assert routing_fit.advantage_form_fit(alpha * shifted, alpha, shifted).r2 < 0.5
 
@@ -88,7 +89,7 @@ def test_mamba_advantage_fit_uses_the_gradient_with_respect_to_log_weights():
     rebuilt = torch.sign(w) * ell.exp()  # w as a function of its log-magnitude
     (grad_ell,) = torch.autograd.grad((rebuilt * grad_w).sum(), ell)  # chain rule through the same ∂L/∂w
     visible = w != 0
-    np.testing.assert_allclose(np.sort(fit.true), np.sort(grad_ell[visible].numpy()), rtol=1e-9, atol=1e-300)
+    assert_book_close(np.sort(fit.true), np.sort(grad_ell[visible].numpy()), rtol=1e-9)
     assert 0 <= fit.r2 <= 1
 
 
@@ -98,7 +99,7 @@ def test_pooled_r2_weights_fits_by_their_gradient_norms():
     b1, b2 = torch.randn(2, 6, dtype=torch.float64, generator=gen), torch.randn(2, 6, dtype=torch.float64, generator=gen)
     f1, f2 = routing_fit.advantage_form_fit(alpha * b1, alpha, b1), routing_fit.advantage_form_fit(10 * alpha * b2, alpha, b2)
     both = routing_fit.advantage_form_fit(torch.cat([alpha * b1, 10 * alpha * b2]), torch.cat([alpha, alpha]), torch.cat([b1, b2]))
-    assert routing_fit.pooled_r2([f1, f2]) == pytest.approx(both.r2, abs=1e-12)
+    assert_book_close(routing_fit.pooled_r2([f1, f2]), both.r2, rtol=0)
 
 
 def test_scan_reproduction_error_is_rounding_level_and_final_states_match_the_read_out():
@@ -110,7 +111,7 @@ def test_scan_reproduction_error_is_rounding_level_and_final_states_match_the_re
     for family in ("transformer", "mamba", "lstm"):
         model = factory.build_model(family, task, 8).eval()
         states = state_clusters.final_layer_states(model, batch.inputs)
-        torch.testing.assert_close(model.head(states), model(batch.inputs))
+        assert_book_close(model.head(states), model(batch.inputs))
     with pytest.raises(ValueError, match="no final-layer states"):
         state_clusters.final_layer_states(factory.build_model("mlp_blind", task, 8), batch.inputs)
 
@@ -137,6 +138,6 @@ def test_the_null_fit_breaks_an_exact_advantage_form():
     alpha = torch.softmax(logits, -1)
     b = torch.randn(3, T, T, generator=g, dtype=torch.float64) * visible
     exact = gradients.advantage_routing_gradient(alpha, b)
-    assert routing_fit.advantage_form_fit(exact, alpha, b).r2 == pytest.approx(1.0, abs=1e-12)
+    assert_book_close(routing_fit.advantage_form_fit(exact, alpha, b).r2, 1.0, rtol=0)
     null = routing_fit.advantage_form_fit(exact, alpha, routing_fit.permute_within_rows(b, alpha > 0, g))
     assert null.r2 < 0.5

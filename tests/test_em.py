@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture as SklearnMixture
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.science import em
 
 
@@ -42,10 +43,10 @@ def _sklearn_model(mixture):
 def test_responsibilities_match_scikit_learn():
     mixture, g = _mixture(1)
     x, _ = em.sample_gaussian_mixture(200, mixture, generator=g)
-    np.testing.assert_allclose(em.responsibilities(x, mixture).numpy(), _sklearn_model(mixture).predict_proba(x.numpy()),
-                               rtol=0, atol=1e-10)
+    assert_book_close(em.responsibilities(x, mixture).numpy(),
+                      _sklearn_model(mixture).predict_proba(x.numpy()), rtol=0, atol=1e-10)
     ll = float(em.log_likelihood(x, mixture))
-    assert ll == pytest.approx(_sklearn_model(mixture).score(x.numpy()) * len(x), rel=1e-10)
+    assert_book_close(ll, _sklearn_model(mixture).score(x.numpy()) * len(x), rtol=1e-10)
 
 
 def test_em_mean_step_matches_one_scikit_learn_iteration():
@@ -58,7 +59,7 @@ def test_em_mean_step_matches_one_scikit_learn_iteration():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(x.numpy())
-    np.testing.assert_allclose(em.em_mean_step(x, mixture).numpy(), model.means_, rtol=1e-9, atol=1e-9)
+    assert_book_close(em.em_mean_step(x, mixture).numpy(), model.means_, rtol=1e-9, atol=1e-9)
 
 
 def test_mean_gradient_matches_autograd():
@@ -66,7 +67,7 @@ def test_mean_gradient_matches_autograd():
     x, _ = em.sample_gaussian_mixture(100, mixture, generator=g)
     means = mixture.means.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(em.log_likelihood(x, mixture.with_means(means)), means)
-    torch.testing.assert_close(em.mean_gradient(x, mixture), grad, rtol=0, atol=1e-10)
+    assert_book_close(em.mean_gradient(x, mixture), grad, rtol=0, atol=1e-10)
 
 
 @settings(max_examples=25, deadline=None)
@@ -97,8 +98,7 @@ def test_a_shared_preconditioner_breaks_the_bridge():
 def test_responsibilities_are_a_softmax_attention():
     mixture, g = _mixture(5, K=4, d=3)
     x, _ = em.sample_gaussian_mixture(50, mixture, generator=g)
-    torch.testing.assert_close(em.responsibilities_as_attention(x, mixture), em.responsibilities(x, mixture),
-                               rtol=0, atol=1e-12)
+    assert_book_close(em.responsibilities_as_attention(x, mixture), em.responsibilities(x, mixture), rtol=0)
 
 
 def test_em_never_decreases_the_likelihood_and_equals_unit_preconditioned_ascent():
@@ -107,7 +107,7 @@ def test_em_never_decreases_the_likelihood_and_equals_unit_preconditioned_ascent
     start = mixture.with_means(mixture.means + torch.randn(3, 2, generator=g, dtype=torch.float64))
     lls = em.run_em(x, start, 30)
     assert np.all(np.diff(lls) >= -1e-12)  # EM's monotone-improvement guarantee
-    np.testing.assert_allclose(em.run_gradient_ascent(x, start, 30, 1.0, preconditioned=True), lls, rtol=0, atol=1e-10)
+    assert_book_close(em.run_gradient_ascent(x, start, 30, 1.0, preconditioned=True), lls, rtol=0, atol=1e-10)
     plain = em.run_gradient_ascent(x, start, 30, 1e-3)
     assert plain[-1] > plain[0]
 

@@ -19,6 +19,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 from scipy.stats import entropy as scipy_entropy
 
+from attention_dynamics.book.nbcompare import ROUNDOFF_FLOOR, assert_book_close
 from attention_dynamics.science import gradients as G, stats
 from attention_dynamics.science.attention import causal_mask, init_single_head, single_head_forward
 
@@ -101,7 +102,7 @@ def test_every_law_matches_autograd(shape, seed, std, causal, reduction):
     params, x, y = _example(*shape, seed=seed, std=std)
     loss, ours = G.closed_form_head_gradients(x, params, y, causal=causal, reduction=reduction)
     ref_loss, reference = G.autograd_head_gradients(x, params, y, causal=causal, reduction=reduction)
-    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-14, abs=1e-14)
+    assert_book_close(loss.item(), ref_loss.item(), rtol=1e-14)
     terms = _head_term_magnitudes(x, params, y, causal=causal, reduction=reduction)
     for name in G.GRADIENT_NAMES:
         assert ours[name].shape == reference[name].shape, name
@@ -130,8 +131,8 @@ def test_laws_take_any_batch_dimensions():
     for i in range(2):
         for j in range(3):
             one = single_head_forward(x[i, j], params, y[i, j], reduction="sum")
-            torch.testing.assert_close(batched[i, j], G.advantage_routing_gradient(one.alpha, one.b), rtol=1e-12, atol=1e-15)
-            torch.testing.assert_close(value[i, j], G.responsibility_weighted_value_gradient(one.alpha, one.u), rtol=1e-12, atol=1e-15)
+            assert_book_close(batched[i, j], G.advantage_routing_gradient(one.alpha, one.b), rtol=1e-12)
+            assert_book_close(value[i, j], G.responsibility_weighted_value_gradient(one.alpha, one.u), rtol=1e-12)
 
 
 def test_mean_and_sum_reductions_differ_by_the_number_of_positions():
@@ -139,7 +140,7 @@ def test_mean_and_sum_reductions_differ_by_the_number_of_positions():
     _, mean = G.closed_form_head_gradients(x, params, y, reduction="mean")
     _, total = G.closed_form_head_gradients(x, params, y, reduction="sum")
     for name in G.GRADIENT_NAMES:
-        torch.testing.assert_close(total[name], mean[name] * y.numel(), rtol=1e-13, atol=1e-15)
+        assert_book_close(total[name], mean[name] * y.numel(), rtol=1e-13)
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,14 +155,14 @@ def test_central_difference_gradient_of_a_known_function(order, step, atol):
     point = torch.tensor([[0.3, -1.2], [2.0, 0.7]], dtype=torch.float64)
     numeric = G.central_difference_gradient(lambda t: (torch.sin(t) * t**2).sum(), point, step=step, order=order)
     exact = torch.cos(point) * point**2 + 2 * point * torch.sin(point)
-    torch.testing.assert_close(numeric, exact, rtol=0, atol=atol)
+    assert_book_close(numeric, exact, rtol=0, atol=atol)  # the truncation error of each difference scheme
 
 
 def test_fourth_order_stencil_is_exact_for_quartics():
     """The five-point stencil has no truncation error up to degree 4 (a check of its weights)."""
     point = torch.tensor([0.7, -1.3], dtype=torch.float64)
     numeric = G.central_difference_gradient(lambda t: (t**4 - 2 * t**3 + t).sum(), point, step=0.1, order=4)
-    torch.testing.assert_close(numeric, 4 * point**3 - 6 * point**2 + 1, rtol=0, atol=1e-12)
+    assert_book_close(numeric, 4 * point**3 - 6 * point**2 + 1, rtol=0)
 
 
 def test_central_difference_rejects_bad_arguments():
@@ -303,20 +304,18 @@ def test_routing_gradient_is_a_covariance_under_attention(pair, seed):
     a, bb = alpha.numpy(), b.numpy()
     covariance = np.array([np.cov(bb[i], w, aweights=a[i], bias=True)[0, 1] for i in range(a.shape[0])])
     got = (G.advantage_routing_gradient(alpha, b) @ torch.from_numpy(w)).numpy()
-    np.testing.assert_allclose(got, covariance, rtol=1e-9, atol=1e-12 * np.abs(bb).max())
+    assert_book_close(got, covariance, rtol=1e-9, atol=max(1e-12 * np.abs(bb).max(), ROUNDOFF_FLOOR))
 
 
 def test_routing_gradient_is_minus_attention_times_advantage():
     alpha, b = torch.softmax(torch.randn(4, 5, dtype=torch.float64), -1), torch.randn(4, 5, dtype=torch.float64)
-    torch.testing.assert_close(G.advantage_routing_gradient(alpha, b), -alpha * G.advantage(alpha, b), rtol=0, atol=1e-15)
+    assert_book_close(G.advantage_routing_gradient(alpha, b), -alpha * G.advantage(alpha, b), rtol=0)
 
 
 def test_expected_compatibility_is_u_dot_g():
     params, x, y = _example((2,), 5, 4, 3, 3, 3, seed=4)
     fwd = single_head_forward(x, params, y)
-    torch.testing.assert_close(
-        G.expected_compatibility(fwd.alpha, fwd.b).squeeze(-1), (fwd.u * fwd.g).sum(-1), rtol=0, atol=1e-16
-    )
+    assert_book_close(G.expected_compatibility(fwd.alpha, fwd.b).squeeze(-1), (fwd.u * fwd.g).sum(-1), rtol=0)
 
 
 def test_descending_the_routing_gradient_raises_advantaged_scores_and_lowers_the_loss():
@@ -331,13 +330,13 @@ def test_descending_the_routing_gradient_raises_advantaged_scores_and_lowers_the
     eta = 1e-4 / grad.abs().max()
     before = G.loss_from_scores(fwd.scores, fwd.v, params.W_O, y)
     after = G.loss_from_scores(fwd.scores - eta * grad, fwd.v, params.W_O, y)
-    assert (after - before).item() == pytest.approx(-(eta * grad.pow(2).sum()).item(), rel=1e-3)
+    assert_book_close((after - before).item(), -(eta * grad.pow(2).sum()).item(), rtol=1e-3)
 
 
 def test_attention_entropy_matches_scipy():
     alpha = torch.softmax(torch.randn(5, 6, dtype=torch.float64), -1)
     alpha[0] = torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64)  # 0 ln 0 = 0
-    np.testing.assert_allclose(stats.entropy(alpha).numpy(), scipy_entropy(alpha.numpy(), axis=-1), rtol=1e-13, atol=1e-15)
+    assert_book_close(stats.entropy(alpha).numpy(), scipy_entropy(alpha.numpy(), axis=-1), rtol=1e-13)
 
 
 @PROPERTY
@@ -376,15 +375,15 @@ def test_one_hot_limit_freezes_routing_but_not_values():
     # the value gradient tends to the hard-attention value gradient, which is not zero
     hard = _hard_attention_value_gradient(x, params, y)
     assert hard.norm() > 0.1 * sweep.value_grad_norm.max()
-    assert sweep.value_grad_norm[-1] == pytest.approx(hard.norm().item(), rel=1e-9)
+    assert_book_close(sweep.value_grad_norm[-1], hard.norm().item(), rtol=1e-9)
 
 
 def test_sweep_at_one_is_the_plain_head():
     params, x, y = _example((2,), 5, 4, 3, 3, 3, seed=7)
     sweep = G.inverse_temperature_sweep(x, params, y, [1.0])
     _, ref = G.autograd_head_gradients(x, params, y)
-    assert sweep.score_grad_norm[0] == pytest.approx(ref["scores"].norm().item(), rel=1e-12)
-    assert sweep.value_grad_norm[0] == pytest.approx(ref["v"].norm().item(), rel=1e-12)
+    assert_book_close(sweep.score_grad_norm[0], ref["scores"].norm().item(), rtol=1e-12)
+    assert_book_close(sweep.value_grad_norm[0], ref["v"].norm().item(), rtol=1e-12)
 
 
 def test_sweep_rejects_bad_temperatures():
@@ -399,7 +398,7 @@ def test_non_finite_compatibility_in_masked_entries_is_harmless():
     b = torch.tensor([[2.0, math.inf], [1.0, -1.0]], dtype=torch.float64)
     grad = G.advantage_routing_gradient(alpha, b)
     assert torch.isfinite(grad).all() and grad[0].eq(0).all()
-    torch.testing.assert_close(grad[1], torch.tensor([0.4 * 1.2, 0.6 * -0.8], dtype=torch.float64))
+    assert_book_close(grad[1], torch.tensor([0.4 * 1.2, 0.6 * -0.8], dtype=torch.float64))
 
 
 def test_bad_reduction_is_rejected():
@@ -464,15 +463,15 @@ def test_the_weight_step_formulas_equal_an_autograd_step():
     eta = 0.3
     step = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=eta)
     after = _actual_step(params, x, y, eta)
-    torch.testing.assert_close(step.value_step, after.v - fwd.v, rtol=0, atol=1e-13)
+    assert_book_close(step.value_step, after.v - fwd.v, rtol=0)
     visible = step.visible
-    torch.testing.assert_close(step.score_step[visible], (after.scores - fwd.scores)[visible], rtol=0, atol=1e-12)
+    assert_book_close(step.score_step[visible], (after.scores - fwd.scores)[visible], rtol=0)
     # the first-order part is off by the second-order term, which shrinks as eta²
     errors = []
     for h in (0.1, 0.05):
         small = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=h)
         errors.append(float((small.score_step - small.score_step_first).abs().max()))
-    assert errors[0] / errors[1] == pytest.approx(4.0, rel=1e-6)
+    assert_book_close(errors[0] / errors[1], 4.0, rtol=1e-6)
 
 
 def test_with_orthonormal_inputs_the_values_move_as_if_free():
@@ -480,8 +479,8 @@ def test_with_orthonormal_inputs_the_values_move_as_if_free():
 
     params, x, y, fwd = _weight_step_example(T=6, d_in=8, orthonormal=True)
     step = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=0.1)
-    torch.testing.assert_close(step.value_step, step.value_law, rtol=0, atol=1e-14)
-    assert value_step_cosine(step) == pytest.approx(1.0, abs=1e-12)
+    assert_book_close(step.value_step, step.value_law, rtol=0)
+    assert_book_close(value_step_cosine(step), 1.0, rtol=0)
     # generic inputs mix the values across positions: the cosine is below 1
     params, x, y, fwd = _weight_step_example(T=30, d_in=4, seed=2)
     mixed = weight_space_step(x, fwd.q, fwd.k, fwd.v, fwd.alpha, fwd.u, scale=fwd.scale, eta=0.1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close, book_close
 from attention_dynamics.models.mlp import ContextBlindMLP, WindowMLP, mlp_stack
 
 
@@ -16,7 +17,7 @@ def test_context_blind_mlp_sees_only_the_current_position():
     for t in range(9):
         x2 = torch.randint(0, 10, (3, 9), generator=torch.Generator().manual_seed(10 + t))
         x2[:, t] = x[:, t]  # everything else changes
-        torch.testing.assert_close(model(x2)[:, t], out[:, t])
+        assert_book_close(model(x2)[:, t], out[:, t])
 
 
 def test_window_is_the_left_padded_flattened_history():
@@ -30,8 +31,8 @@ def test_window_is_the_left_padded_flattened_history():
     e = model.embed(x)
     for t in range(6):
         slots = [e[:, s] if s >= 0 else model.pad.expand(2, d) for s in range(t - W + 1, t + 1)]
-        torch.testing.assert_close(win[:, t], torch.cat(slots, dim=-1))
-    torch.testing.assert_close(model(x), model.mlp(win))
+        assert_book_close(win[:, t], torch.cat(slots, dim=-1))
+    assert_book_close(model(x), model.mlp(win))
 
 
 def test_window_mlp_is_causal_and_forgets_beyond_its_window():
@@ -42,8 +43,8 @@ def test_window_mlp_is_causal_and_forgets_beyond_its_window():
     x2[:, 0] += 1.0  # older than the window for t ≥ 3
     x2[:, 6:] += 1.0  # the future of t ≤ 5
     out, out2 = model(x), model(x2)
-    torch.testing.assert_close(out[:, 3:6], out2[:, 3:6])
-    assert not torch.allclose(out[:, 0], out2[:, 0])
+    assert_book_close(out[:, 3:6], out2[:, 3:6])
+    assert not book_close(out[:, 0], out2[:, 0]).all()
 
 
 def test_mlp_stack_shape_and_validation():

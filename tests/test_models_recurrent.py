@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.models.recurrent import LSTMSequenceModel
 
 
@@ -29,8 +30,8 @@ def test_states_follow_the_lstm_equations():
     model = LSTMSequenceModel(n_out=4, vocab_size=9, hidden_size=6, d_embed=5).double()
     x = torch.randint(0, 9, (3, 7), generator=torch.Generator().manual_seed(1))
     expected = _lstm_by_hand(model.lstm, model.embed(x))
-    torch.testing.assert_close(model.final_states(x), expected, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(model(x), model.head(expected), rtol=1e-10, atol=1e-12)
+    assert_book_close(model.final_states(x), expected, rtol=1e-10)
+    assert_book_close(model(x), model.head(expected), rtol=1e-10)
 
 
 def test_causal_and_feature_inputs():
@@ -39,7 +40,7 @@ def test_causal_and_feature_inputs():
     x = torch.randn(2, 6, 4)
     x2 = x.clone()
     x2[:, 4:] += 1.0
-    torch.testing.assert_close(model(x)[:, :4], model(x2)[:, :4])
+    assert_book_close(model(x)[:, :4], model(x2)[:, :4])
     assert model(x).shape == (2, 6, 3)
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close, book_close
 from attention_dynamics.models.transformer import CausalTransformer, probe_activations
 
 
@@ -29,7 +30,7 @@ def test_explicit_attention_matches_fused_kernel(positional, tokens):
     explicit = model(x)
     for attn in model.attention_modules():
         attn.fused = True
-    torch.testing.assert_close(model(x), explicit, rtol=0, atol=1e-12)
+    assert_book_close(model(x), explicit, rtol=0)
 
 
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal", "alibi", "none"])
@@ -37,8 +38,8 @@ def test_outputs_are_causal(positional):
     model, x = _model(positional), _inputs(True)
     changed = x.clone()
     changed[:, 5:] = (changed[:, 5:] + 1) % 7  # change only the future of position 4
-    torch.testing.assert_close(model(changed)[:, :5], model(x)[:, :5], rtol=0, atol=0)
-    assert not torch.allclose(model(changed)[:, 5:], model(x)[:, 5:])
+    assert torch.equal(model(changed)[:, :5], model(x)[:, :5])
+    assert not book_close(model(changed)[:, 5:], model(x)[:, 5:]).all()
 
 
 def test_alibi_weights_equal_softmax_of_scores_minus_slope_times_distance():
@@ -54,7 +55,7 @@ def test_alibi_weights_equal_softmax_of_scores_minus_slope_times_distance():
                 for j in range(i + 1):
                     scores[:, i, j] -= m * (i - j)
             alpha = torch.softmax(scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf), -1)
-            torch.testing.assert_close(lay["attn_weights"][:, h], alpha, rtol=0, atol=1e-12)
+            assert_book_close(lay["attn_weights"][:, h], alpha, rtol=0)
 
 
 def test_alibi_and_sinusoidal_run_beyond_max_len_learned_does_not():
@@ -71,19 +72,19 @@ def test_probe_activations_shapes_consistency_and_restored_state():
     model.train()
     logits, layers = probe_activations(model, x)
     assert model.training and all(a.fused for a in model.attention_modules())
-    torch.testing.assert_close(logits, model.eval()(x), rtol=0, atol=1e-12)
+    assert_book_close(logits, model.eval()(x), rtol=0)
     assert len(layers) == 2
     for lay in layers:
         for name in ("queries", "keys", "values", "context"):
             assert lay[name].shape == (3, 2, 9, 8)
         assert lay["attn_weights"].shape == (3, 2, 9, 9)
         assert lay["residual"].shape == (3, 9, 16)
-        torch.testing.assert_close(lay["context"], lay["attn_weights"] @ lay["values"], rtol=0, atol=1e-12)
-        torch.testing.assert_close(lay["attn_weights"].sum(-1), torch.ones(3, 2, 9, dtype=torch.float64))
+        assert_book_close(lay["context"], lay["attn_weights"] @ lay["values"], rtol=0)
+        assert_book_close(lay["attn_weights"].sum(-1), torch.ones(3, 2, 9, dtype=torch.float64))
     # the residual stream after the last block, through the read-out, gives the logits
-    torch.testing.assert_close(model.head(model.ln_final(layers[-1]["residual_out"])), logits, rtol=0, atol=1e-12)
+    assert_book_close(model.head(model.ln_final(layers[-1]["residual_out"])), logits, rtol=0)
     # and the stream entering layer 1 is layer 0's output
-    torch.testing.assert_close(model.blocks[0](layers[0]["residual"]), layers[1]["residual"], rtol=0, atol=1e-12)
+    assert_book_close(model.blocks[0](layers[0]["residual"]), layers[1]["residual"], rtol=0)
 
 
 def test_invalid_positional_is_rejected():

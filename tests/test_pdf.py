@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.book.notebooks import BookError, book_chapters
 from attention_dynamics.book.pdf import (
     build_pdf,
@@ -95,7 +96,7 @@ def test_pdf_is_a4_and_has_every_chapter(book_pdf):
     assert book_pdf.path.read_bytes()[:5] == b"%PDF-"
     assert len(book_pdf.pages) > 20, f"only {len(book_pdf.pages)} pages"
     box = book_pdf.pages[0].mediabox
-    assert (float(box.width), float(box.height)) == pytest.approx(A4, abs=2), f"not A4: {box}"
+    assert_book_close((float(box.width), float(box.height)), A4, rtol=0, atol=2, what=f"not A4: {box}")
     titles = [_chapter_title(c.path) for c in book_chapters(REPO_ROOT)]
     assert len(titles) >= 8
     missing = [t for t in titles if _normalise(t) not in book_pdf.text]

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.core import plotting
 
 
@@ -41,9 +42,9 @@ def test_a_wide_row_is_stacked_two_panels_to_a_row_within_the_column():
 def test_a_pair_or_grid_is_narrowed_not_stacked():
     fig, axes = plotting.new_figure(3, nrows=2, width=4.0, height=2.0)
     assert axes.shape == (2, 3)
-    assert fig.get_size_inches()[0] == pytest.approx(plotting.MAX_FIGURE_WIDTH_IN)
+    assert_book_close(fig.get_size_inches()[0], plotting.MAX_FIGURE_WIDTH_IN)
     fig, axes = plotting.new_figure(2, width=3.0, height=2.0)
-    assert fig.get_size_inches()[0] == pytest.approx(6.0)
+    assert_book_close(fig.get_size_inches()[0], 6.0)
     with pytest.raises(ValueError, match="at least one row and one column"):
         plotting.new_figure(0)
 
@@ -92,7 +93,7 @@ def test_figure_png_records_its_dpi_and_smallest_font_for_the_reader_s_size():
     ax.set_xlabel("x", fontsize=11)
     image = Image.open(io.BytesIO(plotting.figure_png(fig, dpi=100)))
     assert float(image.info[plotting.SMALLEST_FONT_KEY]) == 9.5
-    assert image.info["dpi"][0] == pytest.approx(100, abs=0.01)
+    assert_book_close(image.info["dpi"][0], 100, rtol=0, atol=0.01)
     # The tight bounding box keeps the figure within its nominal width at that dpi (plus the text it holds).
     assert 300 <= image.size[0] <= 4 * 100 + 10
 

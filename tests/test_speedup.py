@@ -4,8 +4,8 @@ intervals against direct resampling loops."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.science import speedup
 
 
@@ -21,16 +21,16 @@ def test_paper_speedup_by_hand():
     """Threshold = mean baseline final loss 1.5; first steps 5 and 6 → 10 steps / 5.5."""
     curves = [np.linspace(2.0, 1.0, 10), np.r_[np.full(6, 1.6), np.full(4, 1.4)]]
     out = speedup.paper_speedup([1.4, 1.6], curves)
-    assert out["threshold"] == pytest.approx(1.5)
+    assert_book_close(out["threshold"], 1.5)
     assert out["first_steps"] == [5, 6]
-    assert out["speedup"] == pytest.approx(10 / 5.5)
+    assert_book_close(out["speedup"], 10 / 5.5)
 
 
 def test_em_like_speedup_over_is_a_ratio_of_first_steps():
     em = [np.r_[np.full(4, 2.0), np.full(6, 1.0)]]
     control = [np.r_[np.full(2, 2.0), np.full(8, 1.0)]]
     out = speedup.em_like_speedup_over([1.5], em, control)
-    assert out["ratio"] == pytest.approx(2 / 4)
+    assert_book_close(out["ratio"], 2 / 4)
 
 
 def test_bootstrap_interval_against_a_direct_resampling_loop():
@@ -43,14 +43,15 @@ def test_bootstrap_interval_against_a_direct_resampling_loop():
     stats = [speedup.paper_speedup(finals[d], [curves[i] for i in d])["speedup"] for d in draws]
     low, high = np.percentile(stats, [2.5, 97.5])
     assert ci["low"] <= ci["point"] <= ci["high"]
-    assert ci["low"] == pytest.approx(low, rel=0.03)
-    assert ci["high"] == pytest.approx(high, rel=0.03)
+    assert_book_close(ci["low"], low, rtol=0.03)
+    assert_book_close(ci["high"], high, rtol=0.03)
 
 
 def test_bootstrap_of_identical_seeds_is_a_point():
     curve = np.linspace(2.0, 1.0, 50)
     ci = speedup.bootstrap_speedup_ci([1.5] * 6, [curve] * 6, n_resamples=200)
-    assert ci["low"] == ci["high"] == ci["point"] == pytest.approx(50 / speedup.steps_to_threshold(curve, 1.5))
+    assert ci["low"] == ci["high"] == ci["point"]
+    assert_book_close(ci["point"], 50 / speedup.steps_to_threshold(curve, 1.5))
 
 
 def test_paired_ratio_interval_against_a_direct_resampling_loop():
@@ -60,16 +61,17 @@ def test_paired_ratio_interval_against_a_direct_resampling_loop():
     b = [2.08 - np.linspace(0, 0.1 + 0.05 * rng.random(), 200) for _ in range(10)]
     ci = speedup.bootstrap_speedup_ratio_ci(finals, a, b, n_resamples=2000, seed=1)
     point = speedup.paper_speedup(finals, a)["speedup"] / speedup.paper_speedup(finals, b)["speedup"]
-    assert ci["point"] == pytest.approx(point)
+    assert_book_close(ci["point"], point)
     draws = np.random.default_rng(5).integers(0, 10, size=(2000, 10))
     stats = [speedup.paper_speedup(finals[d], [a[i] for i in d])["speedup"]
              / speedup.paper_speedup(finals[d], [b[i] for i in d])["speedup"] for d in draws]
     low, high = np.percentile(stats, [2.5, 97.5])
     assert ci["low"] <= ci["point"] <= ci["high"]
-    assert ci["low"] == pytest.approx(low, rel=0.03)
-    assert ci["high"] == pytest.approx(high, rel=0.03)
+    assert_book_close(ci["low"], low, rtol=0.03)
+    assert_book_close(ci["high"], high, rtol=0.03)
     same = speedup.bootstrap_speedup_ratio_ci(finals, a, a, n_resamples=200)
-    assert same["low"] == same["high"] == same["point"] == pytest.approx(1.0)
+    assert same["low"] == same["high"] == same["point"]
+    assert_book_close(same["point"], 1.0)
 
 
 def test_intervals_separate():

@@ -7,6 +7,7 @@ import pytest
 import torch
 from scipy.stats import chi2_contingency, chisquare
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.tasks import associative_recall as ar
 
 
@@ -47,7 +48,7 @@ def test_answer_is_independent_of_the_query_so_context_blind_accuracy_is_chance(
     assert chi2_contingency(table).pvalue > 1e-3  # query and answer independent
     assert chisquare(table.sum(0)).pvalue > 1e-3  # answers uniform
     best_blind = table.max(1).sum() / table.sum()  # the best guess for each query, with hindsight
-    assert best_blind == pytest.approx(ar.context_blind_accuracy(V), abs=0.01)
+    assert_book_close(best_blind, ar.context_blind_accuracy(V), rtol=0, atol=0.01)
     assert ar.bayes_accuracy() == 1.0
 
 
@@ -85,7 +86,7 @@ def test_bag_of_values_accuracy_matches_enumeration_of_every_value_sequence(N, V
     from collections import Counter
 
     best = [max(Counter(seq).values()) for seq in itertools.product(range(V), repeat=N)]
-    assert ar.bag_of_values_accuracy(N, V) == pytest.approx(np.mean(best) / N, abs=1e-12)
+    assert_book_close(ar.bag_of_values_accuracy(N, V), np.mean(best) / N, rtol=0)
 
 
 def test_bag_of_values_accuracy_is_what_the_mode_guess_scores_on_samples():
@@ -94,4 +95,4 @@ def test_bag_of_values_accuracy_is_what_the_mode_guess_scores_on_samples():
     counts = torch.nn.functional.one_hot(batch.values, V).sum(1)  # (B, V): the bag of stored values
     guess = counts.argmax(1, keepdim=True)  # a most frequent stored value (ties: the first)
     accuracy = (batch.targets == guess).double().mean().item()
-    assert accuracy == pytest.approx(ar.bag_of_values_accuracy(N, V), abs=0.01)
+    assert_book_close(accuracy, ar.bag_of_values_accuracy(N, V), rtol=0, atol=0.01)

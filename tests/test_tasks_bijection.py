@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.tasks import bijection
 
 
@@ -29,7 +30,7 @@ def test_exact_posterior_matches_enumeration_over_all_permutations(V, L):
         values = batch.targets[b].tolist()
         for t in range(L):
             expected = brute_force_posterior(keys, values, V, t)
-            np.testing.assert_allclose(batch.posterior[b, t].numpy(), expected, atol=1e-15)
+            assert_book_close(batch.posterior[b, t].numpy(), expected)
 
 
 def test_tokens_layout_and_targets():
@@ -64,11 +65,11 @@ def test_sampler_is_uniform_over_bijections():
 @pytest.mark.parametrize("V,L", [(2, 1), (4, 4), (10, 10), (20, 19)])
 def test_closed_forms_against_direct_sums(V, L):
     remaining = V - np.arange(L)
-    np.testing.assert_allclose(bijection.bayes_entropy_bits(V, L), np.log2(remaining), rtol=0, atol=1e-14)
-    assert bijection.bayes_ce_floor_nats(V, L) == pytest.approx(np.mean(np.log(remaining)), abs=1e-12)
-    assert bijection.bayes_top1_accuracy(V, L) == pytest.approx(np.mean(1 / remaining), abs=1e-15)
-    assert bijection.context_blind_entropy_error_bits(V, L) == pytest.approx(
-        np.mean(math.log2(V) - np.log2(remaining)), abs=1e-12)
+    assert_book_close(bijection.bayes_entropy_bits(V, L), np.log2(remaining), rtol=0)
+    assert_book_close(bijection.bayes_ce_floor_nats(V, L), np.mean(np.log(remaining)), rtol=0)
+    assert_book_close(bijection.bayes_top1_accuracy(V, L), np.mean(1 / remaining), rtol=0)
+    assert_book_close(bijection.context_blind_entropy_error_bits(V, L),
+                      np.mean(math.log2(V) - np.log2(remaining)), rtol=0)
 
 
 def test_closed_forms_against_enumeration():
@@ -88,12 +89,12 @@ def test_closed_forms_against_enumeration():
                 entropy[t] += -sum(p * math.log2(p) for p in post if p > 0)
                 blind_kl[t] += sum(p * math.log2(p * V) for p in post if p > 0)  # KL(post ‖ uniform)
                 marginal[t, values[t]] += 1
-    assert bijection.bayes_ce_floor_nats(V, L) == pytest.approx(ce.sum() / cases / L, abs=1e-12)
-    assert bijection.bayes_top1_accuracy(V, L) == pytest.approx(acc.sum() / cases / L, abs=1e-12)
-    np.testing.assert_allclose(bijection.bayes_entropy_bits(V, L), entropy / cases, atol=1e-12)
+    assert_book_close(bijection.bayes_ce_floor_nats(V, L), ce.sum() / cases / L, rtol=0)
+    assert_book_close(bijection.bayes_top1_accuracy(V, L), acc.sum() / cases / L, rtol=0)
+    assert_book_close(bijection.bayes_entropy_bits(V, L), entropy / cases)
     # without the context the target is uniform at every position, so uniform is the best blind guess
-    np.testing.assert_allclose(marginal / cases, np.full((L, V), 1 / V), atol=1e-12)
-    assert bijection.context_blind_entropy_error_bits(V, L) == pytest.approx(blind_kl.sum() / cases / L, abs=1e-12)
+    assert_book_close(marginal / cases, np.full((L, V), 1 / V))
+    assert_book_close(bijection.context_blind_entropy_error_bits(V, L), blind_kl.sum() / cases / L, rtol=0)
 
 
 @pytest.mark.parametrize("V,L", [(1, 1), (5, 0), (5, 6), (4.5, 2)])

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close, book_close
 from attention_dynamics.tasks import hmm
 
 
@@ -33,7 +34,7 @@ def test_forward_filter_matches_enumeration_over_hidden_paths(S, O, K):
     batch = hmm.sample_hmm_batch(4, K, n_states=S, n_symbols=O, generator=torch.Generator().manual_seed(S + O + K))
     for b in range(len(batch)):
         expected = brute_force_filter(batch.transition[b].numpy(), batch.emission[b].numpy(), batch.observations[b].tolist())
-        np.testing.assert_allclose(batch.posterior[b].numpy(), expected, rtol=0, atol=1e-10)
+        assert_book_close(batch.posterior[b].numpy(), expected, rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("grid", [None, 0.01])
@@ -52,21 +53,21 @@ def test_forward_filter_matches_hmmlearn_on_every_prefix(grid):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 smoothed = model.predict_proba(obs[: t + 1])
-            np.testing.assert_allclose(batch.posterior[b, t].numpy(), smoothed[-1], rtol=0, atol=1e-10)
+            assert_book_close(batch.posterior[b, t].numpy(), smoothed[-1], rtol=0, atol=1e-10)
 
 
 def test_parameters_are_floored_row_stochastic_and_on_the_grid():
     g = torch.Generator().manual_seed(4)
     T, E = hmm.sample_hmm_parameters(2000, generator=g)
     for M in (T, E):
-        torch.testing.assert_close(M.sum(-1), torch.ones(M.shape[:-1], dtype=torch.float64), rtol=0, atol=1e-12)
+        assert_book_close(M.sum(-1), torch.ones(M.shape[:-1], dtype=torch.float64), rtol=0)
         # floored at 0.05 then renormalised by a row sum ≤ 1 + 5 · 0.05
         assert float(M.min()) >= 0.05 / 1.25 - 1e-12
     Tg, Eg = hmm.sample_hmm_parameters(2000, grid=0.01, generator=g)
     for M in (Tg, Eg):
         hundredths = M * 100
-        torch.testing.assert_close(hundredths, hundredths.round(), rtol=0, atol=1e-9)
-        torch.testing.assert_close(M.sum(-1), torch.ones(M.shape[:-1], dtype=torch.float64), rtol=0, atol=1e-12)
+        assert_book_close(hundredths, hundredths.round(), rtol=0, atol=1e-9)
+        assert_book_close(M.sum(-1), torch.ones(M.shape[:-1], dtype=torch.float64), rtol=0)
         assert float(M.min()) > 0
 
 
@@ -74,8 +75,8 @@ def test_dirichlet_rows_have_the_right_moments_without_floor():
     """Dirichlet(1) on 5 categories: mean 1/5, variance (1/5)(4/5)/6 per entry."""
     T, _ = hmm.sample_hmm_parameters(20_000, floor=0.0, generator=torch.Generator().manual_seed(5))
     entries = T.reshape(-1, 5)
-    np.testing.assert_allclose(entries.mean(0).numpy(), 0.2, atol=0.003)
-    np.testing.assert_allclose(entries.var(0).numpy(), 0.2 * 0.8 / 6, rtol=0.03)
+    assert_book_close(entries.mean(0), 0.2, rtol=0, atol=0.003)
+    assert_book_close(entries.var(0).numpy(), 0.2 * 0.8 / 6, rtol=0.03)
 
 
 def test_sequences_follow_the_chain():
@@ -85,13 +86,13 @@ def test_sequences_follow_the_chain():
     n = 4000
     states, obs = hmm.sample_hmm_sequences(T.expand(n, 3, 3), E.expand(n, 3, 4), 6, generator=g)
     first = torch.bincount(states[:, 0], minlength=3) / n
-    np.testing.assert_allclose(first.numpy(), 1 / 3, atol=0.03)  # uniform initial state
+    assert_book_close(first, 1 / 3, rtol=0, atol=0.03)  # uniform initial state
     pairs = torch.zeros(3, 3)
     pairs.index_put_((states[:, :-1].reshape(-1), states[:, 1:].reshape(-1)), torch.ones(n * 5), accumulate=True)
-    np.testing.assert_allclose((pairs / pairs.sum(1, keepdim=True)).numpy(), T[0].numpy(), atol=0.03)
+    assert_book_close(pairs / pairs.sum(1, keepdim=True), T[0], rtol=0, atol=0.03)
     emitted = torch.zeros(3, 4)
     emitted.index_put_((states.reshape(-1), obs.reshape(-1)), torch.ones(n * 6), accumulate=True)
-    np.testing.assert_allclose((emitted / emitted.sum(1, keepdim=True)).numpy(), E[0].numpy(), atol=0.03)
+    assert_book_close(emitted / emitted.sum(1, keepdim=True), E[0], rtol=0, atol=0.03)
 
 
 def test_input_features_carry_observation_and_both_matrices():
@@ -99,8 +100,8 @@ def test_input_features_carry_observation_and_both_matrices():
     x = batch.inputs
     assert x.shape == (3, 7, hmm.hmm_input_dim(5, 5)) == (3, 7, 55)
     assert torch.equal(x[..., :5].argmax(-1), batch.observations)
-    torch.testing.assert_close(x[:, 3, 5:30].double().reshape(3, 5, 5), batch.transition, rtol=0, atol=1e-7)
-    torch.testing.assert_close(x[:, 6, 30:].double().reshape(3, 5, 5), batch.emission, rtol=0, atol=1e-7)
+    assert_book_close(x[:, 3, 5:30].double().reshape(3, 5, 5), batch.transition, rtol=0, atol=1e-7)
+    assert_book_close(x[:, 6, 30:].double().reshape(3, 5, 5), batch.emission, rtol=0, atol=1e-7)
 
 
 def test_invalid_arguments_are_rejected():
@@ -135,11 +136,11 @@ def test_context_blind_posterior_equals_enumeration_over_hidden_paths():
                     p *= float(T[b, a, c])
                 marginal[path[-1]] += p
             joint = marginal * E[b, :, obs[b, t]]
-            torch.testing.assert_close(got[b, t], joint / joint.sum(), rtol=1e-12, atol=1e-14)
+            assert_book_close(got[b, t], joint / joint.sum(), rtol=1e-12)
     # it ignores every earlier observation: changing o_0 leaves q_t (t ≥ 1) as it is
     other = obs.clone()
     other[:, 0] = 1 - other[:, 0]
-    torch.testing.assert_close(context_blind_posterior(T, E, other)[:, 1:], got[:, 1:], rtol=0, atol=0)
+    assert torch.equal(context_blind_posterior(T, E, other)[:, 1:], got[:, 1:])
 
 
 @pytest.mark.parametrize("mix", [0.0, 0.3, 0.7])
@@ -147,9 +148,8 @@ def test_sticky_parameters_are_the_stated_mix_of_the_same_draws_with_the_identit
     """T = (1 − m)·T_random + m·I from the same random draws; rows still sum to one; emissions unchanged."""
     base_T, base_E = hmm.sample_hmm_parameters(50, generator=torch.Generator().manual_seed(7))
     T, E = hmm.sample_hmm_parameters(50, self_transition=mix, generator=torch.Generator().manual_seed(7))
-    np.testing.assert_allclose(T.sum(-1).numpy(), 1.0, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(T.numpy(), ((1 - mix) * base_T + mix * torch.eye(5, dtype=torch.float64)).numpy(),
-                               rtol=0, atol=1e-15)
+    assert_book_close(T.sum(-1).numpy(), 1.0, rtol=0)
+    assert_book_close(T.numpy(), ((1 - mix) * base_T + mix * torch.eye(5, dtype=torch.float64)).numpy(), rtol=0)
     assert torch.equal(E, base_E)
     diag = torch.diagonal(T, dim1=-2, dim2=-1)
     assert bool((diag >= mix).all()) and bool((T >= 0).all())
@@ -161,7 +161,7 @@ def test_sticky_batch_filter_matches_enumeration_over_hidden_paths():
     assert bool((torch.diagonal(batch.transition, dim1=-2, dim2=-1) >= 0.7).all())
     for b in range(len(batch)):
         expected = brute_force_filter(batch.transition[b].numpy(), batch.emission[b].numpy(), batch.observations[b].tolist())
-        np.testing.assert_allclose(batch.posterior[b].numpy(), expected, rtol=0, atol=1e-10)
+        assert_book_close(batch.posterior[b].numpy(), expected, rtol=0, atol=1e-10)
 
 
 def test_sticky_chains_stay_put_as_often_as_their_diagonal_says():
@@ -210,25 +210,25 @@ def test_window_posterior_matches_enumeration_over_hidden_paths(window):
     for b in range(len(batch)):
         expected = brute_force_window_posterior(batch.transition[b].numpy(), batch.emission[b].numpy(),
                                                 batch.observations[b].tolist(), window)
-        np.testing.assert_allclose(got[b].numpy(), expected, rtol=0, atol=1e-12)
-        np.testing.assert_allclose(enumerated[b].numpy(), expected, rtol=0, atol=1e-12)
+        assert_book_close(got[b].numpy(), expected, rtol=0)
+        assert_book_close(enumerated[b].numpy(), expected, rtol=0)
 
 
 def test_window_posterior_is_the_forward_filter_once_the_window_covers_the_prefix():
     batch = hmm.sample_hmm_batch(20, 12, generator=torch.Generator().manual_seed(8))
     T, E, obs = batch.transition, batch.emission, batch.observations
     for window in (12, 13, 40):
-        torch.testing.assert_close(hmm.window_posterior(T, E, obs, window), batch.posterior, rtol=0, atol=1e-13)
+        assert_book_close(hmm.window_posterior(T, E, obs, window), batch.posterior, rtol=0)
     for window in (2, 5):  # a shorter window is the filter exactly at the steps t < window
         got = hmm.window_posterior(T, E, obs, window)
-        torch.testing.assert_close(got[:, :window], batch.posterior[:, :window], rtol=0, atol=1e-13)
+        assert_book_close(got[:, :window], batch.posterior[:, :window], rtol=0)
         assert float((got[:, window:] - batch.posterior[:, window:]).abs().max()) > 1e-3
 
 
 def test_one_step_window_is_the_context_blind_posterior_and_windows_approach_the_filter():
     batch = hmm.sample_hmm_batch(500, 10, self_transition=0.7, generator=torch.Generator().manual_seed(9))
     T, E, obs = batch.transition, batch.emission, batch.observations
-    torch.testing.assert_close(hmm.window_posterior(T, E, obs, 1), hmm.context_blind_posterior(T, E, obs), rtol=0, atol=0)
+    assert torch.equal(hmm.window_posterior(T, E, obs, 1), hmm.context_blind_posterior(T, E, obs))
 
     def kl(q):  # mean KL(filter ‖ q), nats
         p = batch.posterior
@@ -256,18 +256,18 @@ def test_weak_emissions_are_the_stated_mix_of_the_same_draws_with_the_uniform_ro
     base_T, base_E = hmm.sample_hmm_parameters(40, generator=torch.Generator().manual_seed(2))
     T, E = hmm.sample_hmm_parameters(40, emission_uniform_share=share, generator=torch.Generator().manual_seed(2))
     assert torch.equal(T, base_T)
-    np.testing.assert_allclose(E.numpy(), ((1 - share) * base_E + share / 5).numpy(), rtol=0, atol=1e-15)
-    np.testing.assert_allclose(E.sum(-1).numpy(), 1.0, rtol=0, atol=1e-12)
+    assert_book_close(E.numpy(), ((1 - share) * base_E + share / 5).numpy(), rtol=0)
+    assert_book_close(E.sum(-1).numpy(), 1.0, rtol=0)
     with pytest.raises(ValueError, match="emission_uniform_share"):
         hmm.sample_hmm_parameters(3, emission_uniform_share=1.0)
 
 
 def test_round_to_grid_puts_mixed_rows_back_on_the_grid():
     T, _ = hmm.sample_hmm_parameters(300, grid=0.01, self_transition=0.7, generator=torch.Generator().manual_seed(3))
-    assert not torch.allclose(T * 100, (T * 100).round())  # 0.3·grid + 0.7·I leaves the grid
+    assert not book_close(T * 100, (T * 100).round()).all()  # 0.3·grid + 0.7·I leaves the grid
     R = hmm.round_to_grid(T, 0.01)
-    torch.testing.assert_close(R * 100, (R * 100).round(), rtol=0, atol=1e-9)
-    torch.testing.assert_close(R.sum(-1), torch.ones(R.shape[:-1], dtype=torch.float64), rtol=0, atol=1e-12)
+    assert_book_close(R * 100, (R * 100).round(), rtol=0, atol=1e-9)
+    assert_book_close(R.sum(-1), torch.ones(R.shape[:-1], dtype=torch.float64), rtol=0)
     # each entry moves by at most half a grid step, the largest also takes the residual (at most S · 0.005)
     assert float((R - T).abs().max()) <= 0.03 + 1e-12 and float(R.min()) >= 0.01 - 1e-12
 
@@ -280,8 +280,8 @@ def test_header_tokens_write_paper_is_format_and_decode_to_the_matrices():
     assert int(tokens.max()) < hmm.hmm_header_vocab_size(O) and int(tokens.min()) >= 0
     trans, emit, sep, obs_marker = 101, 102, 103, 104  # after the 101 probability tokens 0.00 .. 1.00
     assert (tokens[:, 0] == trans).all() and (tokens[:, 26] == emit).all() and (tokens[:, 52] == sep).all()
-    torch.testing.assert_close(tokens[:, 1:26].double() / 100, batch.transition.reshape(4, 25), rtol=0, atol=1e-12)
-    torch.testing.assert_close(tokens[:, 27:52].double() / 100, batch.emission.reshape(4, 25), rtol=0, atol=1e-12)
+    assert_book_close(tokens[:, 1:26].double() / 100, batch.transition.reshape(4, 25), rtol=0)
+    assert_book_close(tokens[:, 27:52].double() / 100, batch.emission.reshape(4, 25), rtol=0)
     assert (tokens[:, 53::2] == obs_marker).all()
     positions = hmm.hmm_header_observation_positions(S, O, K)
     assert torch.equal(tokens[:, positions] - obs_marker - 1, batch.observations)

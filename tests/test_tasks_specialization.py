@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.science import recall_head as rh
 from attention_dynamics.science.attention import SingleHeadParams, init_single_head, single_head_forward
 from attention_dynamics.science.gradients import advantage_routing_gradient, responsibility_weighted_value_gradient
@@ -48,7 +49,7 @@ def test_ground_truth_is_consistent_with_the_inputs():
             assert b.source_labels[s, j] == b.targets[s, q]
     resp = b.responsibility
     assert resp.shape == (16, Q, K + Q)
-    torch.testing.assert_close(resp.sum(-1), torch.ones(16, Q, dtype=resp.dtype))
+    assert_book_close(resp.sum(-1), torch.ones(16, Q, dtype=resp.dtype))
     assert torch.equal(b.query_positions, torch.arange(K, K + Q))
 
 
@@ -83,15 +84,15 @@ def test_query_forward_loss_and_error_signal_match_autograd(smoothing):
     # Loss: the mean over query positions of −Σ_c t_c log p_c, written out by hand.
     logp = torch.log_softmax(fwd.logits[:, b.n_sources:], -1)
     expected = -(b.target_distribution * logp).sum(-1).mean()
-    torch.testing.assert_close(fwd.loss, expected, rtol=0, atol=1e-12)
+    assert_book_close(fwd.loss, expected, rtol=0)
     # u = ∂L/∂g by autograd, zero on source rows.
     g = fwd.g.detach().requires_grad_(True)
     loss = rh.query_cross_entropy((g @ params.W_O)[:, b.n_sources:], b)
     (u_auto,) = torch.autograd.grad(loss, g)
-    torch.testing.assert_close(fwd.u, u_auto, rtol=0, atol=1e-14)
+    assert_book_close(fwd.u, u_auto, rtol=0)
     assert fwd.u[:, : b.n_sources].abs().max() == 0
-    torch.testing.assert_close(fwd.b, fwd.u @ fwd.v.transpose(-1, -2))
-    torch.testing.assert_close(rh.query_loss(params, b), fwd.loss)
+    assert_book_close(fwd.b, fwd.u @ fwd.v.transpose(-1, -2))
+    assert_book_close(rh.query_loss(params, b), fwd.loss)
 
 
 def test_the_paper_laws_hold_for_the_query_loss():
@@ -105,9 +106,8 @@ def test_the_paper_laws_hold_for_the_query_loss():
     logits = (torch.softmax(scores, -1) @ v) @ params.W_O
     loss = rh.query_cross_entropy(logits[:, b.n_sources:], b)
     d_scores, d_v = torch.autograd.grad(loss, (scores, v))
-    torch.testing.assert_close(d_v, responsibility_weighted_value_gradient(fwd.alpha, fwd.u), rtol=0, atol=1e-14)
-    torch.testing.assert_close(torch.nan_to_num(d_scores), advantage_routing_gradient(fwd.alpha, fwd.b),
-                               rtol=0, atol=1e-14)
+    assert_book_close(d_v, responsibility_weighted_value_gradient(fwd.alpha, fwd.u), rtol=0)
+    assert_book_close(torch.nan_to_num(d_scores), advantage_routing_gradient(fwd.alpha, fwd.b), rtol=0)
 
 
 def _constructed_head(n_tags, n_labels, *, match_gain, readout_gain, route=True):
@@ -131,19 +131,19 @@ def test_one_head_solves_the_task_and_a_routing_blind_head_reaches_ln_K():
     # Uniform attention over everything visible: the context holds the K present labels equally
     # (queries add nothing), so with a large readout the prediction is uniform over them.
     blind = _constructed_head(b.n_tags, b.n_labels, match_gain=0.0, readout_gain=200.0, route=False)
-    assert float(rh.query_loss(blind, b)) == pytest.approx(sp.routing_blind_floor_nats(b.n_sources), abs=1e-6)
-    assert sp.routing_blind_floor_nats(4) == pytest.approx(math.log(4))
-    assert sp.chance_loss_nats(8) == pytest.approx(math.log(8))
+    assert_book_close(float(rh.query_loss(blind, b)), sp.routing_blind_floor_nats(b.n_sources), rtol=0, atol=1e-6)
+    assert_book_close(sp.routing_blind_floor_nats(4), math.log(4))
+    assert_book_close(sp.chance_loss_nats(8), math.log(8))
 
 
 def test_bayes_floor_is_the_entropy_of_the_target_distribution():
     b = _batch(6, target_smoothing=0.2)
     t = b.target_distribution
     entropy = float(-(t * t.log()).sum(-1).mean())
-    assert sp.bayes_floor_nats(0.2, b.n_labels) == pytest.approx(entropy, abs=1e-12)
+    assert_book_close(sp.bayes_floor_nats(0.2, b.n_labels), entropy, rtol=0)
     # A predictor that outputs the target distribution exactly reaches the floor.
     logits = torch.log(t)
-    assert float(rh.query_cross_entropy(logits, b)) == pytest.approx(entropy, abs=1e-12)
+    assert_book_close(float(rh.query_cross_entropy(logits, b)), entropy, rtol=0)
     assert sp.bayes_floor_nats() == 0.0
 
 
@@ -153,5 +153,5 @@ def test_batch_moves_and_keeps_its_ground_truth():
     assert c.x.dtype == torch.float32 and torch.equal(c.correct_source, b.correct_source)
     assert c.target_smoothing == 0.1 and c.n_tags == b.n_tags and len(c) == len(b)
     assert single_head_forward(c.x, init_single_head(c.x.shape[-1], 2, 2, c.n_labels)).alpha.shape[-1] == c.x.shape[1]
-    assert torch.allclose(c.target_distribution.sum(-1), torch.ones(len(c), c.n_queries))
+    assert_book_close(c.target_distribution.sum(-1), 1.0)
     assert F.one_hot(c.targets, c.n_labels).shape == c.target_distribution.shape

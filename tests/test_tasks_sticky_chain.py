@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.tasks import sticky_chain as sc
 
 
@@ -29,31 +30,30 @@ def test_rows_sum_to_one_and_entries_are_probabilities(kind, n):
     P = sc.transition_matrix(kind, n_symbols=n)
     assert P.shape == (n, n)
     assert (P > 0).all()
-    torch.testing.assert_close(P.sum(1), torch.ones(n, dtype=torch.float64), rtol=0, atol=1e-15)
+    assert_book_close(P.sum(1), torch.ones(n, dtype=torch.float64), rtol=0)
 
 
 def test_nominal_chain_has_the_papers_words():
     """Diagonal exactly 0.3; the off-diagonal entries share 0.7 in proportion to 1/d."""
     P = sc.transition_matrix("nominal").numpy()
     d = sc.circular_distance(8)
-    np.testing.assert_allclose(np.diag(P), 0.3, rtol=0, atol=1e-15)
+    assert_book_close(np.diag(P), 0.3, rtol=0)
     for i in range(8):
         off = [j for j in range(8) if j != i]
         weights = 1.0 / d[i, off]
-        np.testing.assert_allclose(P[i, off], 0.7 * weights / weights.sum(), rtol=1e-14)
+        assert_book_close(P[i, off], 0.7 * weights / weights.sum(), rtol=1e-14)
 
 
 def test_reference_chain_is_the_scripts_matrix_bit_for_bit():
-    torch.testing.assert_close(sc.transition_matrix("reference", dtype=torch.float32), _script_reference_matrix(),
-                               rtol=0, atol=0)
+    assert torch.equal(sc.transition_matrix("reference", dtype=torch.float32), _script_reference_matrix())
 
 
 def test_reference_effective_self_probability_closed_form():
     """Row weights 0.3 and 1/d are normalised, scaled by 0.7 and 0.3 is added: P_ii = 0.3 + 0.7·0.3/(0.3 + Σ 1/d)."""
     inverse_distance_sum = 2 * (1 + 1 / 2 + 1 / 3) + 1 / 4
     expected = 0.3 + 0.7 * 0.3 / (0.3 + inverse_distance_sum)
-    assert sc.effective_self_prob(sc.transition_matrix("reference")) == pytest.approx(expected, abs=1e-14)
-    assert sc.effective_self_prob(sc.transition_matrix("nominal")) == pytest.approx(0.3, abs=1e-14)
+    assert_book_close(sc.effective_self_prob(sc.transition_matrix("reference")), expected, rtol=0)
+    assert_book_close(sc.effective_self_prob(sc.transition_matrix("nominal")), 0.3, rtol=0)
 
 
 def test_circular_distance():
@@ -69,16 +69,16 @@ def test_stationary_distribution_against_power_iteration(kind):
     P = sc.transition_matrix(kind).numpy()
     pi = sc.stationary_distribution(P)
     power = np.full(8, 1 / 8) @ np.linalg.matrix_power(P, 200)
-    np.testing.assert_allclose(pi, power, atol=1e-12)
-    np.testing.assert_allclose(pi @ P, pi, atol=1e-14)
-    np.testing.assert_allclose(pi, 1 / 8, atol=1e-12)  # circulant: doubly stochastic, uniform law
+    assert_book_close(pi, power)
+    assert_book_close(pi @ P, pi)
+    assert_book_close(pi, 1 / 8)  # circulant: doubly stochastic, uniform law
 
 
 def test_stationary_distribution_of_an_asymmetric_chain():
     rng = np.random.default_rng(3)
     P = rng.dirichlet(np.ones(5), size=5)
     pi = sc.stationary_distribution(P)
-    np.testing.assert_allclose(pi, np.full(5, 0.2) @ np.linalg.matrix_power(P, 500), atol=1e-12)
+    assert_book_close(pi, np.full(5, 0.2) @ np.linalg.matrix_power(P, 500))
 
 
 def _numpy_chain(P: np.ndarray, length: int, seed: int) -> np.ndarray:
@@ -100,8 +100,8 @@ def test_bayes_floor_against_monte_carlo_conditional_entropy(kind):
     P = sc.transition_matrix(kind).numpy()
     symbols = _numpy_chain(P, 300_000, seed=11)
     mc = sc.empirical_conditional_entropy_nats(symbols)
-    assert mc == pytest.approx(sc.bayes_floor_nats(P), abs=0.006)  # MC s.e. ≈ 0.0015 nats
-    assert sc.entropy_rate_nats(P) == pytest.approx(sc.bayes_floor_nats(P), abs=1e-14)  # circulant: rows alike
+    assert_book_close(mc, sc.bayes_floor_nats(P), rtol=0, atol=0.006)  # MC s.e. ≈ 0.0015 nats
+    assert_book_close(sc.entropy_rate_nats(P), sc.bayes_floor_nats(P), rtol=0)  # circulant: rows alike
 
 
 @pytest.mark.slow
@@ -110,16 +110,16 @@ def test_entropy_rate_is_stationary_weighted_where_rows_differ():
     P = np.array([[0.98, 0.01, 0.01], [0.3, 0.4, 0.3], [0.45, 0.1, 0.45]])
     symbols = _numpy_chain(P, 300_000, seed=5)
     mc = sc.empirical_conditional_entropy_nats(symbols)
-    assert mc == pytest.approx(sc.entropy_rate_nats(P), abs=0.01)
+    assert_book_close(mc, sc.entropy_rate_nats(P), rtol=0, atol=0.01)
     assert abs(sc.entropy_rate_nats(P) - sc.bayes_floor_nats(P)) > 0.2
 
 
 def test_bits_are_nats_over_ln2():
     P = sc.transition_matrix("reference")
-    assert sc.bayes_floor_bits(P) == pytest.approx(sc.bayes_floor_nats(P) / math.log(2), rel=1e-15)
+    assert_book_close(sc.bayes_floor_bits(P), sc.bayes_floor_nats(P) / math.log(2), rtol=1e-15)
     uniform = np.full((8, 8), 1 / 8)
-    assert sc.bayes_floor_nats(uniform) == pytest.approx(math.log(8), rel=1e-15)
-    assert sc.bayes_floor_bits(uniform) == pytest.approx(3.0, rel=1e-15)
+    assert_book_close(sc.bayes_floor_nats(uniform), math.log(8), rtol=1e-15)
+    assert_book_close(sc.bayes_floor_bits(uniform), 3.0, rtol=1e-15)
 
 
 def test_data_follow_the_reference_scripts_random_draws():
@@ -135,10 +135,10 @@ def test_data_follow_the_reference_scripts_random_draws():
     seq = torch.tensor(seq)
     x = mu[seq[:-1]] + torch.randn(299, 20)
     data = sc.make_sticky_chain_data(seed, length=300)
-    torch.testing.assert_close(data.x, x, rtol=0, atol=0)
-    torch.testing.assert_close(data.y, seq[1:], rtol=0, atol=0)
-    torch.testing.assert_close(data.previous_symbols, seq[:-1], rtol=0, atol=0)
-    torch.testing.assert_close(data.mu, mu, rtol=0, atol=0)
+    assert torch.equal(data.x, x)
+    assert torch.equal(data.y, seq[1:])
+    assert torch.equal(data.previous_symbols, seq[:-1])
+    assert torch.equal(data.mu, mu)
 
 
 def test_inputs_are_the_previous_symbols_mean_plus_unit_noise():
@@ -146,8 +146,8 @@ def test_inputs_are_the_previous_symbols_mean_plus_unit_noise():
     assert data.x.shape == (1999, 20) and data.y.shape == (1999,)
     noise = data.x - data.mu[data.previous_symbols]
     assert abs(float(noise.mean())) < 0.01
-    assert float(noise.std()) == pytest.approx(1.0, abs=0.01)
-    torch.testing.assert_close(data.y[:-1], data.previous_symbols[1:], rtol=0, atol=0)
+    assert_book_close(float(noise.std()), 1.0, rtol=0, atol=0.01)
+    assert torch.equal(data.y[:-1], data.previous_symbols[1:])
 
 
 def test_invalid_arguments_raise():
@@ -183,14 +183,14 @@ def test_filtered_floor_against_brute_force_enumeration():
     data = sc.StickyChainData(x=x, y=symbols[1:], symbols=symbols, P=torch.as_tensor(P), mu=mu, kind="reference", seed=0)
     pred = _brute_force_predictive(x.double().numpy(), mu.double().numpy(), P, 0.8)
     expected = -np.mean(np.log(pred[np.arange(5), data.y.numpy()]))
-    assert sc.filtered_cross_entropy_nats(data, noise_std=0.8) == pytest.approx(expected, rel=1e-12)
+    assert_book_close(sc.filtered_cross_entropy_nats(data, noise_std=0.8), expected, rtol=1e-12)
 
 
 def test_filtered_floor_with_vanishing_noise_is_the_chains_log_loss():
     data = sc.make_sticky_chain_data(3, length=400, noise_std=1e-3)
     P = data.P.numpy()
     expected = -np.mean(np.log(P[data.previous_symbols.numpy(), data.y.numpy()]))
-    assert sc.filtered_cross_entropy_nats(data, noise_std=1e-3) == pytest.approx(expected, abs=1e-9)
+    assert_book_close(sc.filtered_cross_entropy_nats(data, noise_std=1e-3), expected, rtol=0, atol=1e-9)
 
 
 def test_monte_carlo_entropy_rate_brackets_the_closed_form():
@@ -202,11 +202,12 @@ def test_monte_carlo_entropy_rate_brackets_the_closed_form():
 
 def test_share_of_the_way_from_ln8_to_hmin_and_its_phrase():
     hmin = 1.8
-    assert sc.UNIFORM_LOSS_NATS == pytest.approx(math.log(8))
-    assert sc.share_of_way(math.log(8), hmin) == 0.0 and sc.share_of_way(hmin, hmin) == pytest.approx(1.0)
-    assert sc.share_of_way((math.log(8) + hmin) / 2, hmin) == pytest.approx(0.5)
+    assert_book_close(sc.UNIFORM_LOSS_NATS, math.log(8))
+    assert sc.share_of_way(math.log(8), hmin) == 0.0
+    assert_book_close(sc.share_of_way(hmin, hmin), 1.0)
+    assert_book_close(sc.share_of_way((math.log(8) + hmin) / 2, hmin), 0.5)
     # the default H_min is the reference chain's
     reference = sc.bayes_floor_nats(sc.transition_matrix("reference"))
-    assert sc.share_of_way(reference) == pytest.approx(1.0)
+    assert_book_close(sc.share_of_way(reference), 1.0)
     assert sc.position_phrase(sc.share_of_way((math.log(8) + hmin) / 2 + 1e-9, hmin)).startswith("still")
     assert sc.position_phrase(0.59).startswith("more than halfway")

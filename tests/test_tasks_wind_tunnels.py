@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.tasks import wind_tunnels as tunnels
 
 SMALL_TASKS = [
@@ -31,7 +32,7 @@ def test_batches_have_consistent_shapes_and_exact_posteriors(task):
     assert batch.inputs.shape[:2] == (7, task.sequence_length)
     P = len(batch.positions)
     assert batch.posterior.shape == (7, P, task.n_out)
-    torch.testing.assert_close(batch.posterior.sum(-1), torch.ones(7, P, dtype=torch.float64))
+    assert_book_close(batch.posterior.sum(-1), torch.ones(7, P, dtype=torch.float64))
     if batch.targets is not None:  # the sampled answer is always possible under the posterior
         assert (batch.posterior.gather(2, batch.targets[..., None]) > 0).all()
 
@@ -41,9 +42,9 @@ def test_task_loss_is_cross_entropy_against_the_posterior(task):
     batch = task.sample(5, generator=torch.Generator().manual_seed(1))
     logits = torch.randn(5, len(batch.positions), task.n_out, dtype=torch.float64)
     log_q = torch.log_softmax(logits, -1)
-    torch.testing.assert_close(tunnels.loss_from_logits(logits, batch), -(batch.posterior * log_q).sum(-1).mean())
+    assert_book_close(tunnels.loss_from_logits(logits, batch), -(batch.posterior * log_q).sum(-1).mean())
     if task.name == "binding":  # a one-hot posterior: the ordinary cross-entropy of the answer
-        torch.testing.assert_close(tunnels.loss_from_logits(logits, batch), -log_q.gather(2, batch.targets[..., None]).mean())
+        assert_book_close(tunnels.loss_from_logits(logits, batch), -log_q.gather(2, batch.targets[..., None]).mean())
 
 
 def test_longmem_tunnel_draws_very_sticky_chains_with_weak_emissions_and_their_filter():
@@ -56,7 +57,7 @@ def test_longmem_tunnel_draws_very_sticky_chains_with_weak_emissions_and_their_f
     T, E, obs = batch.extra["transition"], batch.extra["emission"], batch.extra["observations"]
     assert bool((torch.diagonal(T, dim1=-2, dim2=-1) >= 0.95).all())
     assert float(E.min()) >= 0.5 / 5 - 1e-12 and float(E.max()) <= 0.5 + 0.1 + 1e-12
-    torch.testing.assert_close(batch.posterior, hmm.forward_filter(T, E, obs))
+    assert_book_close(batch.posterior, hmm.forward_filter(T, E, obs))
     assert task.input_dim == hmm.hmm_input_dim(5, 5) and task.n_out == 5
 
 
@@ -71,10 +72,10 @@ def test_every_format_carries_the_same_hmms_on_the_grid_with_their_exact_filter(
     for fmt, b in batches.items():
         for name in ("transition", "emission", "observations"):
             assert torch.equal(b.extra[name], ref.extra[name]), (fmt, name)
-        torch.testing.assert_close(b.posterior, hmm.forward_filter(T, E, obs), rtol=0, atol=0)
+        assert torch.equal(b.posterior, hmm.forward_filter(T, E, obs))
     for M in (T, E):  # on the 0.01 grid, rows stochastic
-        torch.testing.assert_close(M * 100, (M * 100).round(), rtol=0, atol=1e-9)
-        torch.testing.assert_close(M.sum(-1), torch.ones(M.shape[:-1], dtype=torch.float64), rtol=0, atol=1e-12)
+        assert_book_close(M * 100, (M * 100).round(), rtol=0, atol=1e-9)
+        assert_book_close(M.sum(-1), torch.ones(M.shape[:-1], dtype=torch.float64), rtol=0)
     if base == "hmm_sticky":  # still sticky after the rounding
         assert bool((torch.diagonal(T, dim1=-2, dim2=-1) >= 0.7 - 0.03).all())
     header = batches["header"]

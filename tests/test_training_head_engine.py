@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.science.attention import init_single_head, single_head_forward
 from attention_dynamics.science.gradients import single_head_parameter_gradients
 from attention_dynamics.tasks import sticky_chain
@@ -44,9 +45,9 @@ def test_engine_gradients_equal_autograd(case):
     loss = autograd_head_loss(model, (x, y))
     loss.backward()
     result = closed_form_head_pass(x, params, y, block_size=block)
-    torch.testing.assert_close(result.loss, loss.detach(), rtol=0, atol=1e-13)
+    assert_book_close(result.loss, loss.detach(), rtol=0)
     for name, grad in result.grads.items():
-        torch.testing.assert_close(grad, getattr(model, name).grad, rtol=1e-10, atol=1e-14, msg=name)
+        assert_book_close(grad, getattr(model, name).grad, rtol=1e-10, what=name)
 
 
 @pytest.mark.parametrize("case", CASES[1:4])
@@ -56,18 +57,18 @@ def test_engine_equals_the_dense_laws(case):
     params, x, y = _example(*shape, seed=1)
     loss, grads = single_head_parameter_gradients(x, params, y)
     result = closed_form_head_pass(x, params, y, block_size=block)
-    torch.testing.assert_close(result.loss, loss, rtol=0, atol=1e-13)
+    assert_book_close(result.loss, loss, rtol=0)
     for name in grads:
-        torch.testing.assert_close(result.grads[name], grads[name], rtol=1e-10, atol=1e-14)
+        assert_book_close(result.grads[name], grads[name], rtol=1e-10)
 
 
 def test_soft_counts_and_value_gradient_against_the_dense_attention():
     params, x, y = _example(40, 6, 3, 4, 3, seed=2)
     fwd = single_head_forward(x, params, y)
     result = closed_form_head_pass(x, params, y, block_size=9)
-    torch.testing.assert_close(result.soft_counts, fwd.alpha.sum(0), rtol=0, atol=1e-12)
-    assert float(result.soft_counts.sum()) == pytest.approx(40.0, abs=1e-10)
-    torch.testing.assert_close(result.grad_values, fwd.alpha.T @ fwd.u, rtol=0, atol=1e-14)
+    assert_book_close(result.soft_counts, fwd.alpha.sum(0), rtol=0)
+    assert_book_close(float(result.soft_counts.sum()), 40.0, rtol=0, atol=1e-10)
+    assert_book_close(result.grad_values, fwd.alpha.T @ fwd.u, rtol=0)
 
 
 def test_engine_is_stable_for_large_scores():
@@ -78,7 +79,7 @@ def test_engine_is_stable_for_large_scores():
     result = closed_form_head_pass(x, params, y, block_size=8)
     assert torch.isfinite(result.loss)
     for name, grad in result.grads.items():
-        torch.testing.assert_close(grad, getattr(model, name).grad, rtol=1e-9, atol=1e-12)
+        assert_book_close(grad, getattr(model, name).grad, rtol=1e-9)
 
 
 def test_invalid_inputs_raise():
@@ -123,13 +124,13 @@ def test_head_metrics_against_direct_computation():
     m = head_metrics(x, params, y, symbols)
     fwd = single_head_forward(x, params, y)
     p = fwd.p
-    assert m["loss"] == pytest.approx(float(-torch.log(p[torch.arange(25), y]).mean()), rel=1e-12)
-    assert m["entropy"] == pytest.approx(float(-(p * p.log()).sum(-1).mean()), rel=1e-12)
-    assert m["accuracy"] == pytest.approx(float((p.argmax(-1) == y).double().mean()), abs=0)
+    assert_book_close(m["loss"], float(-torch.log(p[torch.arange(25), y]).mean()), rtol=1e-12)
+    assert_book_close(m["entropy"], float(-(p * p.log()).sum(-1).mean()), rtol=1e-12)
+    assert_book_close(m["accuracy"], float((p.argmax(-1) == y).double().mean()), rtol=0)
     same = [sum(float(fwd.alpha[i, j]) for j in range(i + 1) if symbols[j] == symbols[i]) for i in range(25)]
-    assert m["same_symbol_attention"] == pytest.approx(np.mean(same), rel=1e-12)
+    assert_book_close(m["same_symbol_attention"], np.mean(same), rtol=1e-12)
     chance = [np.mean([symbols[j] == symbols[i] for j in range(i + 1)]) for i in range(25)]
-    assert m["same_symbol_chance"] == pytest.approx(np.mean(chance), rel=1e-12)
+    assert_book_close(m["same_symbol_chance"], np.mean(chance), rtol=1e-12)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
@@ -141,7 +142,7 @@ def test_engine_threads_share_the_blocks_without_changing_the_result(workers):
     loss.backward()
     alpha = single_head_forward(x, params).alpha  # (T, T) causal attention of the dense head
     many = closed_form_head_pass(x, params, y, block_size=16, workers=workers)
-    torch.testing.assert_close(many.loss, loss.detach(), rtol=0, atol=1e-12)
+    assert_book_close(many.loss, loss.detach(), rtol=0)
     for name in many.grads:
-        torch.testing.assert_close(many.grads[name], getattr(model, name).grad, rtol=1e-10, atol=1e-13)
-    torch.testing.assert_close(many.soft_counts, alpha.sum(0), rtol=0, atol=1e-12)
+        assert_book_close(many.grads[name], getattr(model, name).grad, rtol=1e-10)
+    assert_book_close(many.soft_counts, alpha.sum(0), rtol=0)

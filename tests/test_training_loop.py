@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.training import fit, map_parallel
 
 
@@ -23,9 +24,9 @@ def test_gradient_descent_on_a_quadratic_matches_the_closed_form():
     model, target = _quadratic_problem()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     hist = fit(model, lambda s: None, steps=20, optimizer=opt, loss_fn=lambda m, _: 0.5 * ((m.weight - target) ** 2).sum())
-    torch.testing.assert_close(model.weight.detach(), target * (1 - 0.9**20))
+    assert_book_close(model.weight.detach(), target * (1 - 0.9**20))
     expected_losses = [0.5 * float(((target * (1 - 0.9**n) - target) ** 2).sum()) for n in range(20)]
-    np.testing.assert_allclose(hist.losses, expected_losses, rtol=1e-6)
+    assert_book_close(hist.losses, expected_losses, rtol=1e-6)
 
 
 def test_custom_backward_routine_is_used():
@@ -37,7 +38,7 @@ def test_custom_backward_routine_is_used():
         return 0.0
 
     fit(model, lambda s: None, steps=1, optimizer=opt, backward=backward)
-    torch.testing.assert_close(model.weight.detach(), target)
+    assert_book_close(model.weight.detach(), target)
 
 
 def test_callback_runs_before_updates_and_after_the_last():

@@ -7,6 +7,7 @@ import pytest
 import scipy.optimize
 import torch
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.science.attention import init_single_head, single_head_forward
 from attention_dynamics.training import fit
 from attention_dynamics.training.head_engine import SingleHeadModule, autograd_head_loss, closed_form_head_pass
@@ -43,7 +44,7 @@ def test_gradient_schedules_take_the_papers_steps(name, lrs):
     fit(model, lambda s: (x, y), steps=1, optimizer=make_optimizer(model, name), backward=make_backward(name))
     for matrix, lr in lrs.items():
         expected = getattr(params, matrix) - lr * getattr(reference, matrix).grad
-        torch.testing.assert_close(getattr(model, matrix).detach(), expected, rtol=0, atol=1e-14)
+        assert_book_close(getattr(model, matrix).detach(), expected, rtol=0)
 
 
 def test_unknown_schedule_raises():
@@ -76,7 +77,7 @@ def test_m_step_is_the_minimiser_of_its_objective(rho):
 
     numeric = scipy.optimize.minimize(objective, np.zeros(shape).ravel(), jac=True, method="L-BFGS-B",
                                       options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000})
-    np.testing.assert_allclose(closed.numpy(), numeric.x.reshape(shape), rtol=0, atol=1e-6)
+    assert_book_close(closed.numpy(), numeric.x.reshape(shape), rtol=0, atol=1e-6)
     assert float(m_step_objective(closed, x, fwd.alpha, fwd.v, u_bar, rho)) <= numeric.fun + 1e-9
 
 
@@ -90,7 +91,7 @@ def test_m_step_with_free_values_is_the_mixture_m_step():
     grad_W_V = x.T @ (fwd.alpha.T @ fwd.u)
     new_values = x @ value_m_step(x, params.W_V, grad_W_V, soft_counts, rho)
     expected = fwd.v - rho * (fwd.alpha.T @ (fwd.u * T)) / soft_counts[:, None]
-    torch.testing.assert_close(new_values, expected, rtol=0, atol=1e-12)
+    assert_book_close(new_values, expected, rtol=0)
 
 
 def test_m_step_schedule_performs_the_closed_form_m_step():
@@ -101,17 +102,17 @@ def test_m_step_schedule_performs_the_closed_form_m_step():
     expected_W_V = value_m_step(x, params.W_V, result.grads["W_V"], result.soft_counts, rho)
     model = SingleHeadModule(params)
     fit(model, lambda s: (x, y), steps=1, optimizer=make_optimizer(model, "m_step"), backward=make_backward("m_step"))
-    torch.testing.assert_close(model.W_V.detach(), expected_W_V, rtol=0, atol=1e-13)
+    assert_book_close(model.W_V.detach(), expected_W_V, rtol=0)
     for matrix in ("W_Q", "W_K", "W_O"):
         expected = getattr(params, matrix) - 0.01 * result.grads[matrix]
-        torch.testing.assert_close(getattr(model, matrix).detach(), expected, rtol=0, atol=1e-14)
+        assert_book_close(getattr(model, matrix).detach(), expected, rtol=0)
 
 
 def test_responsibility_weighted_moment_against_a_loop():
     params, x, y, fwd, *_ = _m_step_ingredients(seed=3)
     counts = fwd.alpha.sum(0)
     S = sum(counts[j] * torch.outer(x[j], x[j]) for j in range(x.shape[0])) / counts.sum()
-    torch.testing.assert_close(responsibility_weighted_input_moment(x, counts), S, rtol=1e-13, atol=1e-14)
+    assert_book_close(responsibility_weighted_input_moment(x, counts), S, rtol=1e-13)
 
 
 def test_warmup_cosine_is_linear_then_a_half_cosine_to_zero():
@@ -126,8 +127,10 @@ def test_warmup_cosine_is_linear_then_a_half_cosine_to_zero():
         lrs.append(opt.param_groups[0]["lr"])
         opt.step()
         sched.step()
-    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(0.5 * (1 + math.cos(math.pi * 9 / 100)))
-    assert lrs[50] == pytest.approx(0.5) and lrs[-1] == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.99)))
+    assert_book_close(lrs[0], 0.1)
+    assert_book_close(lrs[9], 0.5 * (1 + math.cos(math.pi * 9 / 100)))
+    assert_book_close(lrs[50], 0.5)
+    assert_book_close(lrs[-1], 0.5 * (1 + math.cos(math.pi * 0.99)))
     with pytest.raises(ValueError, match="warmup_steps must be a positive integer"):
         warmup_cosine(opt, 100, 0)
 
@@ -148,7 +151,7 @@ def test_attended_inputs_are_the_heads_attention_applied_to_the_inputs():
     """x̄ W_V equals the head's context g (the dense reference forward pass)."""
     params, x, y, xbar = _m_step_problem()
     fwd = single_head_forward(x, params, y)
-    torch.testing.assert_close(xbar @ params.W_V, fwd.g, rtol=0, atol=1e-12)
+    assert_book_close(xbar @ params.W_V, fwd.g, rtol=0)
 
 
 def test_exact_m_step_reaches_the_minimiser():
@@ -203,10 +206,10 @@ def test_exact_m_step_schedule_lands_on_the_minimiser():
     model = SingleHeadModule(params)
     fit(model, lambda s: (x, y), steps=1, optimizer=make_optimizer(model, "exact_m_step"),
         backward=make_backward("exact_m_step"))
-    torch.testing.assert_close(model.W_V.detach(), target, rtol=0, atol=1e-12)
+    assert_book_close(model.W_V.detach(), target, rtol=0)
     for matrix in ("W_Q", "W_K", "W_O"):
         expected = getattr(params, matrix) - 0.01 * getattr(reference, matrix).grad
-        torch.testing.assert_close(getattr(model, matrix).detach(), expected, rtol=0, atol=1e-14)
+        assert_book_close(getattr(model, matrix).detach(), expected, rtol=0)
 
 
 def test_m_step_matched_to_a_gradient_step_by_norm_and_by_first_order_decrease():
@@ -222,6 +225,6 @@ def test_m_step_matched_to_a_gradient_step_by_norm_and_by_first_order_decrease()
     assert abs(float(torch.linalg.norm(by_norm * direction)) - float(torch.linalg.norm(0.1 * grad))) < 1e-12
     assert abs(float((grad * by_decrease * direction).sum()) - float(0.1 * (grad * grad).sum())) < 1e-14
     cosine = float((grad * direction).sum() / (torch.linalg.norm(grad) * torch.linalg.norm(direction)))
-    assert by_decrease == pytest.approx(by_norm / cosine, rel=1e-12)
+    assert_book_close(by_decrease, by_norm / cosine, rtol=1e-12)
     with pytest.raises(ValueError):
         m_step_matched_rho(x, grad, counts, 0.1, match="size")

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.core.settings import SCALES
 from attention_dynamics.science import calibration
 from attention_dynamics.tasks import bijection
@@ -72,7 +73,7 @@ def test_posterior_target_has_the_sampled_targets_expected_gradient():
         per_position = F.cross_entropy(logits.reshape(-1, 5), target.reshape(-1), reduction="none").reshape(4, 5)
         (g,) = torch.autograd.grad((batch.posterior[..., y] * per_position).mean(), logits)
         expected += g
-    torch.testing.assert_close(soft_grad, expected, rtol=0, atol=1e-14)
+    assert_book_close(soft_grad, expected, rtol=0)
 
 
 @pytest.fixture(scope="module")
@@ -85,10 +86,10 @@ def test_training_is_deterministic_and_checkpoints_do_not_change_it(tiny_run):
     assert not again.checkpoints  # checkpoints=0: none kept
     np.testing.assert_array_equal(again.losses, tiny_run.losses)
     for name, tensor in tiny_run.state_dict.items():
-        torch.testing.assert_close(again.state_dict[name], tensor, rtol=0, atol=0)
+        assert torch.equal(again.state_dict[name], tensor)
     assert sorted(tiny_run.checkpoints) == wt.checkpoint_schedule(40, N_CHECKPOINTS)
     for name, tensor in tiny_run.checkpoints[40].items():  # the last checkpoint is the final model
-        torch.testing.assert_close(tensor, tiny_run.state_dict[name], rtol=0, atol=0)
+        assert torch.equal(tensor, tiny_run.state_dict[name])
     assert tiny_run.losses.shape == (40,) and tiny_run.losses[-5:].mean() < tiny_run.losses[:5].mean()
     assert tiny_run.task == "bijection" and tiny_run.settings == BIJ
 
@@ -96,7 +97,7 @@ def test_training_is_deterministic_and_checkpoints_do_not_change_it(tiny_run):
 def test_a_run_starts_from_the_untrained_model_of_its_seed(tiny_run):
     fresh = wt.untrained_model(BIJ, seed=3)
     for name, tensor in fresh.state_dict().items():
-        torch.testing.assert_close(tiny_run.checkpoints[0][name], tensor, rtol=0, atol=0)
+        assert torch.equal(tiny_run.checkpoints[0][name], tensor)
 
 
 def test_sampled_target_trains_too():
@@ -109,7 +110,7 @@ def test_eval_and_probe_batches_are_separate_streams_of_the_requested_size():
     probe = wt.bijection_probe_batch(BIJ, seed=3, n=16)
     assert eval_batch.tokens.shape == probe.tokens.shape == (16, bijection.sequence_length(BIJ.L))
     assert not torch.equal(eval_batch.tokens, probe.tokens)
-    torch.testing.assert_close(wt.bijection_probe_batch(BIJ, seed=3, n=16).tokens, probe.tokens, rtol=0, atol=0)
+    assert torch.equal(wt.bijection_probe_batch(BIJ, seed=3, n=16).tokens, probe.tokens)
     short, long = wt.hmm_batch_for_eval(HMM, 8, seed=3, n=5), wt.hmm_batch_for_eval(HMM, 12, seed=3, n=5)
     assert short.observations.shape == (5, 8) and long.observations.shape == (5, 12)
 
@@ -122,7 +123,7 @@ def test_hmm_training_and_length_generalisation_evaluation():
         batch = wt.hmm_batch_for_eval(HMM, length, seed=4, n=16)
         log_probs = wt.hmm_log_probs(model, batch)
         assert log_probs.shape == (16, length, 5)
-        torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(16, length, dtype=torch.float64))
+        assert_book_close(log_probs.exp().sum(-1), torch.ones(16, length, dtype=torch.float64))
 
 
 def test_trained_bijection_transformer_rebuilds_the_chapters_model():
@@ -130,7 +131,7 @@ def test_trained_bijection_transformer_rebuilds_the_chapters_model():
     model = wt.trained_bijection_transformer(BIJ, seed=3)
     reference = wt.train_bijection(BIJ, seed=3).model()
     x = wt.bijection_batch_for_eval(BIJ, seed=3, n=8).tokens
-    torch.testing.assert_close(model(x), reference(x), rtol=0, atol=0)
+    assert torch.equal(model(x), reference(x))
     with pytest.raises(TypeError, match="expected BijectionTraining"):
         wt.trained_bijection_transformer("fast", seed=3)
     wt._trained_bijection.cache_clear()
@@ -155,7 +156,7 @@ def test_hmm_checkpoints_and_the_kl_curve_against_the_context_blind_level():
         p = b.posterior
         q = wt.hmm_log_probs(run.model(), b).exp()
         kl = (p * (p.log() - q.log())).sum(-1).mean() / math.log(2)
-        assert curve.kl_bits[K][-1] == pytest.approx(float(kl), rel=1e-9)
+        assert_book_close(curve.kl_bits[K][-1], float(kl), rtol=1e-9)
         prior = torch.full((16, 5), 0.2, dtype=torch.float64)
         blind = []
         for t in range(K):
@@ -164,8 +165,8 @@ def test_hmm_checkpoints_and_the_kl_curve_against_the_context_blind_level():
             prior = torch.einsum("bs,bst->bt", prior, b.transition)
         blind = torch.stack(blind, 1)
         expected = (p * (p.log() - blind.log())).sum(-1).mean() / math.log(2)
-        assert curve.context_blind_kl_bits[K] == pytest.approx(float(expected), rel=1e-9)
-        np.testing.assert_allclose(curve.ratio(K), curve.kl_bits[K] / float(expected), rtol=1e-9)
+        assert_book_close(curve.context_blind_kl_bits[K], float(expected), rtol=1e-9)
+        assert_book_close(curve.ratio(K), curve.kl_bits[K] / float(expected), rtol=1e-9)
     assert curve.kl_bits[8].shape == (len(run.checkpoints),)
     with pytest.raises(ValueError, match="checkpoints"):
         wt.hmm_kl_through_training(plain, batches)
@@ -175,9 +176,9 @@ def test_hmm_fused_adamw_follows_plain_adamw():
     # the fused optimiser kernel is a speed-up only: the same run with PyTorch's reference AdamW
     fused = wt.train_hmm(HMM.replace(fused_adamw=True), seed=6)
     plain = wt.train_hmm(HMM.replace(fused_adamw=False), seed=6)
-    np.testing.assert_allclose(fused.losses, plain.losses, rtol=1e-4)
+    assert_book_close(fused.losses, plain.losses, rtol=1e-4)
     for name, value in plain.state_dict.items():
-        torch.testing.assert_close(fused.state_dict[name], value, rtol=1e-3, atol=1e-4)
+        assert_book_close(fused.state_dict[name], value, rtol=1e-3, atol=1e-4)
     model = wt.make_hmm_transformer(5, 5, d_model=16, n_layers=1, n_heads=2)
     assert wt._optimizer(model, 1e-3, fused=True).defaults["fused"] is True
     assert not wt._optimizer(model, 1e-3).defaults["fused"]
@@ -190,7 +191,7 @@ def test_tunnel_freeze_keeps_query_and_key_weights_and_trains_the_rest():
     D = s.d_model
     for name in (k for k in run.state_dict if k.endswith("attn.qkv.weight")):
         at_t, final = run.checkpoints[t][name], run.state_dict[name]
-        torch.testing.assert_close(final[: 2 * D], at_t[: 2 * D], rtol=0, atol=0)
+        assert torch.equal(final[: 2 * D], at_t[: 2 * D])
         assert not torch.equal(final[2 * D:], at_t[2 * D:])
         assert not torch.equal(run.checkpoints[0][name][: 2 * D], at_t[: 2 * D])
     free = wt.train_bijection(s, seed=0)

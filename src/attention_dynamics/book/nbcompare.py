@@ -19,6 +19,13 @@ book compares numbers the way the claims ledger does, by tolerance:
 
 For nbval's diff, :func:`canonical_text` rounds every number to :data:`DISPLAY_DIGITS`
 significant digits and shows round-off-level numbers as ``<1e-12``, which is what they mean.
+
+The unit tests compare floats by the same policy: :func:`assert_book_close` (and :func:`book_close`, its
+element-wise form) takes anything below the round-off floor as zero and compares the rest by relative
+tolerance, the computed outputs' ``1e-5`` unless a test asks for a tighter one (a closed form against an
+independent float64 computation) or a looser one (a Monte Carlo estimate, a trained result). A test never uses
+an absolute tolerance below the floor: ``tests/test_tolerance_policy.py`` keeps every float comparison of the
+tests on this one helper.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
 
 __all__ = [
     "TRAINED_TAG",
@@ -40,6 +49,8 @@ __all__ = [
     "texts_agree",
     "cell_tolerance",
     "snap_outputs",
+    "book_close",
+    "assert_book_close",
 ]
 
 #: Cell tag of a chapter cell whose outputs show results of training runs (see TRAINED).
@@ -203,3 +214,77 @@ def claim_output_names(outputs: Iterable[Mapping[str, Any]], prefix: str) -> set
         if name.startswith(prefix):
             names.add(name[len(prefix) :])
     return names
+
+
+def _as_float_array(x: Any) -> np.ndarray:
+    """``x`` (a number, a sequence, a NumPy array or a tensor on any device) as a float64 array."""
+    if hasattr(x, "detach"):  # a torch tensor: the package's layers below book/ import torch, this one need not
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def book_close(actual: Any, expected: Any, *, rtol: float = COMPUTED.rtol, atol: float = ROUNDOFF_FLOOR) -> np.ndarray:
+    """Return, entry by entry, whether ``actual`` agrees with ``expected`` by the book's policy.
+
+    Two entries agree when both are below the round-off floor (:data:`ROUNDOFF_FLOOR`: zero to round-off,
+    whatever their digits), or when ``|a - e| <= atol + rtol * max(|a|, |e|)`` (``rtol``: the relative tolerance,
+    by default :data:`COMPUTED`'s; ``atol``: the absolute one, the round-off floor unless a comparison on a known
+    scale asks for more, never less). NaN agrees only with NaN, an infinity only with itself. ``expected`` is an
+    array of ``actual``'s shape or a number that every entry must equal; other shapes raise ``ValueError``.
+    """
+    if not (0 <= rtol < 1):
+        raise ValueError(f"rtol must lie in [0, 1), got {rtol}")
+    if not atol >= ROUNDOFF_FLOOR:
+        raise ValueError(f"atol must be at least the round-off floor {ROUNDOFF_FLOOR:g}, got {atol}")
+    a, e = _as_float_array(actual), _as_float_array(expected)
+    if e.shape != a.shape:
+        if e.ndim != 0:
+            raise ValueError(f"shapes differ: actual {a.shape}, expected {e.shape}")
+        e = np.broadcast_to(e, a.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        both_nan = np.isnan(a) & np.isnan(e)
+        roundoff = (np.abs(a) < ROUNDOFF_FLOOR) & (np.abs(e) < ROUNDOFF_FLOOR)
+        within = np.abs(a - e) <= atol + rtol * np.maximum(np.abs(a), np.abs(e))
+        return both_nan | (a == e) | roundoff | (np.isfinite(a) & np.isfinite(e) & within)
+
+
+def assert_book_close(actual: Any, expected: Any, *, rtol: float = COMPUTED.rtol, atol: float = ROUNDOFF_FLOOR,
+                      what: str = "") -> None:
+    """Assert that ``actual`` agrees with ``expected`` entry by entry by the book's policy (:func:`book_close`).
+
+    The one float comparison of the tests: round-off (below :data:`ROUNDOFF_FLOOR`) is zero, the rest agrees
+    to ``rtol`` (by default :data:`COMPUTED`'s ``1e-5``; a closed form against an independent float64 computation
+    may ask for less). Shapes must match (``expected`` may be one number for every entry); two mappings must have
+    the same keys and each value agree (words, flags and ``None`` among them exactly). On failure the message
+    names ``what`` is compared, the tolerance, how many entries differ and the first of them with both values.
+    """
+    label = f"{what}: " if what else ""
+    if isinstance(actual, Mapping) or isinstance(expected, Mapping):  # a dict of numbers: the same keys, each close
+        if not (isinstance(actual, Mapping) and isinstance(expected, Mapping)) or set(actual) != set(expected):
+            raise AssertionError(f"{label}not the same keys: actual {actual!r}, expected {expected!r}")
+        for key in expected:
+            assert_book_close(actual[key], expected[key], rtol=rtol, atol=atol, what=f"{what}[{key!r}]")
+        return
+    if isinstance(expected, (str, bool, type(None))) or isinstance(actual, (str, bool, type(None))):
+        if actual != expected:  # words and flags inside a dict of numbers are compared exactly
+            raise AssertionError(f"{label}actual {actual!r}, expected {expected!r}")
+        return
+    a, e = _as_float_array(actual), _as_float_array(expected)
+    try:
+        close = book_close(a, e, rtol=rtol, atol=atol)
+    except ValueError as err:
+        if "shapes differ" not in str(err):
+            raise
+        raise AssertionError(f"{label}{err}") from None
+    if close.all():
+        return
+    e = np.broadcast_to(e, a.shape)
+    bad = np.argwhere(~close) if a.ndim else np.zeros((1, 0), dtype=int)
+    shown = []
+    for index in bad[:5]:
+        where = f"[{', '.join(str(int(i)) for i in index)}]" if a.ndim else "value"
+        shown.append(f"{where}: actual {float(a[tuple(index)])!r}, expected {float(e[tuple(index)])!r}")
+    more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+    tolerance = f"rtol={rtol:g}" + (f", atol={atol:g}" if atol != ROUNDOFF_FLOOR else "")
+    raise AssertionError(f"{label}{len(bad)} of {a.size} entries differ beyond {tolerance} "
+                         f"(below {ROUNDOFF_FLOOR:g} is zero): " + "; ".join(shown) + more)
