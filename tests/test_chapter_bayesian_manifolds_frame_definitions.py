@@ -82,7 +82,7 @@ def test_committed_file_is_the_book_spec():
 def test_the_claims_decide_the_tunnel_row():
     recorded = report.record_tunnel_order_claims(tf.load_bijection_frame_definitions(), load_frame_freeze())
     assert set(recorded) == TUNNEL_IDS
-    row = next(s.row for s in verdicts.STAGED if s.name == "frame_precision_wind_tunnel")
+    row = next(pc for pc in verdicts.PAPER_CLAIMS if pc.id == "frame_precision_wind_tunnel")
     assert set(row.deciding) == TUNNEL_IDS
     # the intervention: freezing at initialisation already costs less than the margin, so it cannot time the frame
     summary = freeze_frame_summary(load_frame_freeze()["tunnel"], 0.01)

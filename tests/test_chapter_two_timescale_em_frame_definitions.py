@@ -149,8 +149,8 @@ def test_the_fast_scale_regenerates_through_compute(tmp_path):
 
 
 def test_the_claims_are_the_frame_rows_definitions():
-    """Every definition of the staged frame row is decided by one claim chapter 4 records."""
-    row = next(s.row for s in verdicts.STAGED if s.name == "frame_precision_toy")
+    """Every definition of the frame row is decided by one claim chapter 4 records."""
+    row = next(pc for pc in verdicts.PAPER_CLAIMS if pc.id == "frame_precision_toy")
     assert set(row.deciding) == {cid for cid, _, _ in TOY_ORDER_CLAIMS}
     recorded = report.record_frame_definition_claims(load_frame_definitions())
     assert set(row.deciding) <= set(recorded)

@@ -165,6 +165,56 @@ def test_committed_ledger_is_sound_and_matches_the_notebooks(repo_root):
     assert json.loads(ledger_path.read_text())["claims"][0].keys() >= {"id", "chapter", "value", "paper_value", "status"}
 
 
+#: Pairs of ledger claims allowed to hold the same value (each with its reason): two different computations whose
+#: results coincide. A value that comes from one computation is one claim, which the verdict rows and the prose
+#: reference wherever they need it. (Values below the round-off floor are zero, and integers and numbers of fewer
+#: than four significant digits coincide too easily to say anything: neither is checked.)
+SAME_VALUE_ALLOWED: dict[frozenset[str], str] = {}
+
+
+def _significant_digits(value: float) -> int:
+    """The significant digits of a float as Python writes it (the shortest repr that reads back the same)."""
+    mantissa = repr(abs(value)).lower().split("e")[0].replace(".", "")
+    return len(mantissa.lstrip("0"))
+
+
+def shared_values(claims) -> list[tuple[float, list[str]]]:
+    """Return ``(value, ids)`` for every value held by more than one claim: floats with at least four significant
+    digits, not integers, above the round-off floor, and not a pair in :data:`SAME_VALUE_ALLOWED`."""
+    from attention_dynamics.book.nbcompare import ROUNDOFF_FLOOR
+
+    by_value: dict[float, list[str]] = {}
+    for c in claims:
+        v = c["value"] if isinstance(c, dict) else c.value
+        if (isinstance(v, float) and math.isfinite(v) and not v.is_integer() and abs(v) >= ROUNDOFF_FLOOR
+                and _significant_digits(v) >= 4):
+            by_value.setdefault(v, []).append(c["id"] if isinstance(c, dict) else c.id)
+    out = []
+    for v, ids in by_value.items():
+        if len(ids) > 1 and not (len(ids) == 2 and frozenset(ids) in SAME_VALUE_ALLOWED):
+            out.append((v, sorted(ids)))
+    return out
+
+
+def test_shared_values_finds_one_number_recorded_twice():
+    assert _significant_digits(2.18435998252512) == 15 and _significant_digits(0.0125) == 3
+    assert _significant_digits(1.5e-07) == 2 and _significant_digits(-0.8810108090198161) == 16
+    ledger = [{"id": "a.protocol", "value": 2.18435998252512}, {"id": "a.budget", "value": 2.18435998252512},
+              {"id": "a.half", "value": 0.5}, {"id": "b.half", "value": 0.5},  # too few digits to mean anything
+              {"id": "a.n", "value": 8.0}, {"id": "b.n", "value": 8.0},  # integers
+              {"id": "a.err", "value": 1.7763568394002505e-15}, {"id": "b.err", "value": 1.7763568394002505e-15},
+              {"id": "c.x", "value": 0.12345}, {"id": "c.y", "value": 0.12346}]
+    assert shared_values(ledger) == [(2.18435998252512, ["a.budget", "a.protocol"])]
+
+
+def test_one_number_one_claim(repo_root):
+    """No two claims of the committed ledger hold the same value from the same computation: such a value is recorded
+    once and referenced from every place that needs it (a coincidence goes into SAME_VALUE_ALLOWED with its reason)."""
+    assert all(len(pair) == 2 and reason for pair, reason in SAME_VALUE_ALLOWED.items())
+    found = shared_values(json.loads((repo_root / "book" / "claims.json").read_text(encoding="utf-8"))["claims"])
+    assert found == [], "\n".join(f"{v!r}: {', '.join(ids)}" for v, ids in found)
+
+
 def test_foundation_claims_present(repo_root):
     ids = {c.id for c in load_ledger(repo_root / "book" / "claims.json")}
     assert {"setup.forward_vs_sdpa_max_abs_err", "setup.upstream_grad_vs_autograd_max_abs_err"} <= ids

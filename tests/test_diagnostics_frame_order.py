@@ -79,7 +79,7 @@ def test_phrases_follow_the_statuses():
 
 
 def test_the_frame_row_is_decided_by_the_order_claims():
-    row = next(s.row for s in verdicts.STAGED if s.name == "frame_precision_toy")
+    row = next(pc for pc in verdicts.PAPER_CLAIMS if pc.id == "frame_precision_toy")
     assert set(row.deciding) == {cid for cid, _, _ in fr.TOY_ORDER_CLAIMS}
 
 

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.core.paths import CLAIMS_PATH, REPO_ROOT
 from attention_dynamics.ledger import verdicts as v
 
@@ -160,18 +161,20 @@ def test_problems_name_a_caveat_that_reads_a_missing_claim():
     assert v.problems(ledger, [pc]) == ["c: a.z is not in the ledger"]
 
 
-def test_staged_rows_switch_on_by_name_only():
-    assert v.paper_claims() == v.PAPER_CLAIMS
-    names = [s.name for s in v.STAGED]
-    on = v.paper_claims(names)
-    ids = [pc.id for pc in on]
-    assert len(ids) == len(set(ids))
-    for s in v.STAGED:
-        assert s.row in on  # replaced in place or inserted after its anchor
-        if s.after:
-            assert ids.index(s.row.id) == ids.index(s.after) + 1
-    with pytest.raises(ValueError, match="no staged rows"):
-        v.paper_claims(["no_such_row"])
+def test_each_row_is_defined_once_and_no_two_rows_share_an_id():
+    """One tuple of rows in the paper's order and one of cross-checks: every id once across both, and in the source
+    every row written out once (a second definition of a row would be dead code that an edit could miss)."""
+    import ast
+
+    ids = [pc.id for pc in (*v.PAPER_CLAIMS, *v.CROSS_CHECKS)]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+    source = (REPO_ROOT / "src" / "attention_dynamics" / "ledger" / "verdicts" / "rows.py").read_text(encoding="utf-8")
+    written = [node.args[0].value for node in ast.walk(ast.parse(source))
+               if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "PaperClaim"
+               and node.args and isinstance(node.args[0], ast.Constant)]
+    assert sorted(written) == sorted(ids)
+    pc = v.PAPER_CLAIMS[0]
+    assert v.problems(_ledger(), [pc, pc])[0] == f"{pc.id}: duplicate paper-claim id"
 
 
 def test_problems_name_a_missing_or_undeciding_claim():
@@ -238,9 +241,9 @@ def test_the_verdict_page_shows_each_reading_s_verdict():
     assert {"verdict-depends-on-the-definition", "verdict-does-not-reproduce", "ours-group"} <= classes
 
 
-def test_a_chapter_can_state_the_verdict_of_a_staged_row_from_the_claims_it_recorded():
+def test_a_chapter_can_state_the_verdict_of_a_row_from_the_claims_it_recorded():
     names = {"frame_precision.order_path_sgd": "fail", "frame_precision.order_path_adam": "pass"}
-    row = next(s.row for s in v.STAGED if s.name == "frame_precision_toy")
+    row = next(pc for pc in v.PAPER_CLAIMS if pc.id == "frame_precision_toy")
     ledger = [{"id": cid, "status": names.get(cid, "undecided"), "value": 0.5} for cid in row.deciding]
     x = v.verdict_of("frame_precision_toy", ledger)
     assert x.verdict == "depends on the definition" and x.caveat is None  # the caveat reads claims not at hand
@@ -249,9 +252,9 @@ def test_a_chapter_can_state_the_verdict_of_a_staged_row_from_the_claims_it_reco
         v.verdict_of("no_such_row", ledger)
 
 
-def test_staged_rows_are_fed_by_the_stored_results():
-    """Switched on, every staged row is decided by the committed ledger plus the claims the chapters will record from
-    the stored results (what the integration must do), with no missing or undeciding claim."""
+def test_the_rows_are_fed_by_the_stored_results():
+    """Every row is decided by the committed ledger with the claims the chapters record from the stored results put in
+    (what those results give now), with no missing or undeciding claim and every caveat filled."""
     from attention_dynamics.chapters.architectures import formats_report, memory_report
     from attention_dynamics.chapters.bayesian_manifolds import (
         frame_definitions as tunnel_frames,
@@ -275,51 +278,36 @@ def test_staged_rows_are_fed_by_the_stored_results():
     ]
     for c in recorded:  # where the chapters record it, the committed ledger holds what the stored result gives
         if c.id in ledger:
-            assert ledger[c.id]["status"] == c.status and ledger[c.id]["value"] == pytest.approx(c.value), c.id
+            assert ledger[c.id]["status"] == c.status, c.id
+            assert_book_close(ledger[c.id]["value"], c.value, what=c.id)
     ledger.update({c.id: c.to_json() for c in recorded})
-    rows = v.paper_claims([s.name for s in v.STAGED])
-    assert v.problems(ledger.values(), (*rows, *v.CROSS_CHECKS)) == []
-    found = {x.claim.id: x for x in v.assess(ledger.values(), rows)}
-    assert all(x.verdict in v.VERDICTS for x in found.values())
-    for staged in v.STAGED:
-        assert found[staged.name].caveat  # every staged caveat can be filled
-    # the claims of every staged row are recorded by the five chapters' report functions
-    assert {cid for s in v.STAGED for cid in s.row.deciding} <= set(ledger)
+    assert v.problems(ledger.values()) == []
+    found = v.assess(ledger.values())
+    assert all(x.verdict in v.VERDICTS for x in found)
+    assert all(x.caveat for x in found if x.claim.caveat)  # every caveat can be filled
 
 
-def test_every_new_claim_of_a_staged_row_is_written_out_in_its_chapters_folder():
-    """The claims a staged row reads that the committed ledger lacks are recorded, their ids written out literally, in
-    the folder of the chapter whose section the row links to (what tests/test_chapters.py checks once they are in the
-    ledger)."""
+def test_every_claim_a_row_reads_is_written_out_in_the_chapters():
+    """Every claim a row reads (deciding, context, caveat) is recorded with its id written out literally in some
+    chapter's folder, so that a search for the id finds where it is recorded."""
     import ast
 
-    ledger = {c["id"] for c in _ledger()}
     chapters = REPO_ROOT / "src" / "attention_dynamics" / "chapters"
 
-    def literals(folder):
-        return {node.value for path in folder.rglob("*.py") for node in ast.walk(ast.parse(path.read_text()))
-                if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-
-    everywhere = literals(chapters)
-    for staged in v.STAGED:
-        pc = staged.row
+    # the chapters' folders and the ledger's modules that record claims from shared results (not the rows themselves)
+    paths = [*chapters.rglob("*.py"), *(chapters.parent / "ledger").glob("*.py")]
+    everywhere = {node.value for path in paths for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    for pc in (*v.PAPER_CLAIMS, *v.CROSS_CHECKS):
         ids = {*pc.deciding, *pc.context, *v.caveat_claim_ids(pc.caveat)}
-        if staged.name in v.SWITCHED_ON:  # in the ledger now: written out in some chapter's folder
-            assert ids <= everywhere, f"{staged.name}: not written out in chapters/: {sorted(ids - everywhere)}"
-            continue
-        slug = pc.section[0].split("/")[-1].split("-", 1)[1].replace("-", "_")
-        wanted = ids - ledger
-        assert wanted, staged.name
-        mine = literals(chapters / slug)
-        assert wanted <= mine, f"{staged.name}: not written out in chapters/{slug}: {sorted(wanted - mine)}"
+        assert ids <= everywhere, f"{pc.id}: not written out where claims are recorded: {sorted(ids - everywhere)}"
 
 
-def test_switched_on_rows_have_their_claims_in_the_committed_ledger():
-    """A staged row is switched on only once the committed ledger holds the claims that decide it."""
+def test_every_row_has_its_claims_in_the_committed_ledger():
+    """The committed ledger holds every claim a row reads."""
     ledger = {c["id"] for c in _ledger()}
-    for staged in v.STAGED:
-        if staged.name in v.SWITCHED_ON:
-            assert set(staged.row.deciding) <= ledger, staged.name
+    for pc in (*v.PAPER_CLAIMS, *v.CROSS_CHECKS):
+        assert {*pc.deciding, *pc.context, *v.caveat_claim_ids(pc.caveat)} <= ledger, pc.id
 
 
 def test_readings_are_grouped_by_verdict_for_the_prose():

@@ -561,7 +561,7 @@ report.glue_nominal(heavy)
 # steps on the paper's five seeds — SGD, EM-like, ×10 on every matrix, and the book's M-step ($\rho = 1$) — give it at
 # budgets of 500 to 8000 steps: at budget $B$ the threshold is SGD's mean loss after $B$ steps. With a constant
 # learning rate a run of $B$ steps is the first $B$ steps of a longer one, so every budget is read from the same runs
-# (at 1000 steps they give the protocol's {glue:text}`sticky.speedup_budget_1000:.2f`×, the same first steps). A second
+# (at 1000 steps they give the protocol's {glue:text}`sticky.budget_1000_em_like_speedup:.2f`×, the same first steps). A second
 # reading asks how much sooner each schedule reaches a loss level: 10, 25, 50 and 75% of the way from $\ln 8$ down to
 # $H_{\min}$. A schedule that only rescaled time would give one ratio at every budget and every level. Intervals are
 # percentile bootstraps over seeds. The runs are computed once (`python -m attention_dynamics compute
@@ -600,7 +600,7 @@ plotting.glue_figure("fig-sticky-speedup-budget", figures.plot_speedup_budget(bu
 # %% [markdown] tags=[]
 # EM-like's speed-up by the paper's metric is {glue:text}`sticky.speedup_budget_500:.2f`× at a 500-step budget
 # (95% interval {glue:text}`sticky.budget_500_em_like_low:.2f`–{glue:text}`sticky.budget_500_em_like_high:.2f`),
-# {glue:text}`sticky.speedup_budget_1000:.2f`× at 1000, {glue:text}`sticky.speedup_budget_2000:.2f`× at 2000,
+# {glue:text}`sticky.budget_1000_em_like_speedup:.2f`× at 1000, {glue:text}`sticky.speedup_budget_2000:.2f`× at 2000,
 # {glue:text}`sticky.speedup_budget_4000:.2f`× at 4000 and {glue:text}`sticky.speedup_budget_8000:.2f`× at 8000
 # ({glue:text}`sticky.budget_8000_em_like_low:.2f`–{glue:text}`sticky.budget_8000_em_like_high:.2f`): at the longest
 # budget it {glue:text}`sticky.budget_8000_phrase`. ×10 on every matrix gives

@@ -313,7 +313,11 @@ class BijectionGeometry:
     claims: dict[str, claims.Claim] = field(default_factory=dict)
 
 
-#: The geometry's nulls as ledger claims, by (measure, null) (written out so that a search for an id finds them).
+#: The geometry's nulls as ledger claims, by (measure, null) (written out so that a search for an id finds them). The
+#: key tokens' layer-0 keys on scrambled values are not a null: a layer-0 key is computed from its own token and
+#: position, and scrambling leaves the key tokens in place, so that number is the trained one by construction. It is
+#: no claim of its own (one number, one claim: ``geometry.key_abs_cos_layer0_key_tokens``); the prose glues it as
+#: ``geometry.key_abs_cos_layer0_key_tokens_scrambled`` to show it (:data:`SAME_BY_CONSTRUCTION`).
 NULL_CLAIMS = {
     (KEYS_ALL, "untrained"): "geometry.key_abs_cos_layer0_untrained",
     (KEYS_KEY, "untrained"): "geometry.key_abs_cos_layer0_key_tokens_untrained",
@@ -321,11 +325,12 @@ NULL_CLAIMS = {
     ("ρ(value PC1, entropy)", "untrained"): "geometry.value_pc1_entropy_spearman_this_seed_untrained",
     (REDUCTION, "untrained"): "geometry.attention_entropy_reduction_untrained",
     (KEYS_ALL, "scrambled"): "geometry.key_abs_cos_layer0_scrambled",
-    (KEYS_KEY, "scrambled"): "geometry.key_abs_cos_layer0_key_tokens_scrambled",
     ("value PC1 share", "scrambled"): "geometry.value_pc1_ratio_this_seed_scrambled",
     ("ρ(value PC1, entropy)", "scrambled"): "geometry.value_pc1_entropy_spearman_this_seed_scrambled",
     (REDUCTION, "scrambled"): "geometry.attention_entropy_reduction_scrambled",
 }
+#: Nulls equal to the trained number by construction: glued for the prose, not recorded (see :data:`NULL_CLAIMS`).
+SAME_BY_CONSTRUCTION = {(KEYS_KEY, "scrambled"): "geometry.key_abs_cos_layer0_key_tokens_scrambled"}
 
 
 def plateau_note(name: str, moved: float) -> str:
@@ -373,6 +378,9 @@ def record_bijection_geometry(settings: ManifoldsSettings, run: TrainedRun, prob
     for condition, suffix in (("untrained", "untrained"), ("scrambled values", "scrambled")):
         for name, unit in ((KEYS_ALL, "mean |cos|"), (KEYS_KEY, "mean |cos|"), ("value PC1 share", "fraction of variance"),
                            ("ρ(value PC1, entropy)", "Spearman rho"), (REDUCTION, "fraction")):
+            if (name, suffix) in SAME_BY_CONSTRUCTION:
+                claims.glue(SAME_BY_CONSTRUCTION[(name, suffix)], nulls[condition][name])
+                continue
             claim_id = NULL_CLAIMS[(name, suffix)]
             out[claim_id] = claims.record(
                 claim_id, nulls[condition][name], unit=unit,

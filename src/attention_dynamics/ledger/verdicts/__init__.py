@@ -22,8 +22,8 @@ A pass beside a measurement that cannot decide is not "partly": the verdict says
 templates filled from the ledger (:func:`render_caveat`), so they change when the ledger does.
 
 The book's own cross-checks (results that are not claims of the paper, such as the Xu–Jordan bridge) are
-listed in :data:`CROSS_CHECKS` and rendered on the same page. Rows whose ledger claims the chapters do not
-record yet are kept in :data:`STAGED` and switched on by name in :data:`SWITCHED_ON` once they do.
+listed in :data:`CROSS_CHECKS` and rendered on the same page. Each row is defined once, in
+:mod:`attention_dynamics.ledger.verdicts.rows`, and no two rows share an id.
 
 The rule and its data types are in :mod:`attention_dynamics.ledger.verdicts.rule`, the rows in
 :mod:`attention_dynamics.ledger.verdicts.rows`; this module puts them together and assesses them against a ledger.
@@ -34,12 +34,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Mapping, Sequence
 
-from .rows import BASE_CLAIMS, CROSS_CHECKS, STAGED, SWITCHED_ON
+from .rows import CROSS_CHECKS, PAPER_CLAIMS
 from .rule import (
     VERDICTS,
     Definition,
     PaperClaim,
-    Staged,
     Verdict,
     _kinds,
     caveat_claim_ids,
@@ -48,33 +47,8 @@ from .rule import (
     verdict_from_statuses,
 )
 
-__all__ = ["VERDICTS", "Definition", "PaperClaim", "Verdict", "Staged", "PAPER_CLAIMS", "CROSS_CHECKS", "STAGED",
-           "SWITCHED_ON", "paper_claims", "verdict_from_statuses", "combine_definitions", "render_caveat",
-           "caveat_claim_ids", "assess", "verdict_of", "problems"]
-
-
-def paper_claims(switched_on: Iterable[str] | None = None) -> tuple[PaperClaim, ...]:
-    """Return the paper's claims in order, with the :data:`STAGED` rows named in ``switched_on`` (default
-    :data:`SWITCHED_ON`) in place: a staged row replaces the row with its id, or follows the row it names."""
-    on = set(SWITCHED_ON if switched_on is None else switched_on)
-    unknown = on - {s.name for s in STAGED}
-    if unknown:
-        raise ValueError(f"no staged rows named {sorted(unknown)}")
-    rows = list(BASE_CLAIMS)
-    for staged in STAGED:
-        if staged.name not in on:
-            continue
-        ids = [r.id for r in rows]
-        if staged.row.id in ids:
-            rows[ids.index(staged.row.id)] = staged.row
-        elif staged.after in ids:
-            rows.insert(ids.index(staged.after) + 1, staged.row)
-        else:
-            raise ValueError(f"staged row {staged.name!r}: no row {staged.after!r} to follow")
-    return tuple(rows)
-
-
-PAPER_CLAIMS: tuple[PaperClaim, ...] = paper_claims()
+__all__ = ["VERDICTS", "Definition", "PaperClaim", "Verdict", "PAPER_CLAIMS", "CROSS_CHECKS", "verdict_from_statuses",
+           "combine_definitions", "render_caveat", "caveat_claim_ids", "assess", "verdict_of", "problems"]
 
 
 def _ledger_index(ledger: Iterable[object]) -> dict[str, dict]:
@@ -129,10 +103,10 @@ def assess(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None =
 
 
 def verdict_of(row_id: str, ledger: Iterable[object]) -> Verdict:
-    """Return the verdict on one paper claim (staged or not) from the claims at hand, e.g. those a chapter has just
+    """Return the verdict on one paper claim (or cross-check) from the claims at hand, e.g. those a chapter has just
     recorded, so that its prose can state the verdict the page will show. Its caveat is filled only when every
     claim it reads is at hand (else ``None``)."""
-    rows = {pc.id: pc for pc in paper_claims([s.name for s in STAGED])} | {pc.id: pc for pc in CROSS_CHECKS}
+    rows = {pc.id: pc for pc in (*PAPER_CLAIMS, *CROSS_CHECKS)}
     if row_id not in rows:
         raise KeyError(f"no paper claim {row_id!r}")
     pc = rows[row_id]

@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 
 from ..claims import format_value
 
-__all__ = ["VERDICTS", "Definition", "PaperClaim", "Verdict", "Staged", "verdict_from_statuses", "combine_definitions",
+__all__ = ["VERDICTS", "Definition", "PaperClaim", "Verdict", "verdict_from_statuses", "combine_definitions",
            "render_caveat", "caveat_claim_ids"]
 
 #: The verdicts, from best to worst.
@@ -128,15 +128,6 @@ class Verdict:
             listed = ", ".join(f"{cid}: {self.statuses[cid]}" for cid in g.evidence)
             out.append(f"{g.name} — {listed}" if g.name else listed)
         return out
-
-
-@dataclass(frozen=True)
-class Staged:
-    """A row the chapters cannot feed yet: it replaces the row with its id (or, new, follows the row ``after``)."""
-
-    name: str
-    row: PaperClaim
-    after: str | None = None
 
 
 def _kinds(statuses: Iterable[str], budget_limited: bool) -> list[str]:
