@@ -1,6 +1,6 @@
 """Time one training step of the paper's sticky-chain head: closed-form gradient laws vs autograd.
 
-The head of PAPER.md §4.1: one causal head on a sequence of T = 2000 positions, W_Q, W_K
+The head of the paper's sticky Markov-chain experiment (arXiv:2512.22473): one causal head on a sequence of T = 2000 positions, W_Q, W_K
 (20 × 10), W_V (20 × 15), W_O (15 × 8), mean cross-entropy, float32, plain SGD with lr 0.01.
 One step = forward pass, the four parameter gradients, and the update. The closed-form step gets its
 gradients from ``gradients.single_head_parameter_gradients`` (the routing, value, query and key laws,

@@ -5,9 +5,10 @@ head 20 → 10/10/15 → 8, the EM-like schedule) for three ways of training the
 
 - ``engine``   — :func:`attention_dynamics.training.head_engine.closed_form_head_pass` through ``training.fit``;
 - ``autograd`` — the dense head of :mod:`attention_dynamics.science.attention` differentiated by autograd;
-- ``protocol`` — a re-implementation, for timing only, of the authors' Paper II script as PAPER.md §4.1
-  describes it: an ``nn.Module`` head whose forward builds the ``T × T`` causal mask, computes the dense
-  attention and the mean cross-entropy, ``loss.backward()``, an SGD step with the EM-like parameter
+- ``protocol`` — a re-implementation, for timing only, of the authors' Paper II script
+  (``experiments/paper2_gradient/em_vs_sgd_multiseed.py`` in github.com/vishalmisra/bayesian-wind-tunnel) as
+  the paper's sticky Markov-chain experiment describes it: an ``nn.Module`` head whose forward builds the
+  ``T × T`` causal mask, computes the dense attention and the mean cross-entropy, ``loss.backward()``, an SGD step with the EM-like parameter
   groups, and per step the logging the script's outputs need (the loss as a Python float and a copy of
   the value vectors for the PCA trajectories of the values). Not the authors' code: their script was
   timed on this machine class at 62 ms/step (issue text); this re-implementation shows the same order.

@@ -1,4 +1,4 @@
-"""The single head's forward pass and error signal against independent computations (PAPER.md §2)."""
+"""The single head's forward pass and error signal against independent computations (the paper's §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Diagnostics (PAPER.md §3, item 8) against known answers and independent computations.
+"""Diagnostics (the paper's §3, result 8) against known answers and independent computations.
 
 What each group protects:
 - known answers: one-hot attention has a zero advantage matrix; an unattended value is starved;

@@ -1,4 +1,4 @@
-"""The paper's first-order predictions, the E/M-step measures and the settling times (PAPER.md §3, items 4–5)."""
+"""The paper's first-order predictions, the E/M-step measures and the settling times (the paper's §3, results 4–5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The paper's gradient laws (PAPER.md §3) verified four ways.
+"""The paper's gradient laws (the paper's §3) verified four ways.
 
 1. Against autograd in float64, property-based over random shapes, batch sizes, seeds, masks and
    reductions: every gradient within 1e-12 of autograd's, relative to the gradient's scale.

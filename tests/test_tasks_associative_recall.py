@@ -1,4 +1,4 @@
-"""Associative recall against a brute-force dictionary lookup (PAPER.md §4.2, Paper I v3's binding task)."""
+"""Associative recall against a brute-force dictionary lookup (Paper I v3's binding task)."""
 
 from __future__ import annotations
 

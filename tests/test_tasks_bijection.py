@@ -1,4 +1,4 @@
-"""Bijection elimination against brute-force enumeration over every permutation (PAPER.md §4.2)."""
+"""Bijection elimination against brute-force enumeration over every permutation (Paper I's first wind tunnel)."""
 
 from __future__ import annotations
 

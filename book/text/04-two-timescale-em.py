@@ -502,7 +502,7 @@ plotting.glue_figure("fig-em-frame-definitions", figures.plot_frame_definitions(
 # Adam): freezing the frame at a step costs what it costs, whatever the run's length. Across the three lengths,
 # {glue:text}`ch4.fd_horizon_stability`.
 #
-# The authors' later frame study {cite}`agarwal2026workspace` reads the frame at the function level in Paper I's
+# A later frame study by Dalal, Misra and Parekh {cite}`dalal2026workspace` reads the frame at the function level in Paper I's
 # $V = 20$ bijection transformer: its frame subspace crosses three times its null level at about step 400 and
 # plateaus by about step 2,500, while calibration improves about 40-fold more; freezing the embeddings with $W_Q$,
 # $W_K$ at step 2,500 costs almost nothing (final entropy error 0.0029 against 0.0022 bits, three seeds). Those are

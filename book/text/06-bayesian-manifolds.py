@@ -727,7 +727,7 @@ claims.glue("ch6.frame_row_readings", tunnel_row.readings_text())
 # {glue:text}`ch6.frame_row_readings`. The learning rate decays to zero along a cosine, which by itself makes late
 # changes small for every quantity; a statement about what settles first is a statement about this schedule.
 #
-# The authors' later frame study {cite}`agarwal2026workspace`, on Paper I's $V = 20$ model trained for tens of
+# A later frame study by Dalal, Misra and Parekh {cite}`dalal2026workspace`, on Paper I's $V = 20$ model trained for tens of
 # thousands of steps, reads the frame as a subspace of the embedding and first block: it crosses three times its
 # null level at about step 400 and plateaus by about 2,500 while the entropy error improves another 40-fold, and
 # freezing the embeddings with $W_Q$, $W_K$ at 2,500 costs almost nothing (0.0029 against 0.0022 bits). Their

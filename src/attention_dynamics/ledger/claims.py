@@ -4,7 +4,7 @@ Inside a chapter, :func:`record` computes a claim's status, glues its value unde
 (so the prose can say ``{glue:text}`claim.id:.3f```) and stores the whole claim, as JSON, in the
 notebook's own outputs. The runner (:mod:`attention_dynamics.book.reproduce`) then rebuilds
 ``book/claims.json`` from the executed notebooks, so the ledger and the committed notebooks can
-never disagree. Ledger format (DESIGN.md): ``{"claims": [{"id", "chapter", "description",
+never disagree. Ledger format: ``{"claims": [{"id", "chapter", "description",
 "value", "unit", "paper_value", "expected", "tolerance", "lower", "upper", "status",
 "explanation", "params"}, ...]}``.
 """
