@@ -196,3 +196,72 @@ def test_tunnel_freeze_keeps_query_and_key_weights_and_trains_the_rest():
         assert not torch.equal(run.checkpoints[0][name][: 2 * D], at_t[: 2 * D])
     free = wt.train_bijection(s, seed=0)
     np.testing.assert_array_equal(free.losses[:t], run.losses[:t])
+
+
+# --- routing controls, the value learning-rate factor and the binding tunnel ------------------------------------
+
+def _qk_and_v(state, n_layers):
+    """Every layer's (query+key rows, value rows) of the fused qkv weight in a state dict."""
+    out = []
+    for layer in range(n_layers):
+        w = state[f"blocks.{layer}.attn.qkv.weight"]
+        D = w.shape[1]
+        out.append((w[: 2 * D], w[2 * D:]))
+    return out
+
+
+@pytest.mark.parametrize("routing", ["frozen", "uniform"])
+def test_routing_controls_keep_query_and_key_where_they_were_set(routing):
+    s = wt.BINDING_TUNNELS["fast"].replace(steps=30)
+    run = wt.train_binding(s, seed=0, routing=routing, checkpoints=4)
+    start = wt.untrained_model(s, 0).state_dict()
+    for (qk_end, v_end), (qk_start, v_start) in zip(_qk_and_v(run.state_dict, s.n_layers), _qk_and_v(start, s.n_layers)):
+        assert torch.equal(qk_end, torch.zeros_like(qk_start) if routing == "uniform" else qk_start)
+        assert not torch.equal(v_end, v_start)  # everything else trains
+    for step, state in run.checkpoints.items():  # the kept checkpoints hold the frozen rows too
+        for (qk, _), (qk0, _) in zip(_qk_and_v(state, s.n_layers), _qk_and_v(start, s.n_layers)):
+            assert torch.equal(qk, torch.zeros_like(qk0) if routing == "uniform" else qk0), step
+
+
+def test_uniform_routing_attends_uniformly_to_every_visible_position():
+    from attention_dynamics.models.transformer import probe_activations
+
+    s = wt.BINDING_TUNNELS["fast"].replace(steps=5)
+    run = wt.train_binding(s, seed=1, routing="uniform")
+    batch = wt.binding_batch_for_eval(s, seed=1, n=4)
+    _, layers = probe_activations(run.model(), batch.tokens)
+    T = batch.tokens.shape[1]
+    expected = torch.tril(torch.ones(T, T)) / torch.arange(1, T + 1)[:, None]
+    for layer in layers:
+        assert torch.allclose(layer["attn_weights"], expected.expand_as(layer["attn_weights"]), atol=1e-6)  # tolerance: float32 softmax of zeros
+
+
+def test_value_lr_factor_multiplies_the_value_step_and_nothing_else():
+    s = wt.BINDING_TUNNELS["fast"].replace(steps=1, warmup_steps=1)
+    start = wt.untrained_model(s, 2).state_dict()
+    plain = wt.train_binding(s, seed=2).state_dict
+    scaled = wt.train_binding(s, seed=2, value_lr_factor=10.0).state_dict
+    for (qk0, v0), (qk1, v1), (qk10, v10) in zip(*(_qk_and_v(x, s.n_layers) for x in (start, plain, scaled))):
+        assert torch.allclose(v10 - v0, 10.0 * (v1 - v0), atol=1e-6, rtol=1e-5)  # tolerance: float32 step arithmetic
+        assert torch.equal(qk10, qk1)
+    for name in start:
+        if "qkv" not in name:
+            assert torch.equal(plain[name], scaled[name]), name
+
+
+def test_binding_tunnel_learns_and_refuses_bad_controls():
+    s = wt.BINDING_TUNNELS["fast"]
+    run = wt.train_binding(s, seed=0)
+    assert run.task == "binding" and run.losses[-20:].mean() < run.losses[:20].mean()
+    batch = wt.binding_batch_for_eval(s, seed=0, n=8)
+    logp = wt.binding_log_probs(run.model(), batch)
+    assert logp.shape == (8, s.L, s.V)
+    assert_book_close(logp.exp().sum(-1), 1.0)
+    with pytest.raises(ValueError, match="routing"):
+        wt.train_binding(s, seed=0, routing="random")
+    with pytest.raises(ValueError, match="learned routing only"):
+        wt.train_binding(s, seed=0, routing="uniform", freeze_routing_at=3)
+    with pytest.raises(ValueError, match="value_lr_factor"):
+        wt.train_binding(s, seed=0, value_lr_factor=0.0)
+    with pytest.raises(ValueError, match="layout"):
+        s.replace(layout="triple")

@@ -29,16 +29,20 @@ from ..tasks import bijection, hmm
 __all__ = ["paper_key_orthogonality", "layer_ablation", "MANIFOLD_EXPLANATIONS", "manifold_regression"]
 
 
-def paper_key_orthogonality(model: CausalTransformer, V: int, *, layer: int = 0) -> dict[str, float]:
-    """Return Paper I's key orthogonality of a bijection transformer at ``layer``, over the V value tokens.
+def paper_key_orthogonality(model: CausalTransformer, V: int, *, layer: int = 0,
+                            token_ids: range | None = None) -> dict[str, float]:
+    """Return Paper I's key orthogonality of a token-tunnel transformer at ``layer``, over its hypothesis tokens.
 
-    ``signed``: the authors' statistic, the signed mean off-diagonal cosine of W_K·e over the value tokens' embeddings,
-    mean over heads; ``abs``: the mean ``|cos|`` of the same keys; ``signed_by_head`` / ``abs_by_head``: per head.
+    The hypothesis tokens are the V value tokens of bijection (ids V .. 2V − 1, the default) or any ``token_ids``
+    (binding's pair tokens, V .. V + V² − 1). ``signed``: the authors' statistic, the signed mean off-diagonal cosine
+    of W_K·e over those tokens' embeddings, mean over heads; ``abs``: the mean ``|cos|`` of the same keys;
+    ``signed_by_head`` / ``abs_by_head``: per head.
     """
     attn = model.attention_modules()[layer]
     D = attn.qkv.weight.shape[1]
     key_weight = attn.qkv.weight[D: 2 * D]  # (H·d_head, D): the key rows of the fused projection
-    values = model.embed.weight[V: 2 * V]  # (V, D): value tokens are ids V .. 2V − 1
+    ids = range(V, 2 * V) if token_ids is None else token_ids
+    values = model.embed.weight[ids.start: ids.stop]  # (n, D): the hypothesis tokens' embeddings
     signed = geometry.key_cosine_of_embeddings(values, key_weight, attn.n_heads, signed=True)
     absolute = geometry.key_cosine_of_embeddings(values, key_weight, attn.n_heads, signed=False)
     return {"signed": float(signed.mean()), "abs": float(absolute.mean()),

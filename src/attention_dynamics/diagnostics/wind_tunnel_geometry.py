@@ -13,6 +13,7 @@ Entropies in bits; attention similarity is 1 − mean total-variation distance.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -31,6 +32,7 @@ __all__ = [
     "frame_and_calibration",
     "GeometryReport",
     "bijection_geometry",
+    "token_tunnel_geometry",
     "HMMManifold",
     "hmm_manifold",
     "bijection_scrambled_probe",
@@ -193,18 +195,36 @@ def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch
     ``table=False`` leaves ``manifold_table`` empty (it is the costly part; the curves through
     training do not need it).
     """
-    _, layers = probe_activations(model, probe.tokens)
     entropy = np.broadcast_to(bijection.bayes_entropy_bits(probe.V, probe.L), (len(probe), probe.L)).reshape(-1).copy()
+    return token_tunnel_geometry(model, probe.tokens, entropy, table=table)
+
+
+def token_tunnel_geometry(model: CausalTransformer, tokens: torch.Tensor, entropy: np.ndarray, *,
+                          table: bool = True, keys: bool = True) -> GeometryReport:
+    """Return the :class:`GeometryReport` of a token-tunnel transformer (bijection, binding) on ``tokens``
+    ``(B, 2L − 1)``: keys at the even positions (where it predicts), revealed values or pairs at the odd ones.
+
+    ``entropy`` ``(B·L,)``: the exact posterior's entropy (bits) at every key position, against which the value
+    manifold is ordered (a function of position in bijection; of the content in binding, where a repeated key's
+    posterior is a point mass). ``keys=False`` leaves the key and query–key measures NaN (a model whose query and key
+    weights are zero, uniform attention, has no key directions).
+    """
+    _, layers = probe_activations(model, tokens)
+    entropy = np.asarray(entropy, dtype=float)
     key_cos, key_cos_values, key_cos_keys, attn_entropy, attended, visible = [], [], [], [], [], []
     rows: list[dict[str, Any]] = []
     for l, lay in enumerate(layers):
-        keys = lay["keys"]  # (B, H, T, d_head)
-        key_cos.append(float(geometry.mean_abs_cosine_per_set(keys).mean()))
-        key_cos_values.append(float(geometry.mean_abs_cosine_per_set(keys[:, :, 1::2]).mean()))
-        key_cos_keys.append(float(geometry.mean_abs_cosine_per_set(keys[:, :, 0::2]).mean()))
         alpha_q = lay["attn_weights"][:, :, 2::2]  # key positions t ≥ 1 (they see more than one token)
         attn_entropy.append(float(stats.entropy(alpha_q, unit="bits").mean()))
-        a, v = geometry.query_key_alignment(lay["queries"], lay["keys"], lay["attn_weights"])
+        if keys:
+            key_vectors = lay["keys"]  # (B, H, T, d_head)
+            key_cos.append(float(geometry.mean_abs_cosine_per_set(key_vectors).mean()))
+            key_cos_values.append(float(geometry.mean_abs_cosine_per_set(key_vectors[:, :, 1::2]).mean()))
+            key_cos_keys.append(float(geometry.mean_abs_cosine_per_set(key_vectors[:, :, 0::2]).mean()))
+            a, v = geometry.query_key_alignment(lay["queries"], lay["keys"], lay["attn_weights"])
+        else:
+            key_cos.append(math.nan), key_cos_values.append(math.nan), key_cos_keys.append(math.nan)
+            a = v = math.nan
         attended.append(a)
         visible.append(v)
         for name, label in (("values", "values v_j"), ("context", "attention output g_i"),
@@ -219,7 +239,7 @@ def bijection_geometry(model: CausalTransformer, probe: bijection.BijectionBatch
                      "pc1_ratio": float(ratios[0]), "spearman": rho})
     v_scores, v_ratios, v_rho = _pc1(_heads_concatenated(layers[-1]["context"][:, :, 0::2]), entropy)
     first = F.normalize(layers[0]["keys"][0, 0].double(), dim=-1)  # (T, d_head): sequence 0, head 0
-    T = probe.tokens.shape[1]
+    T = tokens.shape[1]
     uniform = float(np.mean(np.log2(np.arange(3, T + 1, 2))))  # the t-th key position sees 2t + 1 tokens
     return GeometryReport(
         key_abs_cos=np.array(key_cos), key_abs_cos_value_tokens=np.array(key_cos_values),

@@ -44,6 +44,7 @@ __all__ = [
     "closed_form_backward",
     "autograd_head_loss",
     "head_metrics",
+    "identity_routing_pass",
 ]
 
 #: Query rows per block: a (128 × T) float32 slice of the attention matrix stays in cache for T ≈ 2000.
@@ -234,17 +235,42 @@ def autograd_head_loss(model: SingleHeadModule, batch: tuple[torch.Tensor, torch
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
+def identity_routing_pass(x: torch.Tensor, params: SingleHeadParams, targets: torch.Tensor) -> HeadPass:
+    """Return the loss and weight gradients of the head with its attention pinned to the identity (alpha = I).
+
+    Each query reads only its own value, g_i = v_i = W_Vᵀ x_i: the sticky chain's Bayes routing (its posterior needs
+    only the current symbol, which x_i carries). W_Q and W_K do not enter, so their gradients are zero; every soft
+    count is 1. Autograd on the three-line forward; the mean cross-entropy in nats, as the engine.
+    """
+    W_V = params.W_V.detach().requires_grad_(True)
+    W_O = params.W_O.detach().requires_grad_(True)
+    with torch.enable_grad():
+        values = x @ W_V  # (T, d_v): g_i = v_i
+        values.retain_grad()
+        loss = F.cross_entropy(values @ W_O, targets)
+        loss.backward()
+    zeros = {n: torch.zeros_like(getattr(params, n)) for n in ("W_Q", "W_K")}
+    return HeadPass(loss=loss.detach(), grads={**zeros, "W_V": W_V.grad, "W_O": W_O.grad},
+                    soft_counts=torch.ones(x.shape[0], dtype=x.dtype), grad_values=values.grad)
+
+
 def head_metrics(
-    x: torch.Tensor, params: SingleHeadParams, targets: torch.Tensor, key_symbols: torch.Tensor | None = None
+    x: torch.Tensor, params: SingleHeadParams, targets: torch.Tensor, key_symbols: torch.Tensor | None = None,
+    *, identity_routing: bool = False,
 ) -> dict[str, float]:
     """Return the head's mean cross-entropy and predictive entropy (nats) and its accuracy on one sequence.
 
     With ``key_symbols`` ``(T,)`` (the symbol each input carries), also ``same_symbol_attention``: the
     mean over queries of the attention mass on keys that carry the query's own symbol, and
-    ``same_symbol_chance``, that mass under uniform causal attention.
+    ``same_symbol_chance``, that mass under uniform causal attention. ``identity_routing``: the head with its
+    attention pinned to the identity (:func:`identity_routing_pass`).
     """
     with torch.no_grad():
         fwd = single_head_forward(x, params, targets)
+        if identity_routing:
+            fwd.alpha = torch.eye(x.shape[0], dtype=fwd.alpha.dtype)
+            fwd.logits = (x @ params.W_V) @ params.W_O
+            fwd.loss = F.cross_entropy(fwd.logits, targets)
         log_p = torch.log_softmax(fwd.logits, dim=-1)
         out = {
             "loss": float(fwd.loss),

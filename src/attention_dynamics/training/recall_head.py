@@ -130,6 +130,7 @@ def train_specialization_head(
     task_sizes: dict[str, int] | None = None,
     path_every: int | None = None,
     freeze_routing_at: int | None = None,
+    zero_routing: bool = False,
 ) -> SpecializationRun:
     """Return a :class:`SpecializationRun`: full-batch gradient descent on the recall task, measured.
 
@@ -141,7 +142,8 @@ def train_specialization_head(
     the data, so runs can share a task and differ only in initialisation. ``path_every``: also record
     the frame and the values every that many steps (cheap; for :func:`path_settling_step`).
     ``freeze_routing_at`` = t: W_Q and W_K stop training from step t on (the frame frozen), the rest
-    trains on.
+    trains on. ``zero_routing``: W_Q and W_K start at zero (with ``frozen=("W_Q", "W_K")``: uniform attention
+    throughout, the no-routing control).
     """
     steps = check_positive_int("steps", steps)
     record_every = check_positive_int("record_every", record_every)
@@ -157,6 +159,10 @@ def train_specialization_head(
     d_in = task.input_dim(sizes["n_tags"], sizes["n_labels"])
     init = init_single_head(d_in, d_k, d_v, sizes["n_labels"], std=init_std, generator=torch_generator(stream(seed, "init")))
     model = SingleHeadModule(init)
+    if zero_routing:
+        with torch.no_grad():
+            model.W_Q.zero_()
+            model.W_K.zero_()
     optimizer = torch.optim.SGD(model.param_groups(lr, value_lr_ratio, frozen=frozen), lr=lr)
     K = sizes["n_sources"]
     label_rows = slice(2 * sizes["n_tags"], 2 * sizes["n_tags"] + sizes["n_labels"])
@@ -215,7 +221,7 @@ def train_specialization_head(
                     n_train=n_train, n_probe=n_probe, record_every=record_every, settle_window=settle_window,
                     d_k=d_k, d_v=d_v, init_std=init_std,
                     data_seed=stream(seed, "data") if data_seed is None else data_seed, path_every=path_every,
-                    freeze_routing_at=freeze_routing_at, **sizes)
+                    freeze_routing_at=freeze_routing_at, zero_routing=zero_routing, **sizes)
     return SpecializationRun(
         settings=settings,
         steps=col("step"),

@@ -51,7 +51,7 @@ from typing import Callable
 import torch
 
 from ..core.settings import check_positive_int
-from .head_engine import DEFAULT_QUERY_ROWS_PER_BLOCK, SingleHeadModule, closed_form_head_pass
+from .head_engine import DEFAULT_QUERY_ROWS_PER_BLOCK, SingleHeadModule, closed_form_head_pass, identity_routing_pass
 
 __all__ = [
     "DEFAULT_M_STEP_RHO",
@@ -209,20 +209,27 @@ def m_step_objective(
 
 
 def make_backward(
-    schedule: str | Schedule, *, block_size: int = DEFAULT_QUERY_ROWS_PER_BLOCK
+    schedule: str | Schedule, *, block_size: int = DEFAULT_QUERY_ROWS_PER_BLOCK, identity_routing: bool = False
 ) -> Callable[[SingleHeadModule, tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
     """Return the ``backward(model, (x, y))`` routine of ``schedule`` for :func:`attention_dynamics.training.fit`.
 
     It fills every ``.grad`` from the closed-form engine. For the M-step it puts ``S⁻¹ ∇_{W_V}L`` in
     ``W_V.grad``, so the optimiser's step of size rho on W_V *is* the closed-form M-step; for the exact M-step
     it puts ``(W_V − W_V*) / value_lr``, so the step lands on :func:`exact_value_m_step`'s minimiser.
+    ``identity_routing``: the head's attention pinned to the identity
+    (:func:`~attention_dynamics.training.head_engine.identity_routing_pass`; gradient schedules only).
     """
     s = get_schedule(schedule)
+    if identity_routing and s.value_update != "gradient":
+        raise ValueError(f"identity routing takes gradient schedules only, got {s.name!r} ({s.value_update})")
 
     def backward(model: SingleHeadModule, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = batch
         params = model.head_params()
-        result = closed_form_head_pass(x, params, y, block_size=block_size)
+        if identity_routing:
+            result = identity_routing_pass(x, params, y)
+        else:
+            result = closed_form_head_pass(x, params, y, block_size=block_size)
         grads = dict(result.grads)
         if s.value_update == "m_step":
             grads["W_V"] = m_step_direction(x, grads["W_V"], result.soft_counts)

@@ -7,7 +7,15 @@ same model) train these, so they live here, below the chapters:
   read at the key positions (:class:`BijectionTraining`, :func:`train_bijection`);
 - **HMM filtering** (:mod:`~attention_dynamics.tasks.hmm`): vector inputs carrying the observation and both
   matrices, trained on the exact filtering posterior at length K, evaluated at longer lengths (ALiBi positions,
-  so the same model runs at any length; :class:`HMMTraining`, :func:`train_hmm`).
+  so the same model runs at any length; :class:`HMMTraining`, :func:`train_hmm`);
+- **binding** (:mod:`~attention_dynamics.tasks.binding`): keys with replacement, so a repeated key's value must be
+  found by content (:class:`BindingTraining`, :func:`train_binding`; chapter 7).
+
+Every trainer takes a ``routing`` control (:data:`ROUTING_CONTROLS`): ``"learned"`` (the model as it is),
+``"frozen"`` (every layer's W_Q, W_K kept at their initial values), ``"uniform"`` (W_Q = W_K = 0, kept there: every
+head attends uniformly to the positions it may see). The same model with routing removed tells whether a task needs
+routing at all. ``value_lr_factor`` multiplies the learning rate of every layer's value projection W_V (the paper's
+"EM-like" schedule, here on AdamW's step).
 
 :data:`BIJECTION_TUNNELS` and :data:`HMM_TUNNELS` are the book's tunnels per scale (``fast`` / ``book`` /
 ``paper``): chapter 6 trains them, and chapters 4 and 8 study exactly the models chapter 6 measures.
@@ -37,13 +45,22 @@ from ..core.seeding import stream, torch_generator
 from ..core.settings import check_positive_int, resolve_device
 from ..models.transformer import CausalTransformer
 from ..science import calibration
-from ..tasks import bijection, hmm
+from ..tasks import bijection, binding, hmm
 from .loop import ResumePoint, fast_adamw, fit, fit_resumable, map_parallel
 from .schedules import warmup_cosine
 
 __all__ = [
     "BIJECTION_TARGETS",
+    "ROUTING_CONTROLS",
     "BijectionTraining",
+    "BindingTraining",
+    "BINDING_TUNNELS",
+    "train_binding",
+    "binding_batch_for_eval",
+    "binding_probe_batch",
+    "binding_log_probs",
+    "zero_query_key",
+    "scale_value_steps",
     "HMMTraining",
     "BIJECTION_TUNNELS",
     "HMM_TUNNELS",
@@ -68,6 +85,17 @@ __all__ = [
 ]
 
 BIJECTION_TARGETS = ("posterior", "sampled")
+#: How a run's routing (every layer's query and key weights) is treated: trained, kept at initialisation, or zero.
+ROUTING_CONTROLS = ("learned", "frozen", "uniform")
+
+
+def _check_routing(routing: str, freeze_routing_at: int | None) -> None:
+    if routing not in ROUTING_CONTROLS:
+        raise ValueError(f"routing must be one of {ROUTING_CONTROLS}, got {routing!r}")
+    if routing != "learned" and freeze_routing_at is not None:
+        raise ValueError(f"freeze_routing_at applies to learned routing only, got routing={routing!r}")
+    if freeze_routing_at is not None and (isinstance(freeze_routing_at, bool) or freeze_routing_at < 0):
+        raise ValueError(f"freeze_routing_at must be a non-negative step, got {freeze_routing_at!r}")
 
 
 def _check_positive(owner: object, *names: str) -> None:
@@ -108,6 +136,47 @@ class BijectionTraining:
         """Return an untrained model of this size (initialised from torch's global generator)."""
         return make_bijection_transformer(self.V, self.L, d_model=self.d_model, n_layers=self.n_layers,
                                           n_heads=self.n_heads)
+
+
+@dataclass(frozen=True)
+class BindingTraining:
+    """A binding transformer and its training (:mod:`~attention_dynamics.tasks.binding`): V keys and values, L keys per
+    sequence (with replacement), the ``layout`` (``"pair"``: one token per revealed pair; ``"separate"``: key and value
+    tokens) and the ``value_map`` (``"bijection"`` or ``"function"``); model and AdamW schedule as
+    :class:`BijectionTraining` (always on the exact posterior)."""
+
+    V: int
+    L: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    steps: int
+    batch: int
+    lr: float
+    warmup_steps: int
+    layout: str = "pair"
+    value_map: str = "bijection"
+
+    def __post_init__(self) -> None:
+        _check_positive(self, "V", "L", "d_model", "n_layers", "n_heads", "steps", "batch", "warmup_steps")
+        binding.check_sizes(self.V, self.L, self.layout, self.value_map)
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+
+    def replace(self, **changes: Any) -> "BindingTraining":
+        """Return a copy with ``changes`` (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def model(self) -> CausalTransformer:
+        """Return an untrained model of this size (initialised from torch's global generator)."""
+        return CausalTransformer(n_out=self.V, vocab_size=binding.vocab_size(self.V, self.layout),
+                                 d_model=self.d_model, n_layers=self.n_layers, n_heads=self.n_heads,
+                                 max_len=binding.sequence_length(self.L), positional="learned")
+
+    def sample(self, n: int, generator: torch.Generator) -> binding.BindingBatch:
+        """Return ``n`` fresh sequences of this tunnel."""
+        return binding.sample_binding_batch(n, self.V, self.L, layout=self.layout, value_map=self.value_map,
+                                            generator=generator)
 
 
 @dataclass(frozen=True)
@@ -172,6 +241,19 @@ HMM_TUNNELS: dict[str, HMMTraining] = {
 }
 
 
+#: The book's binding tunnel per scale: chapter 6's bijection transformer and training (``book``: V = L = 10, 4 layers,
+#: d = 64, 2 heads, AdamW 1e-3, 2,000 steps) on the one-hop pair layout; ``paper``: Paper I's sizes; ``fast``: a smoke
+#: run.
+BINDING_TUNNELS: dict[str, BindingTraining] = {
+    "fast": BindingTraining(V=6, L=6, d_model=32, n_layers=2, n_heads=2, steps=150, batch=32, lr=2e-3,
+                            warmup_steps=20),
+    "book": BindingTraining(V=10, L=10, d_model=64, n_layers=4, n_heads=2, steps=2000, batch=64, lr=1e-3,
+                            warmup_steps=100),
+    "paper": BindingTraining(V=20, L=19, d_model=192, n_layers=6, n_heads=6, steps=100_000, batch=64, lr=3e-4,
+                             warmup_steps=1000),
+}
+
+
 def make_bijection_transformer(V: int, L: int, *, d_model: int, n_layers: int, n_heads: int) -> CausalTransformer:
     """Return a causal transformer reading the 2V-token vocabulary and emitting logits over the V values."""
     V, L = bijection.check_sizes(V, L)
@@ -208,15 +290,17 @@ class TrainedRun:
     :class:`HMMTraining`) holds everything needed to rebuild the model (:meth:`model`).
     """
 
-    settings: BijectionTraining | HMMTraining
+    settings: BijectionTraining | HMMTraining | BindingTraining
     state_dict: dict[str, torch.Tensor]
     losses: np.ndarray
     checkpoints: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
 
     @property
     def task(self) -> str:
-        """Return ``"bijection"`` or ``"hmm"``."""
-        return "bijection" if isinstance(self.settings, BijectionTraining) else "hmm"
+        """Return ``"bijection"``, ``"binding"`` or ``"hmm"``."""
+        if isinstance(self.settings, BijectionTraining):
+            return "bijection"
+        return "binding" if isinstance(self.settings, BindingTraining) else "hmm"
 
     def model(self, step: int | None = None) -> CausalTransformer:
         """Return the model (in eval mode) with the final weights, or those of checkpoint ``step``."""
@@ -238,55 +322,140 @@ def _set_threads(device: torch.device) -> int:
 
 
 def train_bijection(settings: BijectionTraining, *, seed: int, device: str = "cpu", checkpoints: int = 0,
-                    progress: bool = False, freeze_routing_at: int | None = None,
-                    resume: ResumePoint | None = None) -> TrainedRun:
+                    progress: bool = False, freeze_routing_at: int | None = None, routing: str = "learned",
+                    value_lr_factor: float = 1.0, resume: ResumePoint | None = None) -> TrainedRun:
     """Return the :class:`TrainedRun` of a transformer trained on fresh bijection-elimination batches.
 
     Loss: cross-entropy in nats at the key positions, against the exact posterior or the sampled
     value (``settings.target``). AdamW with warm-up and cosine decay, gradients clipped at 1. With
     ``checkpoints`` = n > 0, the weights at the n-point :func:`checkpoint_schedule` are kept.
     ``freeze_routing_at`` = t: every layer's query and key weights keep their step-t values from then
-    on (:func:`freeze_query_key`); everything else trains on. ``resume``: save the run's state there as it
-    goes and continue from it (:func:`~attention_dynamics.training.fit_resumable`; no checkpoints then).
+    on (:func:`freeze_query_key`); everything else trains on. ``routing``: a control of
+    :data:`ROUTING_CONTROLS`; ``value_lr_factor``: the value projections' learning rate multiplier
+    (:func:`scale_value_steps`). ``resume``: save the run's state there as it goes and continue from it
+    (:func:`~attention_dynamics.training.fit_resumable`; no checkpoints then).
     """
     s = _checked(settings, BijectionTraining)
+    V, L = s.V, s.L
+
+    def sample(n: int, generator: torch.Generator) -> bijection.BijectionBatch:
+        return bijection.sample_bijection_batch(n, V, L, generator=generator)
+
+    def loss_fn(m: nn.Module, batch: bijection.BijectionBatch) -> torch.Tensor:
+        logits = m(batch.tokens)[:, 0::2]  # (B, L, V): predictions at the key positions
+        if s.target == "posterior":
+            return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
+        return F.cross_entropy(logits.reshape(-1, V), batch.targets.reshape(-1))
+
+    return _train_token_tunnel(s, sample, loss_fn, seed=seed, data_index=0, device=device, checkpoints=checkpoints,
+                               progress=progress, freeze_routing_at=freeze_routing_at, routing=routing,
+                               value_lr_factor=value_lr_factor, resume=resume, desc="bijection")
+
+
+def train_binding(settings: BindingTraining, *, seed: int, device: str = "cpu", checkpoints: int = 0,
+                  progress: bool = False, freeze_routing_at: int | None = None, routing: str = "learned",
+                  value_lr_factor: float = 1.0, resume: ResumePoint | None = None) -> TrainedRun:
+    """Return the :class:`TrainedRun` of a transformer trained on fresh binding batches (exact-posterior targets).
+
+    As :func:`train_bijection`: soft-target cross-entropy in nats at the key positions, AdamW with warm-up and cosine
+    decay, clipping at 1, the same checkpoints, freezing, routing controls and value learning-rate factor. Its
+    batches come from the seed's training stream at index 1 (index 0 is bijection's).
+    """
+    s = _checked(settings, BindingTraining)
+
+    def loss_fn(m: nn.Module, batch: binding.BindingBatch) -> torch.Tensor:
+        logits = m(batch.tokens)[:, 0::2]  # (B, L, V)
+        return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
+
+    return _train_token_tunnel(s, s.sample, loss_fn, seed=seed, data_index=1, device=device, checkpoints=checkpoints,
+                               progress=progress, freeze_routing_at=freeze_routing_at, routing=routing,
+                               value_lr_factor=value_lr_factor, resume=resume, desc="binding")
+
+
+def _train_token_tunnel(s, sample, loss_fn, *, seed: int, data_index: int, device: str, checkpoints: int,
+                        progress: bool, freeze_routing_at: int | None, routing: str, value_lr_factor: float,
+                        resume: ResumePoint | None, desc: str, fused_adamw: bool = False) -> TrainedRun:
+    """The one training loop of the wind tunnels (bijection, binding, HMM): see :func:`train_bijection`."""
+    _check_routing(routing, freeze_routing_at)
+    if not value_lr_factor > 0:
+        raise ValueError(f"value_lr_factor must be positive, got {value_lr_factor!r}")
     dev = resolve_device(device)
     threads = _set_threads(dev)
     try:
-        model = untrained_model(s, seed).to(dev)
+        model = untrained_model(s, seed)
+        if routing == "uniform":
+            zero_query_key(model)
+        model = model.to(dev)
         for attn in model.attention_modules():
             attn.fused = True  # the same function as the explicit path (tested), faster
-        data = torch_generator(stream(seed, "train"))
-        V, L, B = s.V, s.L, s.batch
+        data = torch_generator(stream(seed, "train", data_index))
+        freeze_at = 0 if routing != "learned" else freeze_routing_at
+        frozen = freeze_query_key(model) if freeze_at is not None else None
 
-        frozen = freeze_query_key(model) if freeze_routing_at is not None else None
-
-        def batches(step: int) -> bijection.BijectionBatch:
-            if frozen is not None and step >= freeze_routing_at:
-                frozen(step == freeze_routing_at)
-            return bijection.sample_bijection_batch(B, V, L, generator=data).to(dev)
-
-        def loss_fn(m: nn.Module, batch: bijection.BijectionBatch) -> torch.Tensor:
-            logits = m(batch.tokens)[:, 0::2]  # (B, L, V): predictions at the key positions
-            if s.target == "posterior":
-                return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
-            return F.cross_entropy(logits.reshape(-1, V), batch.targets.reshape(-1))
+        def batches(step: int):
+            if frozen is not None and step >= freeze_at:
+                frozen(step == freeze_at)
+            return sample(s.batch, data).to(dev)
 
         kept: dict[int, dict[str, torch.Tensor]] = {}
         steps = s.steps
         at = checkpoint_schedule(steps, checkpoints) if checkpoints else []
 
         def keep(step: int, m: nn.Module, _loss: float) -> None:
+            if frozen is not None and step >= freeze_at and step > 0:
+                frozen(False)  # the stored weights hold the frozen rows, not the last step's move of them
             kept[step] = _cpu_state(m)
 
-        optimizer = _optimizer(model, s.lr)
+        optimizer = _optimizer(model, s.lr, fused=fused_adamw)
+        if value_lr_factor != 1.0:
+            scale_value_steps(model, optimizer, value_lr_factor)
         history = _fit(model, batches, steps, optimizer, loss_fn, s, resume=resume, generator=data,
-                       callback=keep if at else None, callback_steps=at, progress=progress, desc="bijection")
-        if frozen is not None and freeze_routing_at < steps:
+                       callback=keep if at else None, callback_steps=at, progress=progress, desc=desc)
+        if frozen is not None and freeze_at < steps:
             frozen(False)  # undo the last step's move of the frozen rows
         return TrainedRun(s, _cpu_state(model), history.losses, kept)
     finally:
         torch.set_num_threads(threads)
+
+
+def _query_key_rows(model: CausalTransformer) -> list[torch.Tensor]:
+    """Return every layer's query and key rows of the fused ``qkv`` projection (weights and biases; views)."""
+    return [t[: 2 * attn.qkv.weight.shape[1]] for attn in model.attention_modules()
+            for t in (attn.qkv.weight, attn.qkv.bias) if t is not None]
+
+
+def _value_rows(model: CausalTransformer) -> list[torch.Tensor]:
+    """Return every layer's value rows of the fused ``qkv`` projection (weights and biases; views)."""
+    return [t[2 * attn.qkv.weight.shape[1]:] for attn in model.attention_modules()
+            for t in (attn.qkv.weight, attn.qkv.bias) if t is not None]
+
+
+def zero_query_key(model: CausalTransformer) -> CausalTransformer:
+    """Set every layer's query and key weights to zero (every score 0: uniform attention over the visible positions)."""
+    with torch.no_grad():
+        for rows in _query_key_rows(model):
+            rows.zero_()
+    return model
+
+
+def scale_value_steps(model: CausalTransformer, optimizer: torch.optim.Optimizer, factor: float):
+    """Make every optimiser step move the value projections ``factor`` times as far (their learning rate × factor).
+
+    The value rows share one fused ``qkv`` weight with the queries and keys, so the step is rescaled after the
+    optimiser has taken it: ``W_V ← W_V_before + factor · (W_V_after − W_V_before)``. For AdamW without weight decay
+    (the tunnels' optimiser) that is exactly the step at ``factor`` times the learning rate. Returns the hook handles.
+    """
+    before: list[torch.Tensor] = []
+
+    def pre(_opt, _args, _kwargs) -> None:
+        before[:] = [r.detach().clone() for r in _value_rows(model)]
+
+    def post(_opt, _args, _kwargs) -> None:
+        with torch.no_grad():
+            for r, b in zip(_value_rows(model), before):
+                r.copy_(b + factor * (r - b))
+
+    return optimizer.register_step_pre_hook(pre), optimizer.register_step_post_hook(post)
 
 
 def freeze_query_key(model: CausalTransformer):
@@ -296,11 +465,10 @@ def freeze_query_key(model: CausalTransformer):
     Restoring them before every forward pass keeps them exactly where they were stored while the
     optimiser moves everything else (AdamW's decay and moments of those rows have no effect).
     """
-    held: list[tuple[torch.Tensor, torch.Tensor]] = []
+    held: list[torch.Tensor] = []
 
     def hold(take: bool) -> None:
-        rows = [t[: 2 * attn.qkv.weight.shape[1]] for attn in model.attention_modules()
-                for t in (attn.qkv.weight, attn.qkv.bias) if t is not None]
+        rows = _query_key_rows(model)
         with torch.no_grad():
             if take:
                 held[:] = [r.clone() for r in rows]
@@ -312,44 +480,30 @@ def freeze_query_key(model: CausalTransformer):
 
 
 def train_hmm(settings: HMMTraining, *, seed: int, device: str = "cpu", checkpoints: int = 0,
-              progress: bool = False, resume: ResumePoint | None = None) -> TrainedRun:
+              progress: bool = False, freeze_routing_at: int | None = None, routing: str = "learned",
+              value_lr_factor: float = 1.0, resume: ResumePoint | None = None) -> TrainedRun:
     """Return the :class:`TrainedRun` of a transformer trained on fresh HMM-filtering batches of length K.
 
     Loss: soft-target cross-entropy in nats against the exact filtering posterior (its minimum is
     the mean posterior entropy). AdamW with warm-up and cosine decay, gradients clipped at 1;
     ``settings.fused_adamw`` selects AdamW's fused kernel (the same update, faster on a CPU).
     With ``checkpoints`` = n > 0, the weights at :func:`checkpoint_schedule` steps are kept (for the
-    calibration curve through training, :func:`hmm_kl_through_training`); ``resume`` as in :func:`train_bijection`.
+    calibration curve through training, :func:`hmm_kl_through_training`); ``freeze_routing_at``, ``routing``,
+    ``value_lr_factor`` and ``resume`` as in :func:`train_bijection`.
     """
     s = _checked(settings, HMMTraining)
-    dev = resolve_device(device)
-    threads = _set_threads(dev)
-    try:
-        model = untrained_model(s, seed).to(dev)
-        for attn in model.attention_modules():
-            attn.fused = True
-        data = torch_generator(stream(seed, "train"))
 
-        def batches(step: int) -> hmm.HMMBatch:
-            return _hmm_batch(s, s.batch, s.length, data).to(dev)
+    def sample(n: int, generator: torch.Generator) -> hmm.HMMBatch:
+        return _hmm_batch(s, n, s.length, generator)
 
-        def loss_fn(m: nn.Module, batch: hmm.HMMBatch) -> torch.Tensor:
-            logits = m(batch.inputs)  # (B, K, S)
-            return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
+    def loss_fn(m: nn.Module, batch: hmm.HMMBatch) -> torch.Tensor:
+        logits = m(batch.inputs)  # (B, K, S)
+        return calibration.soft_cross_entropy_nats(logits, batch.posterior.to(logits.dtype))
 
-        steps = s.steps
-        kept: dict[int, dict[str, torch.Tensor]] = {}
-        at = checkpoint_schedule(steps, checkpoints) if checkpoints else []
-
-        def keep(step: int, m: nn.Module, _loss: float) -> None:
-            kept[step] = _cpu_state(m)
-
-        optimizer = _optimizer(model, s.lr, fused=s.fused_adamw)
-        history = _fit(model, batches, steps, optimizer, loss_fn, s, resume=resume, generator=data,
-                       callback=keep if at else None, callback_steps=at, progress=progress, desc="HMM")
-        return TrainedRun(s, _cpu_state(model), history.losses, kept)
-    finally:
-        torch.set_num_threads(threads)
+    return _train_token_tunnel(s, sample, loss_fn, seed=seed, data_index=0, device=device, checkpoints=checkpoints,
+                               progress=progress, freeze_routing_at=freeze_routing_at, routing=routing,
+                               value_lr_factor=value_lr_factor, resume=resume, desc="HMM",
+                               fused_adamw=s.fused_adamw)
 
 
 def _fit(model, batches, steps, optimizer, loss_fn, s, *, resume, generator, **kwargs):
@@ -373,15 +527,18 @@ def _checked(settings: Any, kind: type) -> Any:
     return settings
 
 
-def untrained_model(settings: BijectionTraining | HMMTraining, seed: int) -> CausalTransformer:
+def untrained_model(settings: BijectionTraining | HMMTraining | BindingTraining, seed: int) -> CausalTransformer:
     """Return the model a run with ``seed`` starts from (drawn from the seed's init stream, as the trainers draw it)."""
     torch.manual_seed(stream(seed, "init"))
     return settings.model()
 
 
-def train(settings: BijectionTraining | HMMTraining, *, seed: int, device: str = "cpu", checkpoints: int = 0) -> TrainedRun:
-    """Return the :class:`TrainedRun` of the tunnel ``settings`` describe (:func:`train_bijection` or :func:`train_hmm`)."""
-    trainer = train_bijection if isinstance(settings, BijectionTraining) else train_hmm
+def train(settings: BijectionTraining | HMMTraining | BindingTraining, *, seed: int, device: str = "cpu",
+          checkpoints: int = 0) -> TrainedRun:
+    """Return the :class:`TrainedRun` of the tunnel ``settings`` describe (:func:`train_bijection`, :func:`train_binding`
+    or :func:`train_hmm`)."""
+    trainer = (train_bijection if isinstance(settings, BijectionTraining)
+               else train_binding if isinstance(settings, BindingTraining) else train_hmm)
     return trainer(settings, seed=seed, device=device, checkpoints=checkpoints)
 
 
@@ -409,6 +566,16 @@ def bijection_probe_batch(settings: BijectionTraining, *, seed: int, n: int) -> 
     return bijection.sample_bijection_batch(n, settings.V, settings.L, generator=torch_generator(stream(seed, "probe")))
 
 
+def binding_batch_for_eval(settings: BindingTraining, *, seed: int, n: int) -> binding.BindingBatch:
+    """Return the held-out binding batch of an experiment (the seed's evaluation stream at index 1, never trained on)."""
+    return settings.sample(n, torch_generator(stream(seed, "eval", 1)))
+
+
+def binding_probe_batch(settings: BindingTraining, *, seed: int, n: int) -> binding.BindingBatch:
+    """Return the binding probe batch (``n`` held-out sequences; the seed's probe stream at index 2)."""
+    return settings.sample(n, torch_generator(stream(seed, "probe", 2)))
+
+
 def hmm_batch_for_eval(settings: HMMTraining, length: int, *, seed: int, n: int) -> hmm.HMMBatch:
     """Return a held-out HMM batch of ``length`` steps (one random stream per length)."""
     return _hmm_batch(settings, n, length, torch_generator(stream(seed, "eval", length)))
@@ -416,6 +583,14 @@ def hmm_batch_for_eval(settings: HMMTraining, length: int, *, seed: int, n: int)
 
 @torch.no_grad()
 def bijection_log_probs(model: nn.Module, batch: bijection.BijectionBatch) -> torch.Tensor:
+    """Return the model's log-probabilities ``(B, L, V)`` (float64, natural log) at the key positions."""
+    model.eval()
+    device = next(model.parameters()).device
+    return torch.log_softmax(model(batch.tokens.to(device))[:, 0::2].double().cpu(), dim=-1)
+
+
+@torch.no_grad()
+def binding_log_probs(model: nn.Module, batch: binding.BindingBatch) -> torch.Tensor:
     """Return the model's log-probabilities ``(B, L, V)`` (float64, natural log) at the key positions."""
     model.eval()
     device = next(model.parameters()).device

@@ -1,0 +1,184 @@
+"""The stored result ``routing_controls``: every trained experiment of the book beside the same model with its routing
+removed (uniform attention), frozen at initialisation, or, for the sticky chain, pinned to its Bayes routing.
+
+Chapter 7 states from it, task by task, whether a task needs routing at all (the table "Which tasks need routing");
+chapters 4 to 6 read the controls of their own experiments from the same file. The runs are the library's
+(:mod:`~attention_dynamics.diagnostics.routing_need`): the sticky chain's head on the paper's protocol (twenty seeds:
+the paper's five and fifteen more), chapter 6's bijection and HMM transformers (five and three seeds) and chapter
+4's recall head (five seeds). ``python -m attention_dynamics compute routing_controls`` stores them in
+``data/routing_controls.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..diagnostics import routing_need
+from ..tasks.sticky_chain import PAPER_SEEDS
+from ..training.wind_tunnels import BIJECTION_TUNNELS, HMM_TUNNELS, BijectionTraining, HMMTraining
+from .results import Job, StoredResult, save_results
+
+__all__ = ["FILE", "TUNNEL_ROUTINGS", "STICKY_ROUTINGS", "RoutingControlSettings", "SETTINGS",
+           "routing_controls_jobs", "assemble_routing_controls", "ROUTING_CONTROLS"]
+
+#: The file the chapters load.
+FILE = "routing_controls.json"
+#: The controls of the transformers and the recall head (beside "learned").
+TUNNEL_ROUTINGS = ("learned", "uniform", "frozen")
+#: The sticky chain's: its Bayes routing (the identity) is known, so it is pinned too.
+STICKY_ROUTINGS = ("learned", "frozen", "uniform", "identity")
+
+
+@dataclass(frozen=True)
+class RoutingControlSettings:
+    """What is trained: the sticky chain on ``sticky_seeds`` (its first five are the paper's) for ``sticky_steps``;
+    chapter 6's bijection and HMM transformers on their seeds; chapter 4's recall head (``recall``: steps, lr, sizes)
+    on its seeds; ``n_eval`` held-out sequences for the tunnels' calibration."""
+
+    sticky_seeds: tuple[int, ...] = PAPER_SEEDS + tuple(range(1, 16))
+    sticky_steps: int = 1000
+    bijection: BijectionTraining = BIJECTION_TUNNELS["book"]
+    bijection_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    hmm: HMMTraining = HMM_TUNNELS["book"]
+    hmm_seeds: tuple[int, ...] = (0, 1, 2)
+    recall: Mapping[str, Any] = field(default_factory=lambda: {"steps": 2000, "lr": 0.5, "n_train": 256,
+                                                               "n_probe": 256})
+    recall_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    n_eval: int = 1000
+    bootstrap_resamples: int = 10_000
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bijection, Mapping):
+            object.__setattr__(self, "bijection", BijectionTraining(**self.bijection))
+        if isinstance(self.hmm, Mapping):
+            object.__setattr__(self, "hmm", routing_need.tunnel_settings("hmm", self.hmm))
+        for name in ("sticky_seeds", "bijection_seeds", "hmm_seeds", "recall_seeds"):
+            seeds = tuple(int(s) for s in getattr(self, name))
+            if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+                raise ValueError(f"{name} must be at least two distinct non-negative seeds, got {seeds}")
+            object.__setattr__(self, name, seeds)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the settings as plain JSON values."""
+        return json_ready(dataclasses.asdict(self))
+
+
+def json_ready(value: Any) -> Any:
+    """Return ``value`` with tuples as lists and mappings as dicts (plain JSON)."""
+    if isinstance(value, Mapping):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
+
+
+#: The sizes per scale: ``book`` (the committed file), ``fast`` (the tests').
+SETTINGS: dict[str, RoutingControlSettings] = {
+    "fast": RoutingControlSettings(sticky_seeds=(42, 2024), sticky_steps=40,
+                                   bijection=BIJECTION_TUNNELS["fast"], bijection_seeds=(0, 1),
+                                   hmm=HMM_TUNNELS["fast"], hmm_seeds=(0, 1),
+                                   recall={"steps": 60, "lr": 0.5, "n_train": 32, "n_probe": 32}, recall_seeds=(0, 1),
+                                   n_eval=64, bootstrap_resamples=200),
+    "book": RoutingControlSettings(),
+}
+
+
+def routing_controls_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
+    """Return every job at ``scale`` (the result keeps its own seeds: ``seeds`` must be None)."""
+    if seeds is not None:
+        raise ValueError("routing_controls runs its own seeds per task (see its settings)")
+    s = ROUTING_CONTROLS.spec(scale)
+    jobs = []
+    for seed in s.sticky_seeds:
+        for schedule in ("sgd", "em_like"):
+            for routing in STICKY_ROUTINGS:
+                cost = 0.2 if routing == "identity" else 1.0
+                jobs.append(Job(f"sticky-{routing}-{schedule}-seed{seed}", routing_need.sticky_run,
+                                {"seed": seed, "schedule": schedule, "routing": routing, "steps": s.sticky_steps},
+                                cost=cost * s.sticky_steps))
+    for task, tunnel, seeds in (("bijection", s.bijection, s.bijection_seeds), ("hmm", s.hmm, s.hmm_seeds)):
+        fields = json_ready(dataclasses.asdict(tunnel))
+        for seed in seeds:
+            for routing in TUNNEL_ROUTINGS:
+                jobs.append(Job(f"{task}-{routing}-seed{seed}", routing_need.tunnel_run,
+                                {"task": task, "settings": fields, "seed": seed, "routing": routing,
+                                 "n_eval": s.n_eval}, cost=(4.0 if task == "hmm" else 1.5) * tunnel.steps))
+    for seed in s.recall_seeds:
+        for routing in TUNNEL_ROUTINGS:
+            jobs.append(Job(f"recall-{routing}-seed{seed}", routing_need.recall_head_run,
+                            {"seed": seed, "routing": routing, "settings": dict(s.recall)},
+                            cost=0.5 * s.recall["steps"]))
+    return jobs
+
+
+def _mean_curve(runs: Sequence[Mapping[str, Any]], stride: int = 10) -> list[float]:
+    return np.round(np.mean([r["losses"] for r in runs], axis=0)[::stride], 6).tolist()
+
+
+def assemble_routing_controls(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
+    """Write ``routing_controls.json``: per task, each routing's per-seed results and, for each control, its cost
+    against the trained model (:func:`~attention_dynamics.diagnostics.routing_need.control_cost`) and the verdict it
+    gives; for the sticky chain, the paper's speed-up under each routing on the paper's five seeds and on twenty."""
+    s = ROUTING_CONTROLS.spec(scale)
+    runs = list(outputs.values())
+    sticky = [r for r in runs if "schedule" in r]
+    five = list(s.sticky_seeds[:5])
+    sticky_out = {
+        "seeds": list(s.sticky_seeds), "paper_seeds": five, "steps": s.sticky_steps,
+        "hmin_nats": sticky[0]["hmin_nats"],
+        "speedup": {"paper_seeds": routing_need.sticky_speedups(sticky, five, n_resamples=s.bootstrap_resamples),
+                    "all_seeds": routing_need.sticky_speedups(sticky, s.sticky_seeds,
+                                                              n_resamples=s.bootstrap_resamples)},
+        "final_loss": {f"{r['routing']}-{r['schedule']}": {} for r in sticky},
+        "mean_curves": {},
+    }
+    for r in sticky:
+        sticky_out["final_loss"][f"{r['routing']}-{r['schedule']}"][str(r["seed"])] = r["final_loss"]
+    for routing in STICKY_ROUTINGS:
+        for schedule in ("sgd", "em_like"):
+            group = [r for r in sticky if r["routing"] == routing and r["schedule"] == schedule and r["seed"] in five]
+            sticky_out["mean_curves"][f"{routing}-{schedule}"] = _mean_curve(group)
+    tunnels: dict[str, Any] = {}
+    for task, seeds in (("bijection", s.bijection_seeds), ("hmm", s.hmm_seeds)):
+        by = {(r["routing"], r["seed"]): r for r in runs if r.get("task") == task}
+        per = {routing: [{k: by[(routing, seed)][k] for k in ("seed", "kl_bits", "entropy_mae_bits",
+                                                              "untrained_kl_bits", "final_train_loss")}
+                         for seed in seeds] for routing in TUNNEL_ROUTINGS}
+        tunnels[task] = {"seeds": list(seeds), "runs": per, "costs": _costs(per, "kl_bits", "untrained_kl_bits")}
+    by = {(r["routing"], r["seed"]): r for r in runs if "routing_blind_floor" in r}
+    per = {routing: [by[(routing, seed)] for seed in s.recall_seeds] for routing in TUNNEL_ROUTINGS}
+    recall_out = {"seeds": list(s.recall_seeds), "runs": per, "costs": _costs(per, "final", "initial"),
+                  "routing_blind_floor": per["learned"][0]["routing_blind_floor"],
+                  "bayes_floor": per["learned"][0]["bayes_floor"]}
+    save_results({"about": "Every trained experiment beside the same model with its routing removed (uniform), "
+                           "frozen at initialisation, or pinned to the sticky chain's Bayes routing (the identity); "
+                           "written by `python -m attention_dynamics compute routing_controls`.",
+                  "scale": scale, "settings": s.to_json(), "sticky": sticky_out, "tunnels": tunnels,
+                  "recall_head": recall_out}, folder / FILE)
+
+
+def _costs(per: Mapping[str, Sequence[Mapping[str, Any]]], error: str, untrained: str) -> dict[str, Any]:
+    trained = [r[error] for r in per["learned"]]
+    start = [r[untrained] for r in per["learned"]]
+    out = {}
+    for control in ("uniform", "frozen"):
+        cost = routing_need.control_cost(trained, [r[error] for r in per[control]], start)
+        out[control] = {**cost, "verdict": routing_need.routing_verdict(cost["ratio"])}
+    return out
+
+
+ROUTING_CONTROLS = StoredResult(
+    name="routing_controls", chapter="binding_tunnel",
+    about="every trained experiment beside the same model with routing removed, frozen or pinned: the sticky chain "
+          "(twenty seeds, learned, frozen, uniform and identity routing, SGD and EM-like), chapter 6's bijection and "
+          "HMM transformers and chapter 4's recall head (learned, uniform, frozen)",
+    files=(FILE,), specs=SETTINGS, committed_scale="book",
+    expected={"fast": "about 30 jobs, a minute",
+              "book": "214 jobs: 160 sticky-chain heads (~40 CPU-s each, the identity ones seconds), 15 bijection "
+                      "runs (~1 CPU-min), 9 HMM runs (~6 CPU-min), 15 recall heads (~1 CPU-min); ~3 CPU-hours"},
+    jobs=routing_controls_jobs, assemble=assemble_routing_controls)
