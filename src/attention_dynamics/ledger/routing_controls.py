@@ -6,7 +6,8 @@ chapters 4 to 6 read the controls of their own experiments from the same file. T
 (:mod:`~attention_dynamics.diagnostics.routing_need`): the sticky chain's head on the paper's protocol (twenty seeds:
 the paper's five and fifteen more), chapter 6's bijection and HMM transformers (five and three seeds) and chapter
 4's recall head (five seeds). ``python -m attention_dynamics compute routing_controls`` stores them in
-``data/routing_controls.json``.
+``data/routing_controls.json`` (the result is declared by chapter 7, which decides from it; the jobs, the assembly and
+the loader are here, below the chapters, so that every chapter can read its own experiment's controls).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import numpy as np
 from ..diagnostics import routing_need
 from ..tasks.sticky_chain import PAPER_SEEDS
 from ..training.wind_tunnels import BIJECTION_TUNNELS, HMM_TUNNELS, BijectionTraining, HMMTraining
-from .results import Job, StoredResult, save_results
+from .results import Job, load_data, save_results
 
 __all__ = ["FILE", "TUNNEL_ROUTINGS", "STICKY_ROUTINGS", "RoutingControlSettings", "SETTINGS",
-           "routing_controls_jobs", "assemble_routing_controls", "ROUTING_CONTROLS"]
+           "routing_controls_jobs", "assemble_routing_controls", "load_routing_controls"]
 
 #: The file the chapters load.
 FILE = "routing_controls.json"
@@ -88,11 +89,17 @@ SETTINGS: dict[str, RoutingControlSettings] = {
 }
 
 
+def _spec(scale: str) -> RoutingControlSettings:
+    if scale not in SETTINGS:
+        raise ValueError(f"routing_controls has scales {', '.join(SETTINGS)}, got {scale!r}")
+    return SETTINGS[scale]
+
+
 def routing_controls_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return every job at ``scale`` (the result keeps its own seeds: ``seeds`` must be None)."""
     if seeds is not None:
         raise ValueError("routing_controls runs its own seeds per task (see its settings)")
-    s = ROUTING_CONTROLS.spec(scale)
+    s = _spec(scale)
     jobs = []
     for seed in s.sticky_seeds:
         for schedule in ("sgd", "em_like"):
@@ -124,7 +131,7 @@ def assemble_routing_controls(scale: str, outputs: Mapping[str, Any], folder: Pa
     """Write ``routing_controls.json``: per task, each routing's per-seed results and, for each control, its cost
     against the trained model (:func:`~attention_dynamics.diagnostics.routing_need.control_cost`) and the verdict it
     gives; for the sticky chain, the paper's speed-up under each routing on the paper's five seeds and on twenty."""
-    s = ROUTING_CONTROLS.spec(scale)
+    s = _spec(scale)
     runs = list(outputs.values())
     sticky = [r for r in runs if "schedule" in r]
     five = list(s.sticky_seeds[:5])
@@ -172,13 +179,6 @@ def _costs(per: Mapping[str, Sequence[Mapping[str, Any]]], error: str, untrained
     return out
 
 
-ROUTING_CONTROLS = StoredResult(
-    name="routing_controls", chapter="binding_tunnel",
-    about="every trained experiment beside the same model with routing removed, frozen or pinned: the sticky chain "
-          "(twenty seeds, learned, frozen, uniform and identity routing, SGD and EM-like), chapter 6's bijection and "
-          "HMM transformers and chapter 4's recall head (learned, uniform, frozen)",
-    files=(FILE,), specs=SETTINGS, committed_scale="book",
-    expected={"fast": "about 30 jobs, a minute",
-              "book": "214 jobs: 160 sticky-chain heads (~40 CPU-s each, the identity ones seconds), 15 bijection "
-                      "runs (~1 CPU-min), 9 HMM runs (~6 CPU-min), 15 recall heads (~1 CPU-min); ~3 CPU-hours"},
-    jobs=routing_controls_jobs, assemble=assemble_routing_controls)
+def load_routing_controls(path: str | Path | None = None) -> dict[str, Any]:
+    """Return the committed controls (``data/routing_controls.json``), or those at ``path``."""
+    return load_data(FILE, path)
