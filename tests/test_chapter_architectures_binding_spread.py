@@ -68,7 +68,7 @@ def test_committed_file_is_consistent_with_its_runs_and_the_chapters_settings():
     assert binding_spread.BINDING_SEED_SPREAD.committed_scale == "book"
     assert stored["seeds"] == list(binding_spread.SEEDS)
     _check_file(stored, "book")
-    assert binding_spread.load() == stored
+    assert binding_spread.BINDING_SEED_SPREAD.load() == stored
 
 
 def test_the_fast_regeneration_has_the_committed_shape_and_its_runs_are_the_chapters_models(tmp_path):
@@ -76,7 +76,7 @@ def test_the_fast_regeneration_has_the_committed_shape_and_its_runs_are_the_chap
     folder = compute.compute("binding_seed_spread", "fast", seeds=[0, 1], root=tmp_path, processes=1,
                              log=lambda m: None)
     result = json.loads((folder / binding_spread.SPREAD_FILE).read_text())
-    committed = binding_spread.load()
+    committed = binding_spread.BINDING_SEED_SPREAD.load()
     assert set(committed) - {"provenance_of_earlier_runs"} == set(result) and result["seeds"] == [0, 1]
     _check_file(result, "fast")
     cfg = settings.resolve("fast", device="cpu")

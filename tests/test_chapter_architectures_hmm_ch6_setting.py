@@ -11,25 +11,26 @@ import torch
 
 from attention_dynamics.book import compute
 from attention_dynamics.chapters.architectures import formats_report, hmm_ch6_setting
+from attention_dynamics.chapters.architectures.hmm_tunnel import HMMTunnelSpec
 from attention_dynamics.training.wind_tunnels import HMM_TUNNELS, hmm_batch_for_eval
 
 
 def test_evaluation_set_is_chapter_6s_held_out_set_at_the_training_length():
     got = hmm_ch6_setting.ch6_evaluation_set("fast")
     t = HMM_TUNNELS["fast"]
-    ref = hmm_batch_for_eval(t, t.length, seed=0, n=hmm_ch6_setting.spec("fast").eval_sequences)
+    ref = hmm_batch_for_eval(t, t.length, seed=0, n=hmm_ch6_setting.HMM_CH6_SETTING.spec("fast").eval_sequences)
     assert torch.equal(got.inputs, ref.inputs) and torch.equal(got.posterior, ref.posterior)
     assert torch.equal(got.positions, torch.arange(t.length))
-    book = hmm_ch6_setting.spec("book")
+    book = hmm_ch6_setting.HMM_CH6_SETTING.spec("book")
     assert hmm_ch6_setting.ch6_task("book").sequence_length == 20
     assert book.lr == HMM_TUNNELS["book"].lr and book.steps == HMM_TUNNELS["book"].steps
     with pytest.raises(ValueError, match="ch6_scale"):
-        hmm_ch6_setting.Chapter6SettingSpec(**{**book.__dict__, "ch6_scale": "huge"})
+        HMMTunnelSpec(**{**book.__dict__, "ch6_scale": "huge"})
 
 
 def test_committed_runs_match_their_settings_and_record_their_claims():
-    stored = hmm_ch6_setting.load()
-    assert stored["settings"] == hmm_ch6_setting.spec("book").to_json()
+    stored = hmm_ch6_setting.HMM_CH6_SETTING.load()
+    assert stored["settings"] == hmm_ch6_setting.HMM_CH6_SETTING.spec("book").to_json()
     recorded = formats_report.record_ch6_setting_claims(stored)
     for family in stored["runs"]:
         assert formats_report.CH6_SETTING_KL_CLAIM_IDS[family] in recorded["claims"]

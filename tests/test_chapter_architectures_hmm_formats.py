@@ -10,6 +10,7 @@ import torch
 
 from attention_dynamics.book import compute
 from attention_dynamics.chapters.architectures import formats_report, hmm_formats
+from attention_dynamics.chapters.architectures.hmm_tunnel import HMMTunnelSpec
 from attention_dynamics.diagnostics.memory_ladder import MemoryLadder
 from attention_dynamics.models.factory import build_model, matched_width
 from attention_dynamics.tasks import hmm
@@ -31,13 +32,13 @@ def test_the_evaluation_sets_are_the_same_hmms_in_every_format():
     for fmt, b in sets.items():
         assert torch.equal(b.extra["observations"], sets["every_step"].extra["observations"]), fmt
     with pytest.raises(ValueError, match="tunnels"):
-        hmm_formats.FormatSpec(**{**hmm_formats.SPECS["fast"].__dict__, "tunnels": ("bijection",)})
+        HMMTunnelSpec(**{**hmm_formats.SPECS["fast"].__dict__, "tunnels": ("bijection",)})
 
 
 def test_committed_format_runs_match_their_settings_and_record_their_claims():
-    stored = hmm_formats.load()
-    assert stored["settings"] == hmm_formats.spec("book").to_json()
-    assert set(stored["runs"]) == set(hmm_formats.spec("book").tunnels)
+    stored = hmm_formats.HMM_FORMATS.load()
+    assert stored["settings"] == hmm_formats.HMM_FORMATS.spec("book").to_json()
+    assert set(stored["runs"]) == set(hmm_formats.HMM_FORMATS.spec("book").tunnels)
     recorded = formats_report.record_format_claims(stored)
     for base in stored["runs"]:
         for family in hmm_formats.FORMAT_FAMILIES:
@@ -66,7 +67,7 @@ def _random_hmm_payload(kl: dict[tuple[str, str], float], steps: int) -> dict:
     """The committed payload with random-HMM runs whose KL is ``kl[(format, family)]`` on every seed (± 1e-4)."""
     import copy
 
-    stored = copy.deepcopy(hmm_formats.load())
+    stored = copy.deepcopy(hmm_formats.HMM_FORMATS.load())
     sticky = stored["runs"]["hmm_sticky"]
     stored["runs"]["hmm"] = {}
     for fmt in hmm.INPUT_FORMATS:
@@ -82,7 +83,7 @@ def _random_hmm_payload(kl: dict[tuple[str, str], float], steps: int) -> dict:
 
 
 def test_format_rows_on_random_hmms_follow_the_control_and_the_four_times_rule():
-    blind = MemoryLadder.from_json(hmm_formats.load()["ladders"]["hmm"]).context_blind_kl_bits
+    blind = MemoryLadder.from_json(hmm_formats.HMM_FORMATS.load()["ladders"]["hmm"]).context_blind_kl_bits
     low, high = 0.2 * blind, 3.0 * blind  # far below and far above chapter 7's 0.6 × bound
     kl = {("every_step", "lstm"): low, ("every_step", "transformer"): low,
           ("first_step", "lstm"): high, ("first_step", "transformer"): low,

@@ -22,7 +22,7 @@ def _ladder(levels):
 
 def test_spec_is_validated_and_names_its_scales():
     with pytest.raises(ValueError, match="scales"):
-        hmm_longmem.spec("huge")
+        hmm_longmem.HMM_LONGMEM.spec("huge")
     with pytest.raises(ValueError, match="seeds"):
         hmm_longmem.SPECS["fast"].__class__(**{**hmm_longmem.SPECS["fast"].__dict__, "seeds": (0, 0)})
     with pytest.raises(ValueError, match="families"):
@@ -35,25 +35,25 @@ def test_spec_is_validated_and_names_its_scales():
                                                "longer": ("transformer",)})
     book = [j for j in hmm_longmem.longmem_jobs("book") if j.key.endswith("_x4")]  # the spec's longer runs
     assert [j.key for j in book] == ["transformer_seed0_x4", "transformer_seed1_x4", "transformer_seed2_x4"]
-    assert all(j.kwargs["steps"] == 4 * hmm_longmem.spec("book").steps for j in book)
+    assert all(j.kwargs["steps"] == 4 * hmm_longmem.HMM_LONGMEM.spec("book").steps for j in book)
 
 
 def test_committed_longmem_results_match_their_settings_and_a_recomputed_ladder():
-    stored = hmm_longmem.load()
-    assert stored["settings"] == hmm_longmem.spec("book").to_json()
+    stored = hmm_longmem.HMM_LONGMEM.load()
+    assert stored["settings"] == hmm_longmem.HMM_LONGMEM.spec("book").to_json()
     ladder = ladder_of_batch(hmm_longmem.longmem_evaluation_set("book"))
     assert_book_close(stored["ladder"]["kl_bits"], ladder.kl_bits, rtol=1e-9)  # the last entry is round-off on either machine
-    assert set(stored["runs"]) <= set(hmm_longmem.spec("book").families)
+    assert set(stored["runs"]) <= set(hmm_longmem.HMM_LONGMEM.spec("book").families)
     for family, runs in stored["runs"].items():
         assert sorted(runs) == ["0", "1", "2"], family
-        assert all(r["steps"] == hmm_longmem.spec("book").family_steps(family) for r in runs.values())
+        assert all(r["steps"] == hmm_longmem.HMM_LONGMEM.spec("book").family_steps(family) for r in runs.values())
 
 
 def test_longmem_claims_from_the_committed_file_say_why_a_row_fails_or_is_undecided():
     recorded = memory_report.record_longmem_claims()
     ids = set(recorded["claims"])
     assert {"hmm_longmem.context_blind_kl_bits", "hmm_longmem.window_kl_bits_k8"} <= ids
-    stored = hmm_longmem.load()
+    stored = hmm_longmem.HMM_LONGMEM.load()
     for family in stored["runs"]:
         assert memory_report.LONGMEM_KL_CLAIM_IDS[family] in ids and memory_report.LONGMEM_MEMORY_CLAIM_IDS[family] in ids
     for claim in recorded["claims"].values():
@@ -75,7 +75,7 @@ def test_chapter7_memory_claims_follow_paper_is_verdicts_and_the_positive_contro
 
 
 def test_seed_curve_figure_draws_every_family_and_both_levels():
-    stored = hmm_longmem.load()
+    stored = hmm_longmem.HMM_LONGMEM.load()
     fig = figures.plot_seed_curves(stored, MemoryLadder.from_json(stored["ladder"]), title="long-memory tunnel")
     plotting.check_figure(fig)
     labels = fig.axes[0].get_legend_handles_labels()[1]
@@ -88,7 +88,7 @@ def test_the_fast_scale_regenerates_through_compute_and_records_its_claims(tmp_p
     folder = compute.compute("hmm_longmem", "fast", root=tmp_path, processes=1, log=lambda m: None)
     payload = __import__("json").loads((folder / hmm_longmem.RESULT_FILE).read_text())
     assert set(payload["runs"]) == set(FAMILIES) and all(len(r) == 2 for r in payload["runs"].values())
-    assert payload["settings"] == hmm_longmem.spec("fast").to_json() and "provenance" in payload
+    assert payload["settings"] == hmm_longmem.HMM_LONGMEM.spec("fast").to_json() and "provenance" in payload
     recorded = memory_report.record_longmem_claims(payload)
     ids = set(recorded["claims"])
     assert set(memory_report.LONGMEM_KL_CLAIM_IDS.values()) | set(memory_report.LONGMEM_MEMORY_CLAIM_IDS.values()) <= ids

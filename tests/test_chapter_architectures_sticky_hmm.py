@@ -16,6 +16,7 @@ import torch
 from attention_dynamics.book import compute
 from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.architectures import figures, runs, sticky_hmm, sticky_report as report
+from attention_dynamics.chapters.architectures.hmm_tunnel import HMMTunnelSpec
 from attention_dynamics.core import plotting
 from attention_dynamics.core.paths import data_path
 from attention_dynamics.core.seeding import stream, torch_generator
@@ -107,7 +108,8 @@ def test_jobs_and_scales():
     with pytest.raises(ValueError, match="sticky_hmm has scales fast, book"):
         compute.compute("sticky_hmm", "paper")
     with pytest.raises(ValueError, match="steps_mamba must be a positive integer"):
-        sticky_hmm.StickyHMMSpec(5, 5, 8, 6000, 40, 16, 2e-3, 64, steps_mamba=0)
+        HMMTunnelSpec(hmm_states=5, hmm_symbols=5, hmm_length=8, target_params=6000, steps=40, batch_size=16,
+                      lr=2e-3, eval_sequences=64, steps_by_family={"mamba": 0})
 
 
 @pytest.mark.slow
@@ -116,7 +118,7 @@ def test_the_fast_scale_regenerates_through_compute_with_the_committed_shape_and
     folder = compute.compute("sticky_hmm", "fast", root=tmp_path, processes=1, log=messages.append)
     out = folder / sticky_hmm.RESULTS_FILE
     stored = json.loads(out.read_text())
-    committed = sticky_hmm.load()
+    committed = sticky_hmm.STICKY_HMM_RUNS.load()
     assert set(stored) == set(committed) and set(stored["runs"]["lstm"]) == set(committed["runs"]["lstm"])
     _check_file(stored, "fast")
     assert np.isfinite(stored["runs"]["lstm"]["kl_curve_bits"]).all() and "provenance" in stored

@@ -70,7 +70,7 @@ def _check_definitions_by_brute_force(result):
 
 
 def test_committed_file_is_the_book_spec():
-    committed = tf.load_bijection_frame_definitions()
+    committed = tf.BIJECTION_FRAME_DEFINITIONS.load()
     assert tf.BIJECTION_FRAME_DEFINITIONS.committed_scale == "book" and tf.BIJECTION_FRAME_DEFINITIONS.files == (tf.FILE,)
     assert committed == json.loads(data_path(tf.FILE).read_text())
     assert committed["settings"] == json.loads(json.dumps(dataclasses.asdict(tf.SETTINGS["book"])))
@@ -80,7 +80,7 @@ def test_committed_file_is_the_book_spec():
 
 
 def test_the_claims_decide_the_tunnel_row():
-    recorded = report.record_tunnel_order_claims(tf.load_bijection_frame_definitions(), load_frame_freeze())
+    recorded = report.record_tunnel_order_claims(tf.BIJECTION_FRAME_DEFINITIONS.load(), load_frame_freeze())
     assert set(recorded) == TUNNEL_IDS
     row = next(pc for pc in verdicts.PAPER_CLAIMS if pc.id == "frame_precision_wind_tunnel")
     assert set(row.deciding) == TUNNEL_IDS
@@ -88,14 +88,14 @@ def test_the_claims_decide_the_tunnel_row():
     summary = freeze_frame_summary(load_frame_freeze()["tunnel"], 0.01)
     intervention = recorded["frame_precision.tunnel_order_intervention_adam"]
     assert (summary["freeze_frame_step"] == 0) == (intervention.status == "undecided" and intervention.value == 1.0)
-    report.glue_tunnel_frame_definitions(tf.load_bijection_frame_definitions(), claims.recorded_claims())
-    assert len(report.tunnel_order_table(tf.load_bijection_frame_definitions())) == len(tf.TUNNEL_DEFINITIONS)
+    report.glue_tunnel_frame_definitions(tf.BIJECTION_FRAME_DEFINITIONS.load(), claims.recorded_claims())
+    assert len(report.tunnel_order_table(tf.BIJECTION_FRAME_DEFINITIONS.load())) == len(tf.TUNNEL_DEFINITIONS)
 
 
 def test_the_fast_scale_regenerates_through_compute(tmp_path):
     folder = compute.compute("bijection_frame_definitions", "fast", root=tmp_path, processes=1, log=lambda m: None)
     result = json.loads((folder / tf.FILE).read_text())
-    committed = tf.load_bijection_frame_definitions()
+    committed = tf.BIJECTION_FRAME_DEFINITIONS.load()
     assert set(result) == set(committed) and result["scale"] == "fast"
     assert result["seeds"] == list(tf.SETTINGS["fast"].seeds)
     assert len(result["runs"][0]["steps"]) >= 4 and result["runs"][0]["steps"][-1] == tf.SETTINGS["fast"].tunnel.steps

@@ -52,7 +52,7 @@ def test_the_fast_scale_writes_weights_and_results_that_load_with_weights_only(f
         assert stored["settings"] == long_tier.SPECS["fast"][tunnel].to_json()
         assert stored["scale"] == "fast" and stored["seed"] == 0
         assert "provenance" in stored and [r["step"] for r in stored["curve"]][:2] == [0, stored["settings"]["save_every"]]
-        loaded = long_tier.load(tunnel, folder=out)
+        loaded = long_tier.LONG_TIER.load(tunnel, folder=out)
         # the loaded weights give the final measurement stored by the run, and checkpoint 0 (rebuilt from the seed)
         # gives the measurement the run took before its first update: untrained_state is the trainers' initialisation
         for step, row in ((stored["steps"], stored["final"]), (0, stored["curve"][0])):
@@ -95,9 +95,9 @@ def test_bad_arguments_are_refused_with_the_choices(tmp_path):
     with pytest.raises(ValueError, match="one seed per tunnel"):
         long_tier.long_tier_jobs("fast", [0, 1])
     with pytest.raises(ValueError, match="choose from bijection_v20, hmm_long"):
-        long_tier.load("hmm", folder=tmp_path)
+        long_tier.LONG_TIER.load("hmm", folder=tmp_path)
     with pytest.raises(FileNotFoundError, match="python -m attention_dynamics compute long_tier"):
-        long_tier.load("hmm_long", folder=tmp_path)
+        long_tier.LONG_TIER.load("hmm_long", folder=tmp_path)
 
 
 def test_a_spec_survives_its_json_form():
@@ -117,7 +117,7 @@ def test_the_long_settings_are_paper_is_bijection_size_and_a_longer_hmm_run_than
 
 @pytest.mark.parametrize("tunnel", list(long_tier.TUNNELS))
 def test_the_committed_runs_are_the_long_settings_and_their_weights_give_the_stored_measurements(tunnel):
-    run = long_tier.load(tunnel)  # the committed files (data/long_tier/), loaded with weights_only=True
+    run = long_tier.LONG_TIER.load(tunnel)  # the committed files (data/long_tier/), loaded with weights_only=True
     stored = run.results
     assert stored["scale"] == long_tier.LONG_TIER.committed_scale == "paper"
     assert stored["settings"] == long_tier.SPECS["paper"][tunnel].to_json()

@@ -15,6 +15,7 @@ from attention_dynamics.book.nbcompare import assert_book_close
 from attention_dynamics.chapters.bayesian_manifolds import seed_spread, settings
 from attention_dynamics.core.paths import data_path
 from attention_dynamics.diagnostics.wind_tunnel_geometry import bijection_geometry
+from attention_dynamics.ledger.results import seed_range
 from attention_dynamics.training import wind_tunnels as wt
 
 
@@ -56,8 +57,8 @@ def test_committed_file_is_consistent_with_its_runs_and_the_chapters_settings():
     assert seed_spread.BIJECTION_SEED_SPREAD.committed_scale == "book"
     assert stored["seeds"] == list(seed_spread.SEEDS)
     _check_file(stored, "book")
-    assert seed_spread.load() == stored
-    low, high = seed_spread.seed_range(stored, "geometry", "value_pc1_ratio")
+    assert seed_spread.BIJECTION_SEED_SPREAD.load() == stored
+    low, high = seed_range(stored, "geometry", "value_pc1_ratio")
     assert (low, high) == (min(r["value_pc1_ratio"] for r in stored["runs"]["geometry"]),
                            max(r["value_pc1_ratio"] for r in stored["runs"]["geometry"]))
 
@@ -69,7 +70,7 @@ def test_the_fast_regeneration_has_the_committed_shape_and_its_runs_are_the_chap
                              log=lambda m: None)
     assert folder == tmp_path / "bijection_seed_spread" / "fast-seeds-0-1"
     result = json.loads((folder / seed_spread.SPREAD_FILE).read_text())
-    committed = seed_spread.load()
+    committed = seed_spread.BIJECTION_SEED_SPREAD.load()
     assert set(result) == set(committed) and result["seeds"] == [0, 1]
     assert set(result["runs"]["geometry"][0]) == set(committed["runs"]["geometry"][0])
     _check_file(result, "fast")

@@ -60,7 +60,7 @@ def test_the_transition_is_chapter_3s():
 
 
 def test_committed_file_is_the_book_spec():
-    committed = fp.load_feedback_predictions()
+    committed = fp.FEEDBACK_PREDICTIONS.load()
     assert fp.FEEDBACK_PREDICTIONS.committed_scale == "book" and fp.FEEDBACK_PREDICTIONS.files == (fp.FILE,)
     assert committed == json.loads(data_path(fp.FILE).read_text())
     assert committed["settings"] == json.loads(json.dumps(dataclasses.asdict(fp.SETTINGS["book"])))
@@ -71,16 +71,16 @@ def test_committed_file_is_the_book_spec():
 
 
 def test_stored_result_decides_every_part():
-    recorded = report.record_feedback_claims(fp.load_feedback_predictions())
+    recorded = report.record_feedback_claims(fp.FEEDBACK_PREDICTIONS.load())
     assert set(recorded) == FEEDBACK_IDS
     assert all(c.status in ("pass", "fail", "undecided") for c in recorded.values())
     margin = recorded["dynamics.feedback_gain_margin_end"]
-    stored = fp.load_feedback_predictions()["moments"]["end"]["gain_margin"]
+    stored = fp.FEEDBACK_PREDICTIONS.load()["moments"]["end"]["gain_margin"]
     assert margin.value == stored["mean"] and tuple(margin.interval) == (stored["low"], stored["high"])
 
 
 def test_directions_follow_the_claims_statuses():
-    recorded = report.record_feedback_claims(fp.load_feedback_predictions())
+    recorded = report.record_feedback_claims(fp.FEEDBACK_PREDICTIONS.load())
     out = report.glue_feedback_directions(list(recorded.values()))
     status = recorded["dynamics.db_prediction_rel_err_transition"].status
     assert out["ch3.fb_db_transition_phrase"] == {"pass": "still holds", "fail": "no longer holds",
@@ -95,7 +95,7 @@ def test_the_fast_scale_regenerates_through_compute(tmp_path):
     """A reduced version of the committed computation through the same jobs, with the committed file's shape."""
     folder = compute.compute("feedback_predictions", "fast", root=tmp_path, processes=1, log=lambda m: None)
     out = json.loads((folder / fp.FILE).read_text())
-    committed = fp.load_feedback_predictions()
+    committed = fp.FEEDBACK_PREDICTIONS.load()
     assert set(out) == set(committed) and out["scale"] == "fast"
     assert out["seeds"] == list(fp.SETTINGS["fast"].seeds)
     report.glue_feedback(out)

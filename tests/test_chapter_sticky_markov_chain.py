@@ -40,7 +40,7 @@ def captured(monkeypatch):
 
 @pytest.fixture(scope="module")
 def heavy():
-    return paper_scale.load()
+    return paper_scale.PAPER_SCALE.load()
 
 
 def _script_matrix(n: int = 8, self_prob: float = 0.3) -> np.ndarray:

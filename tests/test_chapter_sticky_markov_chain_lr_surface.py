@@ -151,7 +151,7 @@ def test_committed_surface_file_is_consistent():
     assert results["config"] == json.loads(json.dumps(lr_surface.SURFACE_CONFIG))  # today's settings
     assert lr_surface.LR_SURFACE.committed_scale == "book"
     assert set(results["provenance"]) >= {"package_version", "torch", "numpy"}
-    heavy = paper_scale.load()["ci"]["reference"]
+    heavy = paper_scale.PAPER_SCALE.load()["ci"]["reference"]
     stored_sgd = dict(zip(heavy["seeds"]["sgd"], (f["loss"] for f in heavy["final"]["sgd"])))
     steps = results["config"]["steps"]
     paper = results["paper_seeds"]

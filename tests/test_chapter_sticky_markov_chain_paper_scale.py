@@ -80,7 +80,7 @@ def test_paper_scale_results_regenerate_at_the_fast_scale_through_compute(tmp_pa
     folder = compute.compute("sticky_chain_paper_scale", "fast", root=tmp_path, processes=1, log=lambda m: None)
     loaded = load_results(folder / paper_scale.PAPER_SCALE_FILE)
     _check_structure(loaded, config)
-    assert set(loaded) == set(paper_scale.load()) and loaded["config"] == json.loads(json.dumps(config))
+    assert set(loaded) == set(paper_scale.PAPER_SCALE.load()) and loaded["config"] == json.loads(json.dumps(config))
     assert loaded["provenance"]["torch"] == torch.__version__
     for table in (paper_scale.controls_table(loaded, "reference"), paper_scale.controls_table(loaded, "nominal"),
                   paper_scale.rho_sweep_table(loaded), paper_scale.long_run_table(loaded)):

@@ -72,7 +72,7 @@ def fast_result(fast_folder):
 
 
 def test_regenerated_at_reduced_size(fast_result):
-    committed = sb.load_speedup_budget()
+    committed = sb.SPEEDUP_BUDGET.load()
     assert set(fast_result) == set(committed) and fast_result["scale"] == "fast"
     assert set(fast_result["budgets"]) == {str(b) for b in FAST.budgets}
     assert set(fast_result["levels"]) == {"10pct", "25pct", "50pct", "75pct"}
@@ -110,7 +110,7 @@ def test_claims_glue_and_figure_from_the_reduced_result(fast_result):
 
 def test_committed_file_is_the_book_spec_and_agrees_with_chapter_5s_ledger():
     """At the paper's 1000-step budget the stored long runs give chapter 5's speed-up on the same five seeds."""
-    result = sb.load_speedup_budget()
+    result = sb.SPEEDUP_BUDGET.load()
     assert sb.SPEEDUP_BUDGET.committed_scale == "book" and sb.SPEEDUP_BUDGET.files == (sb.FILE,)
     assert result == json.loads(data_path(sb.FILE).read_text())
     assert result["settings"] == json.loads(json.dumps(dataclasses.asdict(sb.SETTINGS["book"])))
@@ -132,7 +132,7 @@ def test_committed_file_is_the_book_spec_and_agrees_with_chapter_5s_ledger():
 
 def test_directions_follow_the_claims_statuses():
     """Each direction phrase is the one its claim's status selects (recomputed from the stored result)."""
-    recorded = report.record_speedup_budget_claims(sb.load_speedup_budget())
+    recorded = report.record_speedup_budget_claims(sb.SPEEDUP_BUDGET.load())
     out = report.glue_speedup_directions(list(recorded.values()))
     pair = recorded["sticky.routing_only_over_values_readout"]
     expected = {"pass": "the routing weights give more", "fail": "values and readout give more",

@@ -65,7 +65,7 @@ def _check_file(stored, scale: str) -> None:
 
 
 def test_committed_file_is_the_book_spec():
-    committed = freeze.load_freeze_results()
+    committed = freeze.FRAME_FREEZE.load()
     assert freeze.FRAME_FREEZE.committed_scale == "book" and freeze.FRAME_FREEZE.files == (freeze.FILE,)
     assert committed == json.loads(data_path(freeze.FILE).read_text())
     _check_file(committed, "book")
@@ -82,7 +82,7 @@ def test_the_fast_scale_regenerates_through_compute_with_the_committed_shape(tmp
     messages: list[str] = []
     folder = compute.compute("frame_freeze", "fast", root=tmp_path, processes=1, log=messages.append)
     out = json.loads((folder / freeze.FILE).read_text())
-    committed = freeze.load_freeze_results()
+    committed = freeze.FRAME_FREEZE.load()
     assert set(committed) <= set(out) and out["scale"] == "fast" and "provenance" in out
     _check_file(out, "fast")
     for kind in ("head", "tunnel"):

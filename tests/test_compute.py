@@ -4,6 +4,7 @@ line's checks, its --root, and the SLURM options through submitit's debug execut
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from attention_dynamics.book import cli, compute
-from attention_dynamics.ledger.results import Job, StoredResult
+from attention_dynamics.ledger.results import Job, StoredData, StoredResult
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -77,7 +78,7 @@ def test_list_names_every_result_with_its_scales_and_size(capsys):
     assert cli.main(["compute", "--list"]) == 0
     listed = capsys.readouterr().out
     registry = compute.registry()
-    assert len(registry) == 15
+    assert len(registry) >= 15  # the book's stored results, found where the chapters declare them
     for name, result in registry.items():
         assert result.name == name
         assert re.search(rf"^{name}  \(chapter {result.chapter}; committed scale {result.committed_scale}; ", listed, re.M)
@@ -87,7 +88,7 @@ def test_list_names_every_result_with_its_scales_and_size(capsys):
             assert f in listed
 
 
-@pytest.mark.parametrize("name", list(compute._REGISTRY))
+@pytest.mark.parametrize("name", list(compute.registry()))
 def test_the_sizes_the_list_states_are_the_jobs_there_are(name):
     """Where ``expected`` starts with a number of jobs, it is the number of jobs of that scale."""
     result = compute.registry()[name]
@@ -97,6 +98,51 @@ def test_the_sizes_the_list_states_are_the_jobs_there_are(name):
         stated = re.match(r"(\d+) jobs?\b", result.expected[scale])
         assert stated, f"{name} --scale {scale}: state the number of jobs first ({result.expected[scale]!r})"
         assert int(stated.group(1)) == len(result.jobs(scale, None)), (name, scale)
+
+
+def test_the_registry_is_what_the_chapters_declare():
+    """compute keeps no list of names: every stored result is found where a chapter module declares it, once."""
+    from attention_dynamics.chapters.architectures import sticky_hmm
+    from attention_dynamics.chapters.sticky_markov_chain import report
+
+    declared = compute.declared()
+    assert declared["sticky_hmm"] is sticky_hmm.STICKY_HMM_RUNS
+    assert declared["sticky_chain_benchmark"] is report.STICKY_CHAIN_BENCHMARK  # files made elsewhere, read alike
+    assert set(compute.registry()) == {n for n, r in declared.items() if isinstance(r, StoredResult)}
+    assert "sticky_chain_benchmark" not in compute.registry()
+    assert all(result.name == name for name, result in declared.items())
+
+
+def test_every_data_file_belongs_to_exactly_one_declared_result_and_every_declared_file_exists():
+    """The package's data folder holds the declared results' files and nothing else, each declared once."""
+    owners: dict[str, list[str]] = {}
+    for name, result in compute.declared().items():
+        for f in result.files:
+            owners.setdefault(f, []).append(name)
+    files = sorted(p.relative_to(compute.DATA_DIR).as_posix() for p in compute.DATA_DIR.rglob("*")
+                   if p.is_file() and not p.name.startswith(".") and "__pycache__" not in p.parts)
+    assert [f for f in files if f not in owners] == [], "data files no stored result declares"
+    assert {f: o for f, o in owners.items() if len(o) > 1} == {}, "files two results declare"
+    assert [f for f in owners if f not in files] == [], "declared files missing from data/"
+
+
+def test_a_chapter_importing_a_results_module_depends_on_exactly_its_data_files(tmp_path):
+    """A chapter's fingerprint finds the stored results it reads by their files' names in the modules it imports
+    (:mod:`attention_dynamics.book.fingerprint`): importing the module that declares a result brings its files into
+    the chapter's dependencies (``tests/test_fingerprint.py`` checks that an unused file does not count)."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from attention_dynamics.book.fingerprint import chapter_dependencies
+    from attention_dynamics.core.paths import PACKAGE_DIR
+
+    for module in compute._declaring_modules():
+        path = tmp_path / "chapter.ipynb"
+        nbformat.write(new_notebook(cells=[new_code_cell(f"import {module}")]), path)
+        data = {p.relative_to(compute.DATA_DIR).as_posix() for p in chapter_dependencies(path, PACKAGE_DIR)["data"]}
+        for result in vars(importlib.import_module(module)).values():
+            if isinstance(result, StoredData):  # (a declared file missing from data/ is the test above's)
+                assert {f for f in result.files if (compute.DATA_DIR / f).exists()} <= data, (module, result.name)
 
 
 def test_bad_requests_are_clear_errors(tmp_path, fake, capsys):

@@ -66,7 +66,7 @@ def test_adding_a_model_family_takes_one_registry_entry():
             assert lines and all(line.get_color() == "#56B4E9" for line in lines)
         # 4. record: the results table's claims, the verdict summary and the memory claims
         summary = report.record_results(results, setup.levels, cfg, params={"scale": "fast"},
-                                        spread=binding_spread.load(), floors=floors)
+                                        spread=binding_spread.BINDING_SEED_SPREAD.load(), floors=floors)
         assert "- **Tiny GRU** realises here:" in summary and "Paper I does not test this model" in summary
         recorded = {c.id: c for c in claims.recorded_claims()}
         for name, *_ in report.TABLE_CLAIMS:

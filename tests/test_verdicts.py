@@ -267,10 +267,10 @@ def test_the_rows_are_fed_by_the_stored_results():
 
     ledger = {c["id"]: c for c in _ledger()}
     recorded = [
-        *feedback_report.record_feedback_claims(feedback_predictions.load_feedback_predictions()).values(),
-        *frame_definitions_report.record_frame_definition_claims(frame_definitions.load_frame_definitions()).values(),
-        *speedup_budget_report.record_speedup_budget_claims(speedup_budget.load_speedup_budget()).values(),
-        *tunnel_report.record_tunnel_order_claims(tunnel_frames.load_bijection_frame_definitions(),
+        *feedback_report.record_feedback_claims(feedback_predictions.FEEDBACK_PREDICTIONS.load()).values(),
+        *frame_definitions_report.record_frame_definition_claims(frame_definitions.FRAME_DEFINITIONS.load()).values(),
+        *speedup_budget_report.record_speedup_budget_claims(speedup_budget.SPEEDUP_BUDGET.load()).values(),
+        *tunnel_report.record_tunnel_order_claims(tunnel_frames.BIJECTION_FRAME_DEFINITIONS.load(),
                                                   load_frame_freeze()).values(),
         *memory_report.record_longmem_claims()["claims"].values(),
         *formats_report.record_format_claims()["claims"].values(),

@@ -498,7 +498,7 @@ plotting.glue_figure("fig-recall-advantage-change", figures.plot_advantage_chang
 # `attention_dynamics/data/feedback_predictions.json`; a test regenerates them at reduced size).
 
 # %% tags=["hide-input"]
-feedback = feedback_predictions.load_feedback_predictions()  # computed once; see the text above
+feedback = feedback_predictions.FEEDBACK_PREDICTIONS.load()  # computed once; see the text above
 feedback_claims = report.record_feedback_claims(feedback)
 report.glue_feedback(feedback)
 # each direction chosen by its claim's status

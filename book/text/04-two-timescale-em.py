@@ -352,7 +352,7 @@ print(sweep_path_table)
 # which every seed matches, at every later freeze step as well ({py:func}`chapters.two_timescale_em.freeze.freeze_frame_step`).
 
 # %% tags=["hide-input"]
-frozen = freeze.load_freeze_results()  # computed once; see the text above
+frozen = freeze.FRAME_FREEZE.load()  # computed once; see the text above
 MARGIN = settings.FREEZE_MARGIN
 report.record_freeze_claims(frozen, MARGIN)  # freeze step → mean cost (bits), per model
 
@@ -437,7 +437,7 @@ plotting.glue_figure("fig-em-freeze-frame", figures.plot_freeze_frame(freeze_set
 # verdict at each run length; {numref}`fig-em-frame-definitions` draws the same shares.
 
 # %% tags=["hide-input"]
-definitions = frame_definitions.load_frame_definitions()  # computed once; see the text above
+definitions = frame_definitions.FRAME_DEFINITIONS.load()  # computed once; see the text above
 order_claims = frame_definitions_report.record_frame_definition_claims(definitions)
 frame_definitions_report.glue_frame_definitions(definitions)
 # the row's verdict is read from the claims just recorded: the prose states what the ledger decides

@@ -570,7 +570,7 @@ report.glue_nominal(heavy)
 # both readings.
 
 # %% tags=["hide-input"]
-budget = speedup_budget.load_speedup_budget()  # computed once; see the text above
+budget = speedup_budget.SPEEDUP_BUDGET.load()  # computed once; see the text above
 speed_claims = speedup_budget_report.record_speedup_budget_claims(budget)
 speedup_budget_report.glue_speedup_budget(budget)
 speedup_budget_report.glue_speedup_directions(claims.recorded_claims())  # worded by claim status

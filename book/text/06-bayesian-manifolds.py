@@ -705,7 +705,7 @@ plotting.glue_figure("fig-manifold-through-training", figures.plot_manifold_thro
 # through the same code.
 
 # %% tags=["hide-input"]
-tunnel = frame_definitions.load_bijection_frame_definitions()  # computed once; see the text above
+tunnel = frame_definitions.BIJECTION_FRAME_DEFINITIONS.load()  # computed once; see the text above
 tunnel_claims = frame_definitions_report.record_tunnel_order_claims(tunnel, load_frame_freeze())
 # with the claims at hand it also glues the intervention's phrase, chosen by that claim's status
 frame_definitions_report.glue_tunnel_frame_definitions(tunnel, claims.recorded_claims())

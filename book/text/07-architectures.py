@@ -245,7 +245,8 @@ table = runs.results_table(results, levels)
 table
 
 # %% tags=["hide-input", "trained-output"]
-spread = binding_spread.load()  # five seeds; also 4x as long (compute binding_seed_spread)
+# five seeds; also 4x as long (compute binding_seed_spread)
+spread = binding_spread.BINDING_SEED_SPREAD.load()
 summary = report.record_results(
     results, levels, cfg, params=run_params, spread=spread, floors=floors
 )
@@ -401,7 +402,9 @@ runs.pd_table(ch6_rows["table"], index_name="model")
 plotting.glue_figure(
     "fig-arch-ch6-setting-kl",
     figures.plot_seed_curves(
-        hmm_ch6_setting.load(), ch6_rows["ladder"], title="Random HMMs at chapter 6's setting"
+        hmm_ch6_setting.HMM_CH6_SETTING.load(),
+        ch6_rows["ladder"],
+        title="Random HMMs at chapter 6's setting",
     ),
 )
 
@@ -503,11 +506,14 @@ plotting.glue_figure(
 # a held-out measurement at every step. That curve is the evidence each verdict below rests on.
 
 # %% tags=["hide-input"]
-sticky = sticky_hmm.load()  # computed once: python -m attention_dynamics compute sticky_hmm
+# computed once: python -m attention_dynamics compute sticky_hmm
+sticky = sticky_hmm.STICKY_HMM_RUNS.load()
 sticky_report.glue_sticky(sticky, setup)
 sticky_report.record_sticky_claims(sticky)
 # the memory ladder of the stored runs' own evaluation set
-sticky_eval = sticky_hmm.evaluation_set(sticky_hmm.spec(sticky["scale"]), sticky["seed"])
+sticky_eval = sticky_hmm.evaluation_set(
+    sticky_hmm.STICKY_HMM_RUNS.spec(sticky["scale"]), sticky["seed"]
+)
 sticky_ladder = memory_ladder.ladder_of_batch(sticky_eval)
 sticky_kl = {
     f: (sticky["longer"].get(f) or r)["metrics"]["kl_bits"] for f, r in sticky["runs"].items()
@@ -665,7 +671,9 @@ runs.pd_table(longmem["ladder"].table((1, 2, 3, 4, 6, 8, 12, 16, 24)), index_nam
 # %% tags=["hide-input", "remove-output"]
 plotting.glue_figure(
     "fig-arch-longmem-kl",
-    figures.plot_seed_curves(hmm_longmem.load(), longmem["ladder"], title="The long-memory tunnel"),
+    figures.plot_seed_curves(
+        hmm_longmem.HMM_LONGMEM.load(), longmem["ladder"], title="The long-memory tunnel"
+    ),
 )
 
 # %% [markdown] tags=[]

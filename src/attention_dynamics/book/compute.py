@@ -1,7 +1,9 @@
 """One command for every stored result: ``python -m attention_dynamics compute <result>``.
 
-A stored result (:class:`~attention_dynamics.ledger.results.StoredResult`, declared by its chapter) is a list of
-independent jobs and an ``assemble`` step. This module runs the jobs and assembles the files:
+A stored result (:class:`~attention_dynamics.ledger.results.StoredResult`, declared by its chapter) is its settings
+per scale, a list of independent jobs and an ``assemble`` step. This module finds every declaration (:func:`declared`:
+it imports each chapter module whose source declares one, so a new result needs no entry here), runs the jobs and
+assembles the files:
 
 - **where**: ``build/compute/<result>/<scale>/`` (``…/<scale>-seeds-0-1-2/`` for other seeds): each job's output in
   ``jobs/<key>.json``, the assembled files beside it. Nothing is written into the package's ``data/`` folder
@@ -29,6 +31,8 @@ import argparse
 import importlib
 import inspect
 import json
+import pkgutil
+import re
 import shutil
 import sys
 import time
@@ -41,10 +45,10 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.paths import BUILD_DIR, DATA_DIR, REPO_ROOT
 from ..core.settings import SCALES
 from ..ledger.claims import atomic_write_text
-from ..ledger.results import Job, StoredResult
+from ..ledger.results import Job, StoredData, StoredResult
 from ..training import usable_cpus
 
-__all__ = ["LAUNCHERS", "COMPUTE_DIR", "registry", "result_folder", "compute", "promote", "list_results",
+__all__ = ["LAUNCHERS", "COMPUTE_DIR", "declared", "registry", "result_folder", "compute", "promote", "list_results",
            "submitit_parameters", "submitit_executor", "positive_int", "compute_folder", "data_folder", "main"]
 
 #: The ways jobs can run: local processes, a SLURM cluster through submitit, submitit's local executor on this
@@ -66,41 +70,47 @@ def data_folder(root: Path) -> Path:
     return Path(root) / DATA_DIR.relative_to(REPO_ROOT)
 
 
-#: The stored results, by name: ``module:attribute`` of each chapter's :class:`StoredResult` (imported on use).
-_REGISTRY = {
-    "feedback_predictions": "attention_dynamics.chapters.routing_content_feedback.feedback_predictions:FEEDBACK_PREDICTIONS",
-    "frame_freeze": "attention_dynamics.chapters.two_timescale_em.freeze:FRAME_FREEZE",
-    "frame_freeze_full": "attention_dynamics.chapters.two_timescale_em.freeze:FRAME_FREEZE_FULL",
-    "frame_definitions": "attention_dynamics.chapters.two_timescale_em.frame_definitions:FRAME_DEFINITIONS",
-    "sticky_chain_paper_scale": "attention_dynamics.chapters.sticky_markov_chain.paper_scale:PAPER_SCALE",
-    "sticky_chain_lr_surface": "attention_dynamics.chapters.sticky_markov_chain.lr_surface:LR_SURFACE",
-    "sticky_chain_speedup_budget": "attention_dynamics.chapters.sticky_markov_chain.speedup_budget:SPEEDUP_BUDGET",
-    "bijection_seed_spread": "attention_dynamics.chapters.bayesian_manifolds.seed_spread:BIJECTION_SEED_SPREAD",
-    "long_tier": "attention_dynamics.chapters.bayesian_manifolds.long_tier:LONG_TIER",
-    "bijection_frame_definitions":
-        "attention_dynamics.chapters.bayesian_manifolds.frame_definitions:BIJECTION_FRAME_DEFINITIONS",
-    "sticky_hmm": "attention_dynamics.chapters.architectures.sticky_hmm:STICKY_HMM_RUNS",
-    "binding_seed_spread": "attention_dynamics.chapters.architectures.binding_spread:BINDING_SEED_SPREAD",
-    "hmm_longmem": "attention_dynamics.chapters.architectures.hmm_longmem:HMM_LONGMEM",
-    "hmm_formats": "attention_dynamics.chapters.architectures.hmm_formats:HMM_FORMATS",
-    "hmm_ch6_setting": "attention_dynamics.chapters.architectures.hmm_ch6_setting:HMM_CH6_SETTING",
-}
+#: How a chapter module declares a stored result (its source constructs one).
+_DECLARES = re.compile(r"\bStored(?:Result|Data)\(")
+
+
+def _declaring_modules() -> list[str]:
+    """Return the chapters' modules whose source declares a stored result, chapter by chapter (folder order)."""
+    chapters = importlib.import_module("attention_dynamics.chapters")
+    modules = []
+    for chapter in pkgutil.iter_modules(chapters.__path__):
+        if not chapter.ispkg:
+            continue
+        folder = Path(chapters.__path__[0]) / chapter.name
+        for module in pkgutil.iter_modules([str(folder)]):
+            source = folder / f"{module.name}.py"
+            if not module.ispkg and source.is_file() and _DECLARES.search(source.read_text(encoding="utf-8")):
+                modules.append(f"{chapters.__name__}.{chapter.name}.{module.name}")
+    return modules
+
+
+def declared() -> dict[str, StoredData]:
+    """Return every stored result the chapters declare, by name: each :class:`StoredResult` (computed here) and each
+    :class:`StoredData` (files made elsewhere, read the same way), found by importing the modules that declare them."""
+    found: dict[str, StoredData] = {}
+    for name in _declaring_modules():
+        for value in vars(importlib.import_module(name)).values():
+            if isinstance(value, StoredData) and found.setdefault(value.name, value) is not value:
+                raise RuntimeError(f"two declarations of the stored result {value.name!r} (one in {name})")
+    return found
 
 
 def registry() -> dict[str, StoredResult]:
-    """Return every stored result of the book by name (importing the chapters that declare them)."""
-    return {name: _get(name) for name in _REGISTRY}
+    """Return every stored result of the book that ``compute`` makes, by name (:func:`declared`, computed ones)."""
+    return {name: r for name, r in declared().items() if isinstance(r, StoredResult)}
 
 
 def _get(name: str) -> StoredResult:
-    """Return the stored result ``name``, importing only the chapter that declares it."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown result {name!r}; choose from {', '.join(_REGISTRY)} (compute --list)")
-    module, attribute = _REGISTRY[name].split(":")
-    result = getattr(importlib.import_module(module), attribute)
-    if result.name != name:
-        raise RuntimeError(f"{_REGISTRY[name]} declares result {result.name!r}, registered as {name!r}")
-    return result
+    """Return the stored result ``name``."""
+    results = registry()
+    if name not in results:
+        raise ValueError(f"unknown result {name!r}; choose from {', '.join(results)} (compute --list)")
+    return results[name]
 
 
 def result_folder(result: StoredResult, scale: str, seeds: Sequence[int] | None = None,

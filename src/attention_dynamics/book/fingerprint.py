@@ -9,10 +9,10 @@ and a test (``tests/test_reproduce.py``) fails on a committed chapter whose reco
 
 The closure is found statically, from the source (``ast``), so it can be computed without executing the
 chapter and it over-approximates rather than misses: an import in a branch that never runs still counts,
-and so does a module named by a string (``"attention_dynamics.chapters.x.y:RESULT"``, how the stored-result
-registry names its entries). A data file counts when its name (for a folder of files, the folder's name)
-appears in the source of a module of the closure: that is how the package reads them
-(``data_path("hmm_longmem.json")``, ``DATA_FOLDER = "long_tier"``).
+and so does a module named by a string (``"attention_dynamics.chapters.x.y:function"``, how a stored result's job
+names its function). A data file counts when its name (for a folder of files, the folder's name) appears in the
+source of a module of the closure: a stored result's declaration writes its files' names out
+(``RESULT_FILE = "hmm_longmem.json"``, ``DATA_FOLDER = "long_tier"``), and the chapters read them through it.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def chapter_dependencies(nb_path: Path, package_dir: Path) -> dict[str, list[Pat
 
     Modules: the closure of the package modules its code cells import. Data: the entries of the package's
     ``data/`` folder (files, or folders of files) whose name is a string literal in the code of a module of that
-    closure (``data_path("hmm_longmem.json")``, ``DATA_FOLDER = "long_tier"``; docstrings do not count).
+    closure (``RESULT_FILE = "hmm_longmem.json"``, ``DATA_FOLDER = "long_tier"``; docstrings do not count).
     """
     nb = nbformat.read(nb_path, as_version=4)
     roots: set[str] = set()

@@ -1,7 +1,8 @@
 """Chapter 4's frame results as every chapter reads them: the stored freeze runs and definitions, and the frame row.
 
 Chapter 4 computes and stores the freeze runs (``data/frame_freeze.json``, ``data/frame_freeze_full.json``) and the
-recall head's frame–precision order under four definitions (``data/frame_definitions.json``); chapter 6 re-reads the
+recall head's frame–precision order under four definitions (``data/frame_definitions.json``), declaring each as a
+stored result; no chapter imports another, so the chapters that read them too do so here: chapter 6 re-reads the
 tunnel's freeze runs, and chapters 2 and 8 state the verdict of chapter 4's frame row without recording its claims
 (:func:`frame_row_verdict`). The measures these results are read with are in
 :mod:`attention_dynamics.diagnostics.frame_order`.
@@ -11,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..core.paths import data_path
 from . import claims, verdicts
-from .results import load_results
+from .results import load_data
 
 __all__ = [
     "FRAME_FREEZE_FILE",
@@ -38,13 +38,13 @@ FRAME_FREEZE_FULL_FILE = "frame_freeze_full.json"
 def load_frame_freeze_full(path=None) -> dict[str, Any]:
     """Return the stored full-budget freeze runs ``data/frame_freeze_full.json`` (the tunnel's, under ``"tunnel"``):
     chapter 6's causal reading of the geometry."""
-    return load_results(path or data_path(FRAME_FREEZE_FULL_FILE))
+    return load_data(FRAME_FREEZE_FULL_FILE, path)
 
 
 def load_frame_freeze(path=None) -> dict[str, Any]:
     """Return the stored freeze runs ``data/frame_freeze.json`` (or the file at ``path``): chapter 4 records them, and
     chapter 6 re-reads the tunnel's as its fourth definition of the order."""
-    return load_results(path or data_path(FRAME_FREEZE_FILE))
+    return load_data(FRAME_FREEZE_FILE, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ TOY_ORDER_CLAIMS = (
 
 def load_frame_definitions(path=None) -> dict[str, Any]:
     """Return chapter 4's stored result ``data/frame_definitions.json`` (or the file at ``path``)."""
-    return load_results(path or data_path(FRAME_DEFINITIONS_FILE))
+    return load_data(FRAME_DEFINITIONS_FILE, path)
 
 
 def frame_row_verdict(result: Mapping[str, Any]):

@@ -18,15 +18,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ...core.paths import data_path
-from ...ledger.results import Job, StoredResult, load_results, save_results
-from ...science.stats import t_interval
+from ...ledger.results import Job, StoredResult, check_seeds, save_results, t_intervals
+from ...models.registry import family as family_entry
 from ...training.families import evaluation_seed, train_and_evaluate
 from .runs import book_tasks
 from .settings import SETTINGS
 
-__all__ = ["SEEDS", "BINDING_SPREAD_FAMILIES", "LONGER_FACTOR", "CURVE_POINTS", "SPREAD_FILE", "binding_seed", "BINDING_SEED_SPREAD",
-           "load"]
+__all__ = ["SEEDS", "BINDING_SPREAD_FAMILIES", "LONGER_FACTOR", "CURVE_POINTS", "SPREAD_FILE", "binding_seed",
+           "BINDING_SEED_SPREAD"]
 
 #: The seeds of the spread runs: the chapter's default seed 0 and four more.
 SEEDS = (0, 1, 2, 3, 4)
@@ -49,7 +48,7 @@ def binding_seed(scale: str, seed: int, family: str = "mamba", steps: int | None
     the last 10 % of the steps (still falling or not). A run of other than the chapter's length also returns its
     step count, its loss curve as :data:`CURVE_POINTS` block means and its CPU time.
     """
-    cfg = SETTINGS[scale]
+    cfg = BINDING_SEED_SPREAD.spec(scale)
     tasks = book_tasks(cfg)
     index = [t.name for t in tasks].index("binding")
     run = train_and_evaluate(
@@ -69,31 +68,29 @@ def binding_seed(scale: str, seed: int, family: str = "mamba", steps: int | None
 
 def binding_seed_spread_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return, for each family and seed, the chapter-length run and the run :data:`LONGER_FACTOR` times as long."""
-    seeds = list(SEEDS if seeds is None else seeds)
-    if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise ValueError(f"seeds must be at least two distinct non-negative integers, got {seeds}")
-    steps = SETTINGS[scale].steps
-    cost = {"mamba": 15.0}
+    seeds = check_seeds(seeds, SEEDS)
+    steps = BINDING_SEED_SPREAD.spec(scale).steps
     jobs = []
     for family in BINDING_SPREAD_FAMILIES:
+        cost = steps * family_entry(family).step_cost
         for s in seeds:
-            jobs.append(Job(f"{family}-seed{s}", binding_seed, {"scale": scale, "seed": int(s), "family": family},
-                            cost=steps * cost.get(family, 1.0)))
+            jobs.append(Job(f"{family}-seed{s}", binding_seed, {"scale": scale, "seed": s, "family": family},
+                            cost=cost))
             jobs.append(Job(f"{family}-longer-seed{s}", binding_seed,
-                            {"scale": scale, "seed": int(s), "family": family, "steps": LONGER_FACTOR * steps},
-                            cost=LONGER_FACTOR * steps * cost.get(family, 1.0)))
+                            {"scale": scale, "seed": s, "family": family, "steps": LONGER_FACTOR * steps},
+                            cost=LONGER_FACTOR * cost))
     return jobs
 
 
 def assemble_binding_seed_spread(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
     """Write ``binding_seed_spread.json``: the runs of each family at both lengths, and their intervals."""
-    cfg = SETTINGS[scale]
+    cfg = BINDING_SEED_SPREAD.spec(scale)
     runs: dict[str, list] = {}
     for family in BINDING_SPREAD_FAMILIES:
         for tag, suffix in (("", ""), ("-longer", "_longer")):
             group = sorted((o for k, o in outputs.items() if k.startswith(f"{family}{tag}-seed")), key=lambda r: r["seed"])
             runs[f"binding_{family}{suffix}"] = group
-    intervals = {f"binding_accuracy_{name.removeprefix('binding_')}": t_interval([r["accuracy"] for r in group])
+    intervals = {f"binding_accuracy_{name.removeprefix('binding_')}": t_intervals(group, ["accuracy"])["accuracy"]
                  for name, group in runs.items()}
     base = {k: v for k, v in cfg.as_dict().items() if k != "scale"}
     save_results({
@@ -109,18 +106,8 @@ def assemble_binding_seed_spread(scale: str, outputs: Mapping[str, Any], folder:
 BINDING_SEED_SPREAD = StoredResult(
     name="binding_seed_spread", chapter="architectures",
     about="Mamba's and the LSTM's binding over five seeds, at the chapter's budget and four times as long",
-    files=(SPREAD_FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(SPREAD_FILE,), specs={scale: SETTINGS[scale] for scale in ("fast", "book")}, committed_scale="book",
     expected={"fast": "20 jobs, a minute", "book": "20 jobs: Mamba ~2 CPU-min at the chapter's length and ~3 at 4x "
                                                     "(its binding sequences are short), the LSTM seconds"},
     jobs=binding_seed_spread_jobs, assemble=assemble_binding_seed_spread)
 
-
-def load() -> dict[str, Any]:
-    """Return the committed spread results (``data/binding_seed_spread.json``)."""
-    return load_results(data_path(SPREAD_FILE))
-
-
-def seed_range(spread: Mapping[str, Any], group: str, key: str) -> tuple[float, float]:
-    """Return the smallest and largest per-seed value of ``key`` in run group ``group`` of ``spread``."""
-    values = [float(run[key]) for run in spread["runs"][group]]
-    return min(values), max(values)

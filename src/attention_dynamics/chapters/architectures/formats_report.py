@@ -92,7 +92,7 @@ def record_format_claims(stored: Mapping[str, Any] | None = None) -> dict[str, A
     without a longer run is undecided too (:func:`~attention_dynamics.diagnostics.memory_ladder.verdict_reason`); an
     LSTM below the threshold is a fail that no training can undo.
     """
-    stored = hmm_formats.load() if stored is None else stored
+    stored = hmm_formats.HMM_FORMATS.load() if stored is None else stored
     ladders = {b: MemoryLadder.from_json(v) for b, v in stored["ladders"].items()}
     settings = stored["settings"]
     out, rows = {}, {}
@@ -264,7 +264,7 @@ def record_ch6_setting_claims(stored: Mapping[str, Any] | None = None) -> dict[s
     ``architectures.hmm_memory_steps_<family>_long``: the memory each KL matches, under the window rule (more than
     the rule window's steps for transport), with the same positive-control rule.
     """
-    stored = hmm_ch6_setting.load() if stored is None else stored
+    stored = hmm_ch6_setting.HMM_CH6_SETTING.load() if stored is None else stored
     ladder = MemoryLadder.from_json(stored["ladder"])
     settings = stored["settings"]
     threshold = TRANSPORT_FRACTION_OF_BLIND * ladder.context_blind_kl_bits

@@ -15,110 +15,66 @@ against each tunnel's memory ladder.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from ...core.paths import data_path
 from ...core.seeding import stream, torch_generator
-from ...core.settings import check_positive_int
 from ...diagnostics.memory_ladder import ladder_of_batch
-from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...ledger.results import Job, StoredResult, check_seeds, save_results
 from ...tasks import hmm
 from ...tasks.wind_tunnels import FORMAT_TUNNELS, STICKY_HMM_TASK, STICKY_SELF_TRANSITION, FormattedHMMTunnel, TaskBatch
 from ...training.families import train_and_measure
+from .hmm_tunnel import HMMTunnelSpec
 
-__all__ = ["FORMAT_FAMILIES", "FormatSpec", "SPECS", "spec", "RESULT_FILE", "LONGER_FACTOR", "EVAL_INDEX",
-           "format_tunnel", "format_evaluation_set", "run_format", "format_jobs", "assemble_formats", "HMM_FORMATS",
-           "load"]
+__all__ = ["FORMAT_FAMILIES", "SPECS", "RESULT_FILE", "LONGER_FACTOR", "EVAL_INDEX", "format_tunnel",
+           "format_evaluation_set", "run_format", "format_jobs", "assemble_formats", "HMM_FORMATS"]
 
 #: The two families compared: the LSTM, and the transformer as the control.
 FORMAT_FAMILIES = ("lstm", "transformer")
-
-
-@dataclass(frozen=True)
-class FormatSpec:
-    """The format runs: Paper I's K = 20, chapter 7's budget, chapter 6's HMM learning rate, the steps on each tunnel
-    (``steps``; ``steps_hmm`` on the random HMMs, chapter 6's run length, where 4,000 steps leave both families above
-    the context-blind level), the seeds, and the ``tunnels`` the scale trains."""
-
-    hmm_states: int
-    hmm_symbols: int
-    hmm_length: int
-    target_params: int
-    steps: int
-    batch_size: int
-    lr: float
-    eval_sequences: int
-    seeds: tuple[int, ...]
-    steps_hmm: int | None = None
-    tunnels: tuple[str, ...] = FORMAT_TUNNELS
-
-    def __post_init__(self) -> None:
-        for name in ("hmm_states", "hmm_symbols", "hmm_length", "target_params", "steps", "batch_size",
-                     "eval_sequences"):
-            check_positive_int(name, getattr(self, name))
-        if self.steps_hmm is not None:
-            check_positive_int("steps_hmm", self.steps_hmm)
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"seeds must be distinct and at least one, got {self.seeds}")
-        if not self.tunnels or set(self.tunnels) - set(FORMAT_TUNNELS):
-            raise ValueError(f"tunnels must be among {FORMAT_TUNNELS}, got {self.tunnels}")
-
-    def tunnel_steps(self, base: str) -> int:
-        """Return the training steps on ``base``."""
-        return self.steps_hmm if base == "hmm" and self.steps_hmm is not None else self.steps
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the settings as the stored file records them (grid, sticky mix, evaluation streams)."""
-        order = ("hmm_states", "hmm_symbols", "hmm_length", "target_params", "steps", "steps_hmm", "batch_size", "lr",
-                 "eval_sequences", "seeds")
-        out = {name: getattr(self, name) for name in order if getattr(self, name) is not None}
-        return {**out, "seeds": list(self.seeds), "grid": 0.01, "sticky_self_transition": STICKY_SELF_TRANSITION,
-                "eval_streams": {b: ["heldout", i] for b, i in EVAL_INDEX.items()}, "longer_factor": LONGER_FACTOR}
-
-
-SPECS: dict[str, FormatSpec] = {
-    "fast": FormatSpec(hmm_states=5, hmm_symbols=5, hmm_length=6, target_params=6000, steps=20, batch_size=16,
-                       lr=1e-3, eval_sequences=64, seeds=(0, 1)),
-    "book": FormatSpec(hmm_states=5, hmm_symbols=5, hmm_length=20, target_params=60000, steps=4000,
-                       steps_hmm=10_000, batch_size=64, lr=1e-3, eval_sequences=1000, seeds=(0, 1, 2)),
-}
-#: The committed results.
-RESULT_FILE = "hmm_formats.json"
 #: A longer run, for the evidence of a failing verdict, trains this many times as long.
 LONGER_FACTOR = 4
 #: Held-out stream indices of the two tunnels' evaluation sets (the same sequences in every format).
 EVAL_INDEX = {"hmm": 21, STICKY_HMM_TASK: 22}
+#: What ``data/hmm_formats.json`` records of the settings, in its order, and the grid, the sticky mix and the
+#: evaluation streams after them.
+_RECORD = ("hmm_states", "hmm_symbols", "hmm_length", "target_params", "steps", "steps_hmm", "batch_size", "lr",
+           "eval_sequences", "seeds")
+_DESIGN = {"grid": 0.01, "sticky_self_transition": STICKY_SELF_TRANSITION,
+           "eval_streams": {b: ["heldout", i] for b, i in EVAL_INDEX.items()}, "longer_factor": LONGER_FACTOR}
 
-
-def spec(scale: str) -> FormatSpec:
-    """Return the :class:`FormatSpec` of ``scale``, or raise ``ValueError`` naming the scales there are."""
-    if scale not in SPECS:
-        raise ValueError(f"the format runs have scales {', '.join(SPECS)}, got {scale!r}")
-    return SPECS[scale]
+#: The format runs: Paper I's K = 20, chapter 7's budget, chapter 6's HMM learning rate, the steps on each tunnel
+#: (``steps``; ``steps_hmm`` on the random HMMs, chapter 6's run length, where 4,000 steps leave both families above
+#: the context-blind level), the seeds, the two families and the ``tunnels`` the scale trains.
+SPECS: dict[str, HMMTunnelSpec] = {
+    "fast": HMMTunnelSpec(hmm_states=5, hmm_symbols=5, hmm_length=6, target_params=6000, steps=20, batch_size=16,
+                          lr=1e-3, eval_sequences=64, seeds=(0, 1), families=FORMAT_FAMILIES, tunnels=FORMAT_TUNNELS,
+                          record=_RECORD, design=_DESIGN),
+    "book": HMMTunnelSpec(hmm_states=5, hmm_symbols=5, hmm_length=20, target_params=60000, steps=4000,
+                          steps_hmm=10_000, batch_size=64, lr=1e-3, eval_sequences=1000, seeds=(0, 1, 2),
+                          families=FORMAT_FAMILIES, tunnels=FORMAT_TUNNELS, record=_RECORD, design=_DESIGN),
+}
+#: The committed results.
+RESULT_FILE = "hmm_formats.json"
 
 
 def format_tunnel(scale: str, base: str, input_format: str) -> FormattedHMMTunnel:
     """Return the ``base`` tunnel in ``input_format`` at ``scale``."""
-    cfg = spec(scale)
+    cfg = HMM_FORMATS.spec(scale)
     return FormattedHMMTunnel(base, input_format, cfg.hmm_states, cfg.hmm_symbols, cfg.hmm_length)
 
 
 def format_evaluation_set(scale: str, base: str, input_format: str) -> TaskBatch:
     """Return the evaluation set of ``base`` in ``input_format``: the same HMMs and observations in every format."""
     return format_tunnel(scale, base, input_format).sample(
-        spec(scale).eval_sequences, generator=torch_generator(stream(0, "heldout", EVAL_INDEX[base])))
+        HMM_FORMATS.spec(scale).eval_sequences, generator=torch_generator(stream(0, "heldout", EVAL_INDEX[base])))
 
 
 def run_format(*, scale: str, base: str, input_format: str, family: str, seed: int,
                steps: int | None = None) -> dict[str, Any]:
     """Train ``family`` on ``base`` in ``input_format`` with ``seed``; return its output (plus tunnel and format)."""
-    cfg = spec(scale)
+    cfg = HMM_FORMATS.spec(scale)
     torch.set_num_threads(1)
     out = train_and_measure(family, format_tunnel(scale, base, input_format), target_params=cfg.target_params,
                             steps=steps or cfg.tunnel_steps(base), batch_size=cfg.batch_size, lr=cfg.lr, seed=seed,
@@ -129,13 +85,13 @@ def run_format(*, scale: str, base: str, input_format: str, family: str, seed: i
 def format_jobs(scale: str, seeds: Sequence[int] | None = None, *, longer: Sequence[str] = ()) -> list[Job]:
     """Return the runs: tunnel × format × family × seed (key ``<tunnel>_<format>_<family>_seed<s>``); ``longer``:
     ``"<tunnel>/<family>/<format>"`` also trained :data:`LONGER_FACTOR` times as long."""
-    cfg = spec(scale)
-    seeds = [int(s) for s in (cfg.seeds if seeds is None else seeds)]
+    cfg = HMM_FORMATS.spec(scale)
+    seeds = check_seeds(seeds, cfg.seeds, at_least=1)
     cost = {"header": 3.0}  # the header makes the sequence 3 + 50 tokens longer
     jobs = [Job(f"{base}_{fmt}_{family}_seed{s}", run_format,
                 {"scale": scale, "base": base, "input_format": fmt, "family": family, "seed": s},
                 cost=cfg.tunnel_steps(base) * cost.get(fmt, 1.0))
-            for base in cfg.tunnels for fmt in hmm.INPUT_FORMATS for family in FORMAT_FAMILIES for s in seeds]
+            for base in cfg.tunnels for fmt in hmm.INPUT_FORMATS for family in cfg.families for s in seeds]
     for item in longer:
         base, family, fmt = item.split("/")
         jobs += [Job(f"{base}_{fmt}_{family}_seed{s}_x{LONGER_FACTOR}", run_format,
@@ -158,7 +114,7 @@ def formats_payload(scale: str, outputs: Mapping[str, dict]) -> dict[str, Any]:
     return {"about": "LSTM and transformer on HMM filtering in three input formats (matrices at every step, at the "
                      "first step only, Paper I's header of probability tokens); written by "
                      "`python -m attention_dynamics compute hmm_formats`.",
-            "scale": scale, "settings": spec(scale).to_json(), "ladders": ladders, "runs": runs, "longer": longer}
+            "scale": scale, "settings": HMM_FORMATS.spec(scale).to_json(), "ladders": ladders, "runs": runs, "longer": longer}
 
 
 def assemble_formats(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
@@ -169,14 +125,10 @@ def assemble_formats(scale: str, outputs: Mapping[str, Any], folder: Path) -> No
 HMM_FORMATS = StoredResult(
     name="hmm_formats", chapter="architectures",
     about="the LSTM and the transformer in three input formats (Paper I's header among them), three seeds",
-    files=(RESULT_FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(RESULT_FILE,), specs=SPECS, committed_scale="book",
     expected={"fast": "24 jobs, a few minutes",
               "book": "36 jobs (2 tunnels × 2 families × 3 formats × 3 seeds): on the sticky HMMs (4,000 steps) about "
                       "1 CPU-min each in the feature formats, 2 (LSTM) and 7 (transformer) in the header format; on "
                       "the random HMMs (10,000 steps) 2.5 times as long"},
     jobs=format_jobs, assemble=assemble_formats)
 
-
-def load() -> dict[str, Any]:
-    """Return the committed results (``data/hmm_formats.json``)."""
-    return load_results(data_path(RESULT_FILE))

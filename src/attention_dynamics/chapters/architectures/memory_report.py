@@ -19,7 +19,7 @@ from ...ledger.memory_claims import memory_claim, window_claims
 from ...models.registry import family_label, family_names
 from ...science.settling import late_drop
 from ...tasks.wind_tunnels import TaskBatch
-from .hmm_longmem import LONGER_FACTOR, RESULT_FILE, load
+from .hmm_longmem import HMM_LONGMEM, LONGER_FACTOR, RESULT_FILE
 from .settings import PAPER_I_RESULTS
 
 __all__ = ["memory_claim_id", "MEMORY_CLAIM_IDS", "STICKY_WINDOW_CLAIM_IDS", "record_chapter7_memory",
@@ -142,7 +142,7 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
     how much its KL curve still fell over the last 20 % of training (the learning rate decays to zero, so a flat end
     is no plateau evidence); with a 4× longer run the longer run states the claim.
     """
-    stored = load() if stored is None else stored
+    stored = HMM_LONGMEM.load() if stored is None else stored
     ladder = MemoryLadder.from_json(stored["ladder"])
     settings = stored["settings"]
     design = longmem_design_text(settings)

@@ -273,7 +273,8 @@ def glue_reference_levels(cfg: ArchitecturesSettings, setup: ChapterSetup) -> No
 def record_results(results: Mapping[tuple[str, str], RunResult], levels: "ReferenceLevels", cfg: ArchitecturesSettings,
                    *, params: Mapping[str, Any], spread: Mapping[str, Any], floors: Mapping[str, float]) -> str:
     """Record the results table's claims, with the explanations of the fails and Mamba's binding as a mean over
-    seeds (``spread``: :func:`~attention_dynamics.chapters.architectures.binding_spread.load`); return the verdict summary (markdown).
+    seeds (``spread``: :data:`~attention_dynamics.chapters.architectures.binding_spread.BINDING_SEED_SPREAD`'s file);
+    return the verdict summary (markdown).
 
     Mamba's and the LSTM's binding are stated at the longest run made: the spread file's 4× longer runs where it
     holds them (:data:`~attention_dynamics.chapters.architectures.binding_spread.BINDING_SEED_SPREAD`), decided by their

@@ -17,77 +17,42 @@ tests regenerate it at the fast scale.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ...core.paths import data_path
 from ...core.seeding import stream, torch_generator
-from ...core.settings import check_positive_int
-from ...ledger.results import Job, StoredResult, load_results, save_results
-from ...models.factory import FAMILIES
+from ...ledger.results import Job, StoredResult, one_seed, save_results
+from ...models.registry import family
 from ...science import calibration, stats
 from ...tasks.wind_tunnels import STICKY_HMM_TASK, STICKY_SELF_TRANSITION, TASKS, WindTunnel
 from ...training.families import evaluation_batch, train_and_evaluate
+from .hmm_tunnel import HMMTunnelSpec
 from .runs import reference_levels
 
-__all__ = ["StickyHMMSpec", "SPECS", "spec", "RESULTS_FILE", "CURVE_POINTS", "LONGER_FACTOR", "LONGER_FAMILIES", "sticky_task",
-           "eval_seed", "evaluation_set", "kl_curve_bits", "run_family", "reference", "STICKY_HMM_RUNS", "load"]
+__all__ = ["SPECS", "RESULTS_FILE", "CURVE_POINTS", "LONGER_FACTOR", "LONGER_FAMILIES", "sticky_task", "eval_seed",
+           "evaluation_set", "kl_curve_bits", "run_family", "reference", "STICKY_HMM_RUNS"]
 
+#: What ``data/sticky_hmm.json`` records of the settings, in its order, and the sticky mix after them.
+_RECORD = ("hmm_states", "hmm_symbols", "hmm_length", "target_params", "steps", "batch_size", "lr", "eval_sequences",
+           "steps_mamba")
+_DESIGN = {"self_transition": STICKY_SELF_TRANSITION}
 
-@dataclass(frozen=True)
-class StickyHMMSpec:
-    """The sticky tunnel's runs: HMM sizes (K = 20, Paper I's length), chapter 7's model budget and optimiser, and
-    the steps of every family (more than chapter 7's grid: transport has to be learned), except Mamba's
-    (``steps_mamba``): its pure-PyTorch scan costs about fifteen times as much per step on a CPU, and the book's
-    budget allows it fewer steps."""
-
-    hmm_states: int
-    hmm_symbols: int
-    hmm_length: int
-    target_params: int
-    steps: int
-    batch_size: int
-    lr: float
-    eval_sequences: int
-    steps_mamba: int | None = None
-
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name != "lr" and value is not None:
-                check_positive_int(f.name, value)
-
-    def family_steps(self, family: str) -> int:
-        """Return the training steps of ``family``."""
-        return self.steps_mamba if family == "mamba" and self.steps_mamba is not None else self.steps
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the spec as the stored file records it (with the sticky mix)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
-        return {**out, "self_transition": STICKY_SELF_TRANSITION}
-
-
-SPECS: dict[str, StickyHMMSpec] = {
-    "fast": StickyHMMSpec(hmm_states=5, hmm_symbols=5, hmm_length=8, target_params=6000, steps=40, batch_size=16,
-                          lr=2e-3, eval_sequences=64),
-    "book": StickyHMMSpec(hmm_states=5, hmm_symbols=5, hmm_length=20, target_params=60000, steps=4000,
-                          steps_mamba=1500, batch_size=64, lr=2e-3, eval_sequences=1000),
+#: The sticky tunnel's runs: HMM sizes (K = 20, Paper I's length), chapter 7's model budget and optimiser, and the
+#: steps of every family (more than chapter 7's grid: transport has to be learned), except Mamba's: its pure-PyTorch
+#: scan costs about fifteen times as much per step on a CPU, and the book's budget allows it fewer steps.
+SPECS: dict[str, HMMTunnelSpec] = {
+    "fast": HMMTunnelSpec(hmm_states=5, hmm_symbols=5, hmm_length=8, target_params=6000, steps=40, batch_size=16,
+                          lr=2e-3, eval_sequences=64, record=_RECORD, design=_DESIGN),
+    "book": HMMTunnelSpec(hmm_states=5, hmm_symbols=5, hmm_length=20, target_params=60000, steps=4000,
+                          steps_by_family={"mamba": 1500}, batch_size=64, lr=2e-3, eval_sequences=1000,
+                          record=_RECORD, design=_DESIGN),
 }
 #: The committed results.
 RESULTS_FILE = "sticky_hmm.json"
 #: The families also trained :data:`LONGER_FACTOR` times as long (the evidence of their verdicts).
 LONGER_FAMILIES = ("mamba", "lstm")
-
-
-def spec(scale: str) -> StickyHMMSpec:
-    """Return the :class:`StickyHMMSpec` of ``scale``, or raise ``ValueError`` naming the scales there are."""
-    if scale not in SPECS:
-        raise ValueError(f"the sticky tunnel has scales {', '.join(SPECS)}, got {scale!r}")
-    return SPECS[scale]
 
 
 def eval_seed(seed: int) -> int:
@@ -101,12 +66,12 @@ LONGER_FACTOR = 4
 CURVE_POINTS = 100
 
 
-def sticky_task(cfg: StickyHMMSpec) -> WindTunnel:
+def sticky_task(cfg: HMMTunnelSpec) -> WindTunnel:
     """Return the sticky-HMM tunnel at the sizes of ``cfg``."""
     return WindTunnel.make(STICKY_HMM_TASK, n_states=cfg.hmm_states, n_symbols=cfg.hmm_symbols, length=cfg.hmm_length)
 
 
-def evaluation_set(cfg: StickyHMMSpec, seed: int):
+def evaluation_set(cfg: HMMTunnelSpec, seed: int):
     """Return the sticky tunnel's evaluation set (the same for every family)."""
 
     return evaluation_batch(sticky_task(cfg), cfg.eval_sequences, eval_seed(seed))
@@ -142,7 +107,7 @@ def run_family(scale: str, family: str, seed: int = 0, *, steps: int | None = No
     blocks of steps; ``loss_curve_nats``: the training loss over the same blocks; ``cpu_seconds``: of the run.
     """
 
-    cfg = spec(scale)
+    cfg = STICKY_HMM_RUNS.spec(scale)
     task = sticky_task(cfg)
     run = train_and_evaluate(family=family, task=task, target_params=cfg.target_params,
                              steps=steps or cfg.family_steps(family),
@@ -161,7 +126,7 @@ def reference(scale: str, seed: int = 0) -> dict[str, Any]:
     """Return the exact levels of the sticky tunnel's evaluation set: the context-blind KL and entropy error
     (bits, overall and at each step) and the Bayes floor of the loss (nats)."""
 
-    cfg = spec(scale)
+    cfg = STICKY_HMM_RUNS.spec(scale)
     batch = evaluation_set(cfg, seed)
     levels = reference_levels([sticky_task(cfg)], {STICKY_HMM_TASK: batch})
     return {"context_blind": levels.context_blind[STICKY_HMM_TASK],
@@ -172,27 +137,25 @@ def reference(scale: str, seed: int = 0) -> dict[str, Any]:
 def sticky_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return one job per family, and one per family of :data:`LONGER_FAMILIES` trained :data:`LONGER_FACTOR` times as
     long (seed 0 unless ``seeds`` names one)."""
-    if seeds is not None and len(seeds) != 1:
-        raise ValueError("the sticky tunnel's runs use one seed")
-    seed = int(seeds[0]) if seeds else 0
-    cfg = spec(scale)
-    cost = {"mamba": 15.0}
+    seed = one_seed(seeds, "the sticky tunnel's runs use one seed")
+    cfg = STICKY_HMM_RUNS.spec(scale)
     jobs = [Job(f"run-{f}", run_family, {"scale": scale, "family": f, "seed": seed},
-                cost=cfg.family_steps(f) * cost.get(f, 1.0)) for f in FAMILIES]
+                cost=cfg.family_steps(f) * family(f).step_cost) for f in cfg.families]
     jobs += [Job(f"longer-{f}", run_family, {"scale": scale, "family": f, "seed": seed,
                                              "steps": LONGER_FACTOR * cfg.family_steps(f)},
-                 cost=LONGER_FACTOR * cfg.family_steps(f) * cost.get(f, 1.0)) for f in LONGER_FAMILIES]
+                 cost=LONGER_FACTOR * cfg.family_steps(f) * family(f).step_cost) for f in LONGER_FAMILIES]
     return jobs
 
 
 def assemble_sticky(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
     """Write ``sticky_hmm.json``: the settings, the exact reference levels, every family's run and the longer runs."""
-    seed = outputs[f"run-{FAMILIES[0]}"]["seed"]
+    cfg = STICKY_HMM_RUNS.spec(scale)
+    seed = outputs[f"run-{cfg.families[0]}"]["seed"]
     save_results({
         "about": "Chapter 7's sticky-HMM tunnel: five parameter-matched families trained with chapter 7's "
                  "train_and_evaluate; written by `python -m attention_dynamics compute sticky_hmm`.",
-        "scale": scale, "seed": seed, "settings": spec(scale).to_json(), "reference": reference(scale, seed),
-        "runs": {f: outputs[f"run-{f}"] for f in FAMILIES},
+        "scale": scale, "seed": seed, "settings": cfg.to_json(), "reference": reference(scale, seed),
+        "runs": {f: outputs[f"run-{f}"] for f in cfg.families},
         "longer": {f: outputs[f"longer-{f}"] for f in LONGER_FAMILIES},
     }, folder / RESULTS_FILE)
 
@@ -201,12 +164,7 @@ STICKY_HMM_RUNS = StoredResult(
     name="sticky_hmm", chapter="architectures",
     about="the five families on sticky HMMs (transport worth much more than on Paper I's), with Mamba and the LSTM "
           "also trained four times as long",
-    files=(RESULTS_FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(RESULTS_FILE,), specs=SPECS, committed_scale="book",
     expected={"fast": "7 jobs, a minute", "book": "7 jobs: ~1 CPU-min each for the transformer, LSTM and MLPs, "
                                                    "~7 for Mamba, ~25 for Mamba 4x as long"},
     jobs=sticky_jobs, assemble=assemble_sticky)
-
-
-def load() -> dict[str, Any]:
-    """Return the committed results (``data/sticky_hmm.json``)."""
-    return load_results(data_path(RESULTS_FILE))

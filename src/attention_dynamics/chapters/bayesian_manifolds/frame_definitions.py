@@ -20,7 +20,7 @@ The share of seeds whose frame settles first decides each definition with its Cl
 freeze runs (:func:`~attention_dynamics.ledger.frame_results.load_frame_freeze`) in
 :mod:`~attention_dynamics.chapters.bayesian_manifolds.frame_definitions_report`. One job per seed
 (``python -m attention_dynamics compute bijection_frame_definitions``); the chapter loads
-``data/bijection_frame_definitions.json`` (:func:`load_bijection_frame_definitions`).
+``data/bijection_frame_definitions.json`` (:data:`BIJECTION_FRAME_DEFINITIONS`' ``load``).
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ...core.paths import data_path
 from ...diagnostics.frame_order import attention_entropy_nats, order_share, paired_gap
-from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...ledger.results import Job, StoredResult, save_results
 from ...models.transformer import probe_activations
 from ...science import calibration, geometry
 from ...science.dynamics import attention_distance
@@ -45,7 +44,7 @@ from ...training.wind_tunnels import BIJECTION_TUNNELS, BijectionTraining, bijec
 
 __all__ = ["FILE", "TUNNEL_DEFINITIONS", "TunnelFrameSettings", "SETTINGS", "tunnel_run",
            "bijection_frame_definitions_job", "bijection_frame_definitions_jobs", "assemble_bijection_frame_definitions",
-           "BIJECTION_FRAME_DEFINITIONS", "load_bijection_frame_definitions"]
+           "BIJECTION_FRAME_DEFINITIONS"]
 
 #: The file the chapter loads.
 FILE = "bijection_frame_definitions.json"
@@ -81,11 +80,6 @@ SETTINGS: dict[str, TunnelFrameSettings] = {
     "book": TunnelFrameSettings(),
 }
 
-
-def _settings(scale: str) -> TunnelFrameSettings:
-    if scale not in SETTINGS:
-        raise ValueError(f"scale must be one of {', '.join(SETTINGS)}, got {scale!r}")
-    return SETTINGS[scale]
 
 
 def tunnel_run(seed: int, s: TunnelFrameSettings) -> dict[str, Any]:
@@ -138,7 +132,7 @@ def bijection_frame_definitions_job(seed: int, settings: Mapping[str, Any]) -> d
 
 def bijection_frame_definitions_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return one job per seed (``seeds`` instead of the scale's own)."""
-    s = _settings(scale)
+    s = BIJECTION_FRAME_DEFINITIONS.spec(scale)
     settings = dataclasses.asdict(s)
     return [Job(f"seed{seed}", bijection_frame_definitions_job, {"seed": int(seed), "settings": settings},
                 cost=float(s.tunnel.steps)) for seed in (s.seeds if seeds is None else seeds)]
@@ -158,19 +152,16 @@ def assemble_bijection_frame_definitions(scale: str, outputs: Mapping[str, Any],
             "final_train_loss")
     save_results({"about": "Frame versus precision on chapter 6's bijection transformer, three definitions; written "
                            "by `python -m attention_dynamics compute bijection_frame_definitions`.",
-                  "scale": scale, "settings": dataclasses.asdict(_settings(scale)), "seeds": [r["seed"] for r in runs],
+                  "scale": scale, "settings": dataclasses.asdict(BIJECTION_FRAME_DEFINITIONS.spec(scale)),
+                  "seeds": [r["seed"] for r in runs],
                   "definitions": definitions, "runs": [{k: r[k] for k in keep} for r in runs]}, folder / FILE)
 
 
 BIJECTION_FRAME_DEFINITIONS = StoredResult(
     name="bijection_frame_definitions", chapter="bayesian_manifolds",
     about="frame versus precision on chapter 6's bijection transformer: six seeds, 200 checkpoints, three definitions",
-    files=(FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(FILE,), specs=SETTINGS, committed_scale="book",
     expected={"fast": "2 jobs, under a minute", "book": "6 jobs (chapter 6's book tunnel, 2000 steps and 200 "
                                                        "checkpoints each, ~2 CPU-min each), ~12 CPU-min"},
     jobs=bijection_frame_definitions_jobs, assemble=assemble_bijection_frame_definitions)
 
-
-def load_bijection_frame_definitions(path: str | Path | None = None) -> dict[str, Any]:
-    """Return the committed result (``data/bijection_frame_definitions.json``), with its provenance."""
-    return load_results(path or data_path(FILE))

@@ -31,7 +31,7 @@ import torch
 from ...core.paths import DATA_DIR
 from ...core.settings import check_positive_int
 from ...diagnostics.wind_tunnel_geometry import bijection_geometry, geometry_summary
-from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...ledger.results import Job, StoredResult, load_results, one_seed, save_results
 from ...science import calibration
 from ...tasks import hmm
 from ...training import ResumePoint
@@ -52,7 +52,7 @@ from ...training.wind_tunnels import (
 )
 
 __all__ = ["TUNNELS", "DATA_FOLDER", "CURVE_POINTS", "LongTierSpec", "SPECS", "LongRun", "measure", "train_tunnel",
-           "LONG_TIER", "load"]
+           "LONG_TIER"]
 
 #: The long tier's tunnels.
 TUNNELS = ("bijection_v20", "hmm_long")
@@ -174,7 +174,7 @@ def _blocks(values: np.ndarray, n: int = CURVE_POINTS) -> list[float]:
 def train_tunnel(scale: str, tunnel: str, seed: int, job_dir: str) -> dict[str, Any]:
     """Train ``tunnel`` at ``scale`` (resuming from its state in ``job_dir``), save its weights there as
     ``<tunnel>.pt``, and return its results (settings, seed, loss curve, held-out curve, final measurement)."""
-    spec = SPECS[scale][tunnel]
+    spec = LONG_TIER.spec(scale)[tunnel]
     folder = Path(job_dir)
     cache_file = folder / "resume.pt"
 
@@ -198,11 +198,9 @@ def train_tunnel(scale: str, tunnel: str, seed: int, job_dir: str) -> dict[str, 
 
 def long_tier_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return one job per tunnel (seed 0 unless ``seeds`` names one)."""
-    if seeds is not None and len(seeds) != 1:
-        raise ValueError("the long tier trains one seed per tunnel")
-    seed = int(seeds[0]) if seeds else 0
+    seed = one_seed(seeds, "the long tier trains one seed per tunnel")
     return [Job(tunnel, train_tunnel, {"scale": scale, "tunnel": tunnel, "seed": seed},
-                cost=float(spec.tunnel.steps * spec.tunnel.n_layers)) for tunnel, spec in SPECS[scale].items()]
+                cost=float(spec.tunnel.steps * spec.tunnel.n_layers)) for tunnel, spec in LONG_TIER.spec(scale).items()]
 
 
 def assemble_long_tier(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
@@ -214,16 +212,7 @@ def assemble_long_tier(scale: str, outputs: Mapping[str, Any], folder: Path) -> 
         save_results(results, target / f"{tunnel}.json")
 
 
-LONG_TIER = StoredResult(
-    name="long_tier", chapter="bayesian_manifolds",
-    about="Paper I's V = 20 bijection and a deeper, longer-trained HMM filter: trained weights and curves",
-    files=tuple(f"{DATA_FOLDER}/{t}.{ext}" for t in TUNNELS for ext in ("json", "pt")),
-    scales=("fast", "paper"), committed_scale="paper",
-    expected={"fast": "2 jobs, under a minute", "paper": "2 jobs of 30-40 CPU-min each (resumable within a job)"},
-    jobs=long_tier_jobs, assemble=assemble_long_tier)
-
-
-def load(tunnel: str, *, folder: Path | None = None) -> LongRun:
+def _read_long_run(tunnel: str, *, folder: Path | None = None) -> LongRun:
     """Return the committed :class:`LongRun` of ``tunnel``: its results file and its weights, loaded with
     ``weights_only=True``. Raises ``FileNotFoundError`` naming the command that computes them if they are missing."""
     if tunnel not in TUNNELS:
@@ -239,3 +228,12 @@ def load(tunnel: str, *, folder: Path | None = None) -> LongRun:
     untrained = {k: v.detach().clone() for k, v in untrained_model(spec.tunnel, results["seed"]).state_dict().items()}
     run = TrainedRun(spec.tunnel, state, np.asarray(results["loss_curve_nats"]), {0: untrained, results["steps"]: state})
     return LongRun(tunnel=tunnel, settings=spec, results=results, run=run, weights_file=weights_file)
+
+
+LONG_TIER = StoredResult(
+    name="long_tier", chapter="bayesian_manifolds",
+    about="Paper I's V = 20 bijection and a deeper, longer-trained HMM filter: trained weights and curves",
+    files=tuple(f"{DATA_FOLDER}/{t}.{ext}" for t in TUNNELS for ext in ("json", "pt")),
+    specs=SPECS, committed_scale="paper",
+    expected={"fast": "2 jobs, under a minute", "paper": "2 jobs of 30-40 CPU-min each (resumable within a job)"},
+    jobs=long_tier_jobs, assemble=assemble_long_tier, reader=_read_long_run)

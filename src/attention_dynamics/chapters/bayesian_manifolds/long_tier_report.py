@@ -72,8 +72,9 @@ GEOMETRY_PLATEAU_OTHER = 0.05
 
 
 def load_runs(folder: Path | None = None) -> dict[str, LongRun]:
-    """Return the committed long-tier runs by tunnel (:func:`~attention_dynamics.chapters.bayesian_manifolds.long_tier.load`)."""
-    return {tunnel: long_tier.load(tunnel, folder=folder) for tunnel in long_tier.TUNNELS}
+    """Return the committed long-tier runs by tunnel
+    (:data:`~attention_dynamics.chapters.bayesian_manifolds.long_tier.LONG_TIER`'s ``load``)."""
+    return {tunnel: long_tier.LONG_TIER.load(tunnel, folder=folder) for tunnel in long_tier.TUNNELS}
 
 
 def runs_table(runs: Mapping[str, LongRun]) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from ...diagnostics.wind_tunnel_geometry import (
     hmm_manifold,
 )
 from ...ledger import claims
+from ...ledger.results import seed_range
 from ...models.transformer import count_parameters
 from ...science import calibration, geometry, settling
 from ...tasks import bijection, hmm
@@ -351,7 +352,7 @@ def record_bijection_geometry(settings: ManifoldsSettings, run: TrainedRun, prob
     each with its plateau note; the two nulls of every seed-0 number (untrained, scrambled values);
     the isotropic baseline of |cos| by Monte Carlo (``baseline_draws`` draws with ``generator``)
     against its closed form; and the value manifold's PC1 share and ρ with the entropy as the mean
-    over the stored seed-spread runs (``spread``, default :func:`~attention_dynamics.chapters.bayesian_manifolds.seed_spread.load`) with their 95 %
+    over the stored seed-spread runs (``spread``, default :data:`~attention_dynamics.chapters.bayesian_manifolds.seed_spread.BIJECTION_SEED_SPREAD`'s) with their 95 %
     interval, since one seed cannot decide them.
     """
     geo = bijection_geometry(run.model(), probe)
@@ -398,11 +399,11 @@ def record_bijection_geometry(settings: ManifoldsSettings, run: TrainedRun, prob
         expected=geo.key_abs_cos_baseline, tolerance=0.002, params={"d_head": d_head, "draws": baseline_draws})
     # One seed cannot decide these two: their seed-to-seed spread reaches the threshold. They are stated as
     # the mean over the seed-spread runs (chapter 6's own training, seeds 0-4, stored) with a 95 % interval.
-    spread = seed_spread.load() if spread is None else spread
+    spread = seed_spread.BIJECTION_SEED_SPREAD.load() if spread is None else spread
     spread_params = {**params, "seed": None, "seeds": spread["seeds"], "interval": "Student-t 95% over seeds",
                      "stored_in": f"data/{seed_spread.SPREAD_FILE}"}
     pc1 = spread["intervals"]["value_pc1_ratio"]
-    pc1_low, pc1_high = seed_spread.seed_range(spread, "geometry", "value_pc1_ratio")
+    pc1_low, pc1_high = seed_range(spread, "geometry", "value_pc1_ratio")
     out["geometry.value_pc1_ratio"] = claims.record(
         "geometry.value_pc1_ratio", pc1["mean"], interval=(pc1["low"], pc1["high"]), unit="fraction of variance",
         description="value manifold (last layer's attention output at key positions): variance share of PC1, "

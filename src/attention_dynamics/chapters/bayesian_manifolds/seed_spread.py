@@ -16,14 +16,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ...core.paths import data_path
 from ...diagnostics.wind_tunnel_geometry import bijection_geometry
-from ...ledger.results import Job, StoredResult, load_results, save_results
-from ...science.stats import t_interval
+from ...ledger.results import Job, StoredResult, check_seeds, save_results, t_intervals
 from ...training.wind_tunnels import bijection_probe_batch, train_bijection
 from .settings import SETTINGS
 
-__all__ = ["SEEDS", "SPREAD_FILE", "bijection_geometry_seed", "seed_range", "BIJECTION_SEED_SPREAD", "load"]
+__all__ = ["SEEDS", "SPREAD_FILE", "bijection_geometry_seed", "BIJECTION_SEED_SPREAD"]
 
 #: The seeds of the spread runs: the chapter's default seed 0 and four more.
 SEEDS = (0, 1, 2, 3, 4)
@@ -38,7 +36,7 @@ def bijection_geometry_seed(scale: str, seed: int) -> dict[str, float]:
     Spearman ρ with the exact posterior entropy, on the chapter's probe batch; ``final_loss``: the mean training loss
     over the last 100 steps (nats).
     """
-    cfg = SETTINGS[scale]
+    cfg = BIJECTION_SEED_SPREAD.spec(scale)
     run = train_bijection(cfg.bijection, seed=seed)
     geo = bijection_geometry(run.model(), bijection_probe_batch(cfg.bijection, seed=seed, n=cfg.n_probe))
     return {"seed": seed, "value_pc1_ratio": float(geo.value_ratios[0]),
@@ -48,25 +46,21 @@ def bijection_geometry_seed(scale: str, seed: int) -> dict[str, float]:
 
 def bijection_seed_spread_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return one job per seed (:data:`SEEDS` unless ``seeds`` are given; at least two)."""
-    seeds = list(SEEDS if seeds is None else seeds)
-    if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise ValueError(f"seeds must be at least two distinct non-negative integers, got {seeds}")
-    return [Job(f"geometry-seed{s}", bijection_geometry_seed, {"scale": scale, "seed": int(s)},
-                cost=SETTINGS[scale].bijection.steps) for s in seeds]
+    return [Job(f"geometry-seed{s}", bijection_geometry_seed, {"scale": scale, "seed": s},
+                cost=BIJECTION_SEED_SPREAD.spec(scale).bijection.steps) for s in check_seeds(seeds, SEEDS)]
 
 
 def assemble_bijection_seed_spread(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
     """Write ``bijection_seed_spread.json``: the per-seed runs and the interval of each measure."""
     runs = sorted(outputs.values(), key=lambda r: r["seed"])
-    cfg = SETTINGS[scale]
+    cfg = BIJECTION_SEED_SPREAD.spec(scale)
     save_results({
         "about": "Chapter 6's value-manifold measures over seeds, mean with a Student-t 95% interval; written by "
                  "`python -m attention_dynamics compute bijection_seed_spread`.",
         "scale": scale, "seeds": [r["seed"] for r in runs],
         "settings": {"tunnel": dataclasses.asdict(cfg.bijection), "n_probe": cfg.n_probe},
         "runs": {"geometry": runs},
-        "intervals": {"value_pc1_ratio": t_interval([r["value_pc1_ratio"] for r in runs]),
-                      "value_pc1_entropy_spearman": t_interval([r["value_pc1_entropy_spearman"] for r in runs])},
+        "intervals": t_intervals(runs, ["value_pc1_ratio", "value_pc1_entropy_spearman"]),
     }, folder / SPREAD_FILE)
 
 
@@ -74,17 +68,7 @@ BIJECTION_SEED_SPREAD = StoredResult(
     name="bijection_seed_spread", chapter="bayesian_manifolds",
     about="chapter 6's bijection transformer trained on five seeds: the value manifold's PC1 share and its "
           "correlation with the posterior entropy, with intervals",
-    files=(SPREAD_FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(SPREAD_FILE,), specs={scale: SETTINGS[scale] for scale in ("fast", "book")}, committed_scale="book",
     expected={"fast": "5 jobs, a minute", "book": "5 jobs of ~4 CPU-min each"},
     jobs=bijection_seed_spread_jobs, assemble=assemble_bijection_seed_spread)
 
-
-def load() -> dict[str, Any]:
-    """Return the committed spread results (``data/bijection_seed_spread.json``)."""
-    return load_results(data_path(SPREAD_FILE))
-
-
-def seed_range(spread: Mapping[str, Any], group: str, key: str) -> tuple[float, float]:
-    """Return the smallest and largest per-seed value of ``key`` in run group ``group`` of ``spread``."""
-    values = [float(run[key]) for run in spread["runs"][group]]
-    return min(values), max(values)

@@ -21,7 +21,7 @@ sticky-chain head:
 
 Each claim (:func:`~attention_dynamics.chapters.routing_content_feedback.report.record_feedback_claims`) is a mean
 over seeds with a t interval, which decides it. ``python -m attention_dynamics compute feedback_predictions``
-computes the jobs; the chapter loads ``data/feedback_predictions.json`` (:func:`load_feedback_predictions`).
+computes the jobs; the chapter loads ``data/feedback_predictions.json`` (:data:`FEEDBACK_PREDICTIONS`' ``load``).
 """
 
 from __future__ import annotations
@@ -36,9 +36,8 @@ import numpy as np
 import scipy.stats
 import torch
 
-from ...core.paths import data_path
 from ...core.seeding import stream, torch_generator
-from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...ledger.results import Job, StoredResult, save_results
 from ...models.single_head import initial_head
 from ...science import dynamics
 from ...science.weight_space import weight_step_check
@@ -47,7 +46,7 @@ from ...training.recall_head import train_specialization_head
 from .runs import advantage_change_along_training, milestone_indices
 
 __all__ = ["FILE", "MOMENTS", "FeedbackSettings", "SETTINGS", "feedback_job", "feedback_jobs", "assemble_feedback",
-           "FEEDBACK_PREDICTIONS", "load_feedback_predictions"]
+           "FEEDBACK_PREDICTIONS"]
 
 #: The file the chapter loads.
 FILE = "feedback_predictions.json"
@@ -95,11 +94,6 @@ SETTINGS: dict[str, FeedbackSettings] = {
 }
 
 
-def _settings(scale: str) -> FeedbackSettings:
-    if scale not in SETTINGS:
-        raise ValueError(f"scale must be one of {', '.join(SETTINGS)}, got {scale!r}")
-    return SETTINGS[scale]
-
 
 def feedback_job(kind: str, seed: int, settings: Mapping[str, Any]) -> dict[str, Any]:
     """Return one job's measures (JSON-ready): a recall head's predictions at chapter 3's three moments
@@ -135,7 +129,7 @@ def feedback_job(kind: str, seed: int, settings: Mapping[str, Any]) -> dict[str,
 def feedback_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return one recall head per seed (``seeds`` instead of the scale's own) and one sticky-chain weight step per
     paper seed."""
-    s = _settings(scale)
+    s = FEEDBACK_PREDICTIONS.spec(scale)
     settings = dataclasses.asdict(s)
     jobs = [Job(f"recall-seed{x}", feedback_job, {"kind": "recall", "seed": int(x), "settings": settings},
                 cost=float(s.steps)) for x in (s.seeds if seeds is None else seeds)]
@@ -169,7 +163,7 @@ def assemble_feedback(scale: str, outputs: Mapping[str, Any], folder: Path) -> N
         }
     save_results({"about": "Chapter 3's feedback predictions over seeds; written by "
                            "`python -m attention_dynamics compute feedback_predictions`.",
-                  "scale": scale, "settings": dataclasses.asdict(_settings(scale)),
+                  "scale": scale, "settings": dataclasses.asdict(FEEDBACK_PREDICTIONS.spec(scale)),
                   "seeds": [r["seed"] for r in recall_runs], "moments": moments,
                   "sticky_seeds": [r["seed"] for r in steps],
                   "weight_step": {key: _mean_ci([r[key] for r in steps]) for key in ("value_cosine", "sign_agreement")}},
@@ -185,12 +179,8 @@ FEEDBACK_PREDICTIONS = StoredResult(
     name="feedback_predictions", chapter="routing_content_feedback",
     about="chapter 3's feedback predictions (Δb, the answer source's advantage) on five recall heads at three "
           "moments, and weight steps on the sticky-chain head",
-    files=(FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(FILE,), specs=SETTINGS, committed_scale="book",
     expected={"fast": "5 jobs, under a minute", "book": "10 jobs: 5 recall heads (~10 CPU-s each) and 5 weight "
                                                        "steps, ~1 CPU-min"},
     jobs=feedback_jobs, assemble=assemble_feedback)
 
-
-def load_feedback_predictions(path: str | Path | None = None) -> dict[str, Any]:
-    """Return the committed feedback predictions (``data/feedback_predictions.json``), with their provenance."""
-    return load_results(path or data_path(FILE))

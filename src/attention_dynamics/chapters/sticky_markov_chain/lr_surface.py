@@ -138,7 +138,7 @@ def lr_surface_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]
     """Return the surface's jobs at ``scale`` (its configuration's seeds; the stages the scale runs)."""
     if seeds is not None:
         raise ValueError("the surface's seeds are fixed by its configuration (paper seeds and extra seeds)")
-    config, stages = SCALES[scale]
+    config, stages = LR_SURFACE.spec(scale)
     return [Job(paper_scale.job_key(j), paper_scale.heavy_job, j, cost=float(j["steps"]))
             for j in surface_jobs(config, stages)]
 
@@ -146,10 +146,10 @@ def lr_surface_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]
 def assemble_lr_surface(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
     """Write ``sticky_chain_lr_surface.json``; at the committed scale, SGD's final losses on seeds the surface did not
     run come from the paper-scale file (the same computation)."""
-    config, _ = SCALES[scale]
+    config, _ = LR_SURFACE.spec(scale)
     baseline = None
     if scale != "fast":
-        heavy = paper_scale.load()["ci"]["reference"]
+        heavy = paper_scale.PAPER_SCALE.load()["ci"]["reference"]
         baseline = dict(zip(heavy["seeds"]["sgd"], (f["loss"] for f in heavy["final"]["sgd"])))
     save_results(collect_surface_results(config, outputs, baseline_finals=baseline), folder / SURFACE_FILE)
 
@@ -319,7 +319,7 @@ LR_SURFACE = StoredResult(
     name="sticky_chain_lr_surface", chapter="sticky_markov_chain",
     about="the paper's speed-up for x10 on each parameter group, their pairs and all three, on 5 and 20 seeds, "
           "and the grid of learning-rate ratios",
-    files=(SURFACE_FILE,), scales=("fast", "book", "paper"), committed_scale="book", takes_seeds=False,
+    files=(SURFACE_FILE,), specs=SCALES, committed_scale="book", takes_seeds=False,
     expected={"fast": "26 jobs, a minute", "book": "165 jobs (runs of 1,000 steps), ~3 CPU-hours",
               "paper": "260 jobs: the grid too (95 runs more), ~4.5 CPU-hours (a cluster's job)"},
     jobs=lr_surface_jobs, assemble=assemble_lr_surface)

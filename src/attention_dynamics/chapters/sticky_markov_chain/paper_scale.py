@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...core.paths import data_path
-from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...ledger.results import Job, StoredResult, save_results
 from ...models import CausalTransformer, count_parameters
 from ...science.speedup import bootstrap_speedup_ci, em_like_speedup_over, paper_speedup
 from ...science.stats import paired_tests
@@ -41,7 +40,6 @@ __all__ = [
     "compute_paper_scale_results",
     "CONFIGS",
     "PAPER_SCALE",
-    "load",
 ]
 
 
@@ -272,7 +270,7 @@ def paper_scale_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job
     if seeds is not None:
         raise ValueError("the paper-scale result's seeds are fixed by its configuration")
     return [Job(job_key(j), heavy_job, j, cost=j["steps"] * (20 if j["task"] == "deep" else 1))
-            for j in _job_dicts(CONFIGS[scale])]
+            for j in _job_dicts(PAPER_SCALE.spec(scale))]
 
 
 def paper_scale_results(config: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -328,7 +326,7 @@ def paper_scale_results(config: Mapping[str, Any], outputs: Mapping[str, Any]) -
 
 def assemble_paper_scale(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
     """Write ``sticky_chain_paper_scale.json`` from the jobs' outputs."""
-    save_results(paper_scale_results(CONFIGS[scale], outputs), folder / PAPER_SCALE_FILE)
+    save_results(paper_scale_results(PAPER_SCALE.spec(scale), outputs), folder / PAPER_SCALE_FILE)
 
 
 #: The configurations: ``paper`` is the committed file's; ``fast`` the tests' reduced version of the same jobs.
@@ -349,12 +347,8 @@ PAPER_SCALE = StoredResult(
     name="sticky_chain_paper_scale", chapter="sticky_markov_chain",
     about="the sticky chain beyond the chapter's budget: 20-seed intervals, controls on both chains, the M-step "
           "rho sweep, 20,000-step runs and the deep variant",
-    files=(PAPER_SCALE_FILE,), scales=("fast", "paper"), committed_scale="paper", takes_seeds=False,
+    files=(PAPER_SCALE_FILE,), specs=CONFIGS, committed_scale="paper", takes_seeds=False,
     expected={"fast": "19 jobs, about a minute", "paper": "85 jobs: 80 runs of 1,000 steps (~1 CPU-min each), "
                                                           "4 of 20,000 steps and the deep variant; ~3 CPU-hours"},
     jobs=paper_scale_jobs, assemble=assemble_paper_scale)
 
-
-def load() -> dict[str, Any]:
-    """Return the committed paper-scale results (``data/sticky_chain_paper_scale.json``) with their provenance."""
-    return load_results(data_path(PAPER_SCALE_FILE))

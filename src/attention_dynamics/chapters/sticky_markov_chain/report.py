@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...core.paths import data_path
 from ...core.seeding import stream
 from ...ledger import claims
-from ...ledger.results import load_results
+from ...ledger.results import StoredData
 from ...models.single_head import HEAD_SHAPE, INIT_STD, initial_head
 from ...science.speedup import intervals_separate
 from ...tasks import sticky_chain
@@ -25,6 +24,7 @@ from .settings import CHAIN_PARAMS, LN8, SCHEDULE_PAIR, StickySettings
 
 __all__ = [
     "describe_machine",
+    "STICKY_CHAIN_BENCHMARK",
     "record_chains",
     "record_floors",
     "glue_filtered_floor",
@@ -119,12 +119,22 @@ def engine_gradient_check(data: sticky_chain.StickyChainData, seed: int) -> floa
     return error
 
 
+#: The engine-vs-autograd benchmark's figures, made outside the package: ``benchmarks/sticky_chain.py --promote`` copies
+#: them into the package's data.
+STICKY_CHAIN_BENCHMARK = StoredData(
+    name="sticky_chain_benchmark", chapter="sticky_markov_chain",
+    about="the closed-form engine against autograd and the authors' protocol, timed on one machine (written by "
+          "benchmarks/sticky_chain.py --promote)",
+    files=("sticky_chain_benchmark.json",))
+
+
 def glue_benchmark(path=None) -> dict[str, Any]:
-    """Return the stored engine-vs-autograd benchmark (``benchmarks/sticky_chain.py``), after gluing its figures.
+    """Return the stored engine-vs-autograd benchmark (:data:`STICKY_CHAIN_BENCHMARK`, or the file at ``path``), after
+    gluing its figures.
 
     A timing, not a claim: it depends on the machine and its load, so it is shown with both and decides nothing.
     """
-    benchmark = load_results(path or data_path("sticky_chain_benchmark.json"))
+    benchmark = STICKY_CHAIN_BENCHMARK.load(path=path)
     claims.glue("sticky.engine_speedup_vs_autograd", benchmark["speedup"])
     for key in ("engine_ms_per_step", "autograd_ms_per_step", "max_abs_loss_difference"):
         claims.glue(f"sticky.benchmark_{key}", benchmark[key])
@@ -182,9 +192,9 @@ def record_protocol(runs: Mapping[tuple[str, int], Any], protocol: Mapping[str, 
 
 
 def load_paper_scale() -> dict[str, Any]:
-    """Return the stored paper-scale results (:func:`~attention_dynamics.chapters.sticky_markov_chain.paper_scale.load`), after gluing the package version they were
-    computed with."""
-    heavy = paper_scale.load()
+    """Return the stored paper-scale results (:data:`~attention_dynamics.chapters.sticky_markov_chain.paper_scale.PAPER_SCALE`),
+    after gluing the package version they were computed with."""
+    heavy = paper_scale.PAPER_SCALE.load()
     claims.glue("sticky.heavy_version", heavy["provenance"]["package_version"])
     return heavy
 
@@ -234,9 +244,10 @@ def record_speedup_interval(heavy: Mapping[str, Any]) -> dict[str, float]:
 
 
 def load_surface(heavy: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the stored learning-rate surface (``lr_surface.SURFACE_FILE``) with its twenty-seed block's
-    values-only condition taken from the paper-scale file's EM-like runs (:func:`lr_surface.with_values_only_from`)."""
-    surface = load_results(data_path(lr_surface.SURFACE_FILE))
+    """Return the stored learning-rate surface (:data:`~attention_dynamics.chapters.sticky_markov_chain.lr_surface.LR_SURFACE`)
+    with its twenty-seed block's values-only condition taken from the paper-scale file's EM-like runs
+    (:func:`lr_surface.with_values_only_from`)."""
+    surface = lr_surface.LR_SURFACE.load()
     return {**surface, "twenty_seeds": lr_surface.with_values_only_from(surface["twenty_seeds"], heavy["ci"]["reference"])}
 
 

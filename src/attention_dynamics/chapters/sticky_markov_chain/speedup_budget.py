@@ -26,7 +26,7 @@ The values-only against readout-only and routing-only comparisons are read from 
 surface (``data/sticky_chain_lr_surface.json``, twenty seeds), and the twenty-seed SGD baseline from the
 paper-scale file: those runs exist and are not repeated. ``python -m attention_dynamics compute
 sticky_chain_speedup_budget`` computes the rest job by job; the chapter loads
-``data/sticky_chain_speedup_budget.json`` (:func:`load_speedup_budget`) and records its claims with
+``data/sticky_chain_speedup_budget.json`` (:data:`SPEEDUP_BUDGET`' ``load``) and records its claims with
 :func:`~attention_dynamics.chapters.sticky_markov_chain.speedup_budget_report.record_speedup_budget_claims`.
 """
 
@@ -42,16 +42,15 @@ import numpy as np
 import scipy.stats
 import torch
 
-from ...core.paths import data_path
-from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...ledger.results import Job, StoredResult, save_results
 from ...models.single_head import initial_head
 from ...science.speedup import bootstrap_speedup_ci, bootstrap_speedup_ratio_ci, paper_speedup, steps_to_threshold
 from ...tasks import sticky_chain
 from ...training import fit
 from ...training.head_engine import SingleHeadModule, closed_form_head_pass
 from ...training.schedules import get_schedule, m_step_direction, m_step_matched_rho, make_backward, make_optimizer
-from .lr_surface import SURFACE_FILE
-from .paper_scale import PAPER_SCALE_FILE
+from .lr_surface import LR_SURFACE
+from .paper_scale import PAPER_SCALE
 from .runs import between_symbol_share, trajectory_coherence, trajectory_length, value_prototypes
 
 __all__ = [
@@ -69,7 +68,6 @@ __all__ = [
     "speedup_budget_results",
     "assemble_speedup_budget",
     "SPEEDUP_BUDGET",
-    "load_speedup_budget",
 ]
 
 #: The file the chapter loads.
@@ -120,11 +118,6 @@ SETTINGS: dict[str, SpeedupBudgetSettings] = {
 }
 
 
-def _settings(scale: str) -> SpeedupBudgetSettings:
-    if scale not in SETTINGS:
-        raise ValueError(f"scale must be one of {', '.join(SETTINGS)}, got {scale!r}")
-    return SETTINGS[scale]
-
 
 # ---------------------------------------------------------------------------------------------
 # The jobs
@@ -134,7 +127,7 @@ def _settings(scale: str) -> SpeedupBudgetSettings:
 def speedup_budget_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return the jobs, cheapest and most decisive first: the matched M-steps, the exact M-step, the long runs, the
     like-for-like pair (``seeds`` replaces both the paper's seeds and the pair's)."""
-    s = _settings(scale)
+    s = SPEEDUP_BUDGET.spec(scale)
     settings = dataclasses.asdict(s)
     paper = [int(x) for x in (s.seeds if seeds is None else seeds)]
     pair = [int(x) for x in (s.pair_seeds if seeds is None else seeds)]
@@ -267,7 +260,7 @@ def _trajectories(runs: Mapping[str, Sequence[Mapping[str, Any]]], s: SpeedupBud
 def speedup_budget_results(scale: str, outputs: Mapping[str, Any]) -> dict[str, Any]:
     """Return the stored payload: the metric at every budget, the time-to-level ratios, the routing-only against
     values-and-readout comparison, the M-step comparisons, the trajectories, and the settings and sources."""
-    s = _settings(scale)
+    s = SPEEDUP_BUDGET.spec(scale)
     by_kind: dict[str, dict[str, list]] = {}
     for job in speedup_budget_jobs(scale):
         if job.key in outputs:
@@ -353,7 +346,7 @@ def _pair_comparison(protocol_runs: Mapping[str, Sequence[Mapping[str, Any]]], s
         return None
     seeds = [r["seed"] for r in a]
     if scale == "book":
-        heavy = load_results(data_path(PAPER_SCALE_FILE))["ci"]["reference"]
+        heavy = PAPER_SCALE.load()["ci"]["reference"]
         finals = {int(sd): float(f["loss"]) for sd, f in zip(heavy["seeds"]["sgd"], heavy["final"]["sgd"])}
         source = "paper-scale file's SGD final losses"
     else:
@@ -373,7 +366,7 @@ def _pair_comparison(protocol_runs: Mapping[str, Sequence[Mapping[str, Any]]], s
 
 def _surface_comparisons() -> dict[str, Any]:
     """The stored learning-rate surface's paired comparisons of values only against the other single groups."""
-    surface = load_results(data_path(SURFACE_FILE))
+    surface = LR_SURFACE.load()
     twenty = surface["twenty_seeds"]
     return {"seeds": twenty["seeds"], "source": "sticky_chain_lr_surface.json (twenty seeds)",
             **{k: twenty["comparisons"][k] for k in ("values_only_over_readout_only", "values_only_over_routing_only")}}
@@ -388,12 +381,8 @@ SPEEDUP_BUDGET = StoredResult(
     name="sticky_chain_speedup_budget", chapter="sticky_markov_chain",
     about="what the sticky-chain speed-up measures: the paper's metric against budget and loss level (8000-step runs), "
           "the like-for-like pair on twenty seeds, the M-step matched and exact, the trajectories",
-    files=(FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(FILE,), specs=SETTINGS, committed_scale="book",
     expected={"fast": "20 jobs, under a minute", "book": "75 jobs: 20 runs of 8001 steps (~2.5 CPU-min each), 15 M-step "
                                                         "runs and 40 pair runs of 1001 steps, ~70 CPU-min"},
     jobs=speedup_budget_jobs, assemble=assemble_speedup_budget)
 
-
-def load_speedup_budget(path: str | Path | None = None) -> dict[str, Any]:
-    """Return the committed result (``data/sticky_chain_speedup_budget.json``), with its provenance."""
-    return load_results(path or data_path(FILE))

@@ -33,8 +33,8 @@ Clopper–Pearson 95 % interval (:func:`~attention_dynamics.diagnostics.frame_or
 straddles 1/2 leaves the order undecided) and the mean of ``t_P − t_F`` with a t interval over seeds
 (:func:`~attention_dynamics.diagnostics.frame_order.paired_gap`). One job per optimiser and seed
 (``python -m attention_dynamics compute frame_definitions``); the chapter loads ``data/frame_definitions.json``
-(:func:`~attention_dynamics.ledger.frame_results.load_frame_definitions`, also imported here) and records its
-claims with
+(:data:`FRAME_DEFINITIONS`' ``load``; chapters 2 and 8 read it through
+:func:`~attention_dynamics.ledger.frame_results.load_frame_definitions`) and records its claims with
 :func:`~attention_dynamics.chapters.two_timescale_em.frame_definitions_report.record_frame_definition_claims`.
 """
 
@@ -51,7 +51,7 @@ import torch
 
 from ...core.seeding import stream, torch_generator
 from ...diagnostics.frame_order import attention_entropy_nats, order_share, paired_gap, ratio_of_means_ci
-from ...ledger.frame_results import FRAME_DEFINITIONS_FILE, load_frame_definitions
+from ...ledger.frame_results import FRAME_DEFINITIONS_FILE
 from ...ledger.results import Job, StoredResult, save_results
 from ...models.single_head import SingleHeadModule
 from ...science.attention import init_single_head
@@ -143,11 +143,6 @@ SETTINGS: dict[str, RecallHeadFrameSettings] = {
 }
 
 
-def _settings(scale: str) -> RecallHeadFrameSettings:
-    if scale not in SETTINGS:
-        raise ValueError(f"scale must be one of {', '.join(SETTINGS)}, got {scale!r}")
-    return SETTINGS[scale]
-
 
 def _from_json(settings: Mapping[str, Any]) -> RecallHeadFrameSettings:
     return RecallHeadFrameSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
@@ -166,7 +161,7 @@ def frame_definitions_job(optimiser: str, seed: int, settings: Mapping[str, Any]
 
 def frame_definitions_jobs(scale: str, seeds: Sequence[int] | None = None) -> list[Job]:
     """Return one job per optimiser and seed (``seeds`` instead of the scale's own)."""
-    s = _settings(scale)
+    s = FRAME_DEFINITIONS.spec(scale)
     settings = dataclasses.asdict(s)
     return [Job(f"{opt}-seed{seed}", frame_definitions_job, {"optimiser": opt, "seed": int(seed), "settings": settings},
                 cost=float(s.horizons[-1])) for opt in OPTIMISERS for seed in (s.seeds if seeds is None else seeds)]
@@ -345,7 +340,7 @@ def assemble_frame_definitions(scale: str, outputs: Mapping[str, Any], folder: P
     """Write ``frame_definitions.json``: settings, and per optimiser, horizon and definition the per-seed steps, the
     share of seeds whose frame settles first (:func:`~attention_dynamics.diagnostics.frame_order.order_share`) and
     the paired gap; the gaps' growth from the shortest to the longest horizon; mean curves and the freeze costs."""
-    s = _settings(scale)
+    s = FRAME_DEFINITIONS.spec(scale)
     toy: dict[str, Any] = {}
     for opt in OPTIMISERS:
         runs = sorted((o for k, o in outputs.items() if k.startswith(f"{opt}-")), key=lambda r: r["seed"])
@@ -381,7 +376,7 @@ FRAME_DEFINITIONS = StoredResult(
     name="frame_definitions", chapter="two_timescale_em",
     about="frame versus precision under four definitions on chapter 4's recall head: SGD and Adam, three run "
           "lengths, ten seeds",
-    files=(FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(FILE,), specs=SETTINGS, committed_scale="book",
     expected={"fast": "6 jobs, about a minute", "book": "20 jobs (10 seeds × SGD and Adam, 4000 steps each with "
                                                        "their freeze continuations, ~2.5 CPU-min each), ~50 CPU-min"},
     jobs=frame_definitions_jobs, assemble=assemble_frame_definitions)

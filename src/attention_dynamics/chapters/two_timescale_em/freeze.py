@@ -6,7 +6,8 @@ If the frame is in place at t, the frozen run ends where the unfrozen one does;
 runs too) is the first t from which it does for every seed, within a margin stated against the untrained model's gap.
 Run on chapter 4's recall head and on chapter 6's bijection wind tunnel (all query/key weights,
 :func:`~attention_dynamics.training.wind_tunnels.freeze_query_key`). The runs are computed once by
-``python -m attention_dynamics compute frame_freeze`` and loaded by the chapter from ``data/frame_freeze.json``."""
+``python -m attention_dynamics compute frame_freeze`` and loaded by the chapter from ``data/frame_freeze.json``
+(:data:`FRAME_FREEZE`' ``load``; chapter 6 reads it through :func:`~attention_dynamics.ledger.frame_results.load_frame_freeze`)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ...core.paths import data_path
 from ...diagnostics.frame_order import BITS, freeze_frame_step, freeze_frame_summary, freeze_table, total_steps
 from ...ledger.frame_results import FRAME_FREEZE_FILE, FRAME_FREEZE_FULL_FILE
-from ...ledger.results import Job, StoredResult, load_results, save_results
+from ...ledger.results import Job, StoredResult, save_results
 from ...science import calibration
 from ...training import wind_tunnels
 from ...training.recall_head import train_specialization_head
@@ -37,7 +37,6 @@ __all__ = [
     "freeze_jobs",
     "assemble_freeze",
     "FRAME_FREEZE",
-    "load_freeze_results",
     "FULL_SPECS",
     "FULL_FILE",
     "full_budget_jobs",
@@ -146,15 +145,10 @@ def assemble_freeze(scale: str, outputs: Mapping[str, Any], folder: Path, *,
 FRAME_FREEZE = StoredResult(
     name="frame_freeze", chapter="two_timescale_em",
     about="freezing W_Q, W_K at step t: chapter 4's recall head and chapter 6's bijection tunnel",
-    files=(FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(FILE,), specs=SPECS, committed_scale="book",
     expected={"fast": "9 jobs, under a minute", "book": "41 jobs: 33 recall heads (~1 CPU-min each) and 8 tunnels "
                                                           "(~4 CPU-min each), ~70 CPU-min"},
     jobs=freeze_jobs, assemble=assemble_freeze)
-
-
-def load_freeze_results(path: str | Path | None = None) -> dict[str, Any]:
-    """Return the committed freeze-the-frame results (``data/frame_freeze.json``), with their provenance."""
-    return load_results(path or data_path(FILE))
 
 
 #: The tunnel's freeze at initialisation at chapter 6's full budget (its book-scale bijection transformer, 2,000
@@ -183,7 +177,7 @@ def assemble_full_budget(scale: str, outputs: Mapping[str, Any], folder: Path) -
 FRAME_FREEZE_FULL = StoredResult(
     name="frame_freeze_full", chapter="two_timescale_em",
     about="freezing W_Q, W_K at initialisation in chapter 6's bijection tunnel at its full budget, three seeds",
-    files=(FULL_FILE,), scales=("fast", "book"), committed_scale="book",
+    files=(FULL_FILE,), specs=FULL_SPECS, committed_scale="book",
     expected={"fast": "2 jobs, under a minute", "book": "6 jobs (3 seeds × unfrozen and frozen at step 0, 2,000 "
                                                          "steps each, ~4 CPU-min each), ~25 CPU-min"},
     jobs=full_budget_jobs, assemble=assemble_full_budget)
