@@ -2,8 +2,8 @@
 
 What it protects: ``make book`` on a fresh clone executes nothing (every committed chapter's recorded fingerprint
 equals the one its inputs give now), and the fingerprint changes exactly when something the chapter uses changes:
-a module it imports (directly or not), a stored result such a module reads, its own cells, the pinned
-requirements; and not when a module it never imports changes.
+a module it imports (directly or not), a stored result such a module reads, its own code cells, the pinned
+requirements; and not when a module it never imports changes, nor when its prose does.
 """
 
 from __future__ import annotations
@@ -83,7 +83,10 @@ def test_fingerprint_moves_with_cells_parameters_and_requirements(tmp_path):
     req.write_text("torch==2.14.0\n")
     assert chapter_fingerprint(chapter, pkg, {}, [req]) != base
     nb = nbformat.read(chapter, as_version=4)
-    nb.cells[0].source += " (edited)"
+    nb.cells[0].source += " (edited)"  # the prose: rendered around the outputs, it does not make them
+    nbformat.write(nb, chapter)
+    assert chapter_fingerprint(chapter, pkg, {}) == chapter_fingerprint(_toy_chapter(tmp_path / "b.ipynb"), pkg, {})
+    nb.cells[1].source += "\nx = 1"  # a code cell: the outputs may change
     nbformat.write(nb, chapter)
     assert chapter_fingerprint(chapter, pkg, {}) != chapter_fingerprint(_toy_chapter(tmp_path / "b.ipynb"), pkg, {})
 

@@ -153,18 +153,15 @@ def chapter_fingerprint(nb_path: Path, package_dir: Path, parameters: dict[str, 
                         extra_files: Iterable[Path] = ()) -> str:
     """Return a hash of everything a chapter's outputs depend on (16 hex digits).
 
-    That is: the chapter's cell sources (markdown included: the prose the outputs are glued into), the
-    package modules it imports and the data files they read (:func:`chapter_dependencies`), the
-    ``extra_files`` (the pinned requirements) and the parameters injected into it. Files are hashed by their
+    That is: the chapter's code cells (its prose is rendered around the outputs at build time and does not make
+    them: editing a sentence leaves the chapter current), the package modules it imports and the data files they
+    read (:func:`chapter_dependencies`), the ``extra_files`` (the pinned requirements) and the parameters injected into it. Files are hashed by their
     path relative to the package and their bytes, so moving a module changes the fingerprint too.
     """
     h = hashlib.sha256()
     nb = nbformat.read(nb_path, as_version=4)
-    for cell in nb.cells:
-        if set(cell.metadata.get("tags", [])) & set(SKIPPED_CELL_TAGS):
-            continue
-        h.update(cell.cell_type.encode())
-        h.update(cell.source.encode())
+    for source in _code_cells(nb):  # the prose is rendered around the outputs, it does not make them
+        h.update(source.encode())
         h.update(b"\0")
     deps = chapter_dependencies(nb_path, package_dir)
     for path in [*deps["modules"], *deps["data"]]:

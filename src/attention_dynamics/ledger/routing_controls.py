@@ -1,12 +1,12 @@
 """The stored result ``routing_controls``: every trained experiment of the book beside the same model with its routing
 removed (uniform attention), frozen at initialisation, or, for the sticky chain, pinned to its Bayes routing.
 
-Chapter 7 states from it, task by task, whether a task needs routing at all (the table "Which tasks need routing");
+Chapter 9 states from it, task by task, whether a task needs routing at all (the table "Which tasks need routing");
 chapters 4 to 6 read the controls of their own experiments from the same file. The runs are the library's
 (:mod:`~attention_dynamics.diagnostics.routing_need`): the sticky chain's head on the paper's protocol (twenty seeds:
 the paper's five and fifteen more), chapter 6's bijection and HMM transformers (five and three seeds) and chapter
 4's recall head (five seeds). ``python -m attention_dynamics compute routing_controls`` stores them in
-``data/routing_controls.json`` (the result is declared by chapter 7, which decides from it; the jobs, the assembly and
+``data/routing_controls.json`` (the result is declared by chapter 9, which decides from it; the jobs, the assembly and
 the loader are here, below the chapters, so that every chapter can read its own experiment's controls).
 """
 

@@ -1,4 +1,4 @@
-"""Binding: a wind tunnel that cannot be solved without content-based routing (chapter 7).
+"""Binding: a wind tunnel that cannot be solved without content-based routing (chapter 9).
 
 Each sequence draws a fresh random map ``pi`` from ``V`` keys to ``V`` values and ``L`` keys ``k_1..k_L``
 **with replacement**, so a key can come back. The model sees the pairs revealed so far and, at each key,

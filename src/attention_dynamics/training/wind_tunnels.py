@@ -9,7 +9,7 @@ same model) train these, so they live here, below the chapters:
   matrices, trained on the exact filtering posterior at length K, evaluated at longer lengths (ALiBi positions,
   so the same model runs at any length; :class:`HMMTraining`, :func:`train_hmm`);
 - **binding** (:mod:`~attention_dynamics.tasks.binding`): keys with replacement, so a repeated key's value must be
-  found by content (:class:`BindingTraining`, :func:`train_binding`; chapter 7).
+  found by content (:class:`BindingTraining`, :func:`train_binding`; chapter 9).
 
 Every trainer takes a ``routing`` control (:data:`ROUTING_CONTROLS`): ``"learned"`` (the model as it is),
 ``"frozen"`` (every layer's W_Q, W_K kept at their initial values), ``"uniform"`` (W_Q = W_K = 0, kept there: every
@@ -47,6 +47,13 @@ from ..models.transformer import CausalTransformer
 from ..science import calibration
 from ..tasks import bijection, binding, hmm
 from .loop import ResumePoint, fast_adamw, fit, fit_resumable, map_parallel
+from .routing import (
+    ROUTING_CONTROLS,
+    check_routing,
+    freeze_query_key,
+    scale_value_steps,
+    zero_query_key,
+)
 from .schedules import warmup_cosine
 
 __all__ = [
@@ -85,19 +92,6 @@ __all__ = [
 ]
 
 BIJECTION_TARGETS = ("posterior", "sampled")
-#: How a run's routing (every layer's query and key weights) is treated: trained, kept at initialisation, or zero.
-ROUTING_CONTROLS = ("learned", "frozen", "uniform")
-
-
-def _check_routing(routing: str, freeze_routing_at: int | None) -> None:
-    if routing not in ROUTING_CONTROLS:
-        raise ValueError(f"routing must be one of {ROUTING_CONTROLS}, got {routing!r}")
-    if routing != "learned" and freeze_routing_at is not None:
-        raise ValueError(f"freeze_routing_at applies to learned routing only, got routing={routing!r}")
-    if freeze_routing_at is not None and (isinstance(freeze_routing_at, bool) or freeze_routing_at < 0):
-        raise ValueError(f"freeze_routing_at must be a non-negative step, got {freeze_routing_at!r}")
-
-
 def _check_positive(owner: object, *names: str) -> None:
     for name in names:
         check_positive_int(name, getattr(owner, name))
@@ -376,7 +370,7 @@ def _train_token_tunnel(s, sample, loss_fn, *, seed: int, data_index: int, devic
                         progress: bool, freeze_routing_at: int | None, routing: str, value_lr_factor: float,
                         resume: ResumePoint | None, desc: str, fused_adamw: bool = False) -> TrainedRun:
     """The one training loop of the wind tunnels (bijection, binding, HMM): see :func:`train_bijection`."""
-    _check_routing(routing, freeze_routing_at)
+    check_routing(routing, freeze_routing_at)
     if not value_lr_factor > 0:
         raise ValueError(f"value_lr_factor must be positive, got {value_lr_factor!r}")
     dev = resolve_device(device)
@@ -416,67 +410,6 @@ def _train_token_tunnel(s, sample, loss_fn, *, seed: int, data_index: int, devic
         return TrainedRun(s, _cpu_state(model), history.losses, kept)
     finally:
         torch.set_num_threads(threads)
-
-
-def _query_key_rows(model: CausalTransformer) -> list[torch.Tensor]:
-    """Return every layer's query and key rows of the fused ``qkv`` projection (weights and biases; views)."""
-    return [t[: 2 * attn.qkv.weight.shape[1]] for attn in model.attention_modules()
-            for t in (attn.qkv.weight, attn.qkv.bias) if t is not None]
-
-
-def _value_rows(model: CausalTransformer) -> list[torch.Tensor]:
-    """Return every layer's value rows of the fused ``qkv`` projection (weights and biases; views)."""
-    return [t[2 * attn.qkv.weight.shape[1]:] for attn in model.attention_modules()
-            for t in (attn.qkv.weight, attn.qkv.bias) if t is not None]
-
-
-def zero_query_key(model: CausalTransformer) -> CausalTransformer:
-    """Set every layer's query and key weights to zero (every score 0: uniform attention over the visible positions)."""
-    with torch.no_grad():
-        for rows in _query_key_rows(model):
-            rows.zero_()
-    return model
-
-
-def scale_value_steps(model: CausalTransformer, optimizer: torch.optim.Optimizer, factor: float):
-    """Make every optimiser step move the value projections ``factor`` times as far (their learning rate × factor).
-
-    The value rows share one fused ``qkv`` weight with the queries and keys, so the step is rescaled after the
-    optimiser has taken it: ``W_V ← W_V_before + factor · (W_V_after − W_V_before)``. For AdamW without weight decay
-    (the tunnels' optimiser) that is exactly the step at ``factor`` times the learning rate. Returns the hook handles.
-    """
-    before: list[torch.Tensor] = []
-
-    def pre(_opt, _args, _kwargs) -> None:
-        before[:] = [r.detach().clone() for r in _value_rows(model)]
-
-    def post(_opt, _args, _kwargs) -> None:
-        with torch.no_grad():
-            for r, b in zip(_value_rows(model), before):
-                r.copy_(b + factor * (r - b))
-
-    return optimizer.register_step_pre_hook(pre), optimizer.register_step_post_hook(post)
-
-
-def freeze_query_key(model: CausalTransformer):
-    """Return ``hold(take)``: ``hold(True)`` stores every layer's query and key weights, ``hold(False)`` restores them.
-
-    Query and key are the first two thirds of each fused ``qkv`` projection (weights and bias).
-    Restoring them before every forward pass keeps them exactly where they were stored while the
-    optimiser moves everything else (AdamW's decay and moments of those rows have no effect).
-    """
-    held: list[torch.Tensor] = []
-
-    def hold(take: bool) -> None:
-        rows = _query_key_rows(model)
-        with torch.no_grad():
-            if take:
-                held[:] = [r.clone() for r in rows]
-            else:
-                for r, h in zip(rows, held):
-                    r.copy_(h)
-
-    return hold
 
 
 def train_hmm(settings: HMMTraining, *, seed: int, device: str = "cpu", checkpoints: int = 0,

@@ -1,4 +1,4 @@
-"""Chapter 7's stored result ``binding_tunnel``: the binding tunnel on five seeds, learned and with its routing
+"""Chapter 9's stored result ``binding_tunnel``: the binding tunnel on five seeds, learned and with its routing
 removed, at the chapter's budget and four times as long, frozen from a sweep of steps, with the EM-like step, and the
 authors' two-hop task.
 
@@ -56,7 +56,7 @@ def assemble_binding_tunnel(scale: str, outputs: Mapping[str, Any], folder: Path
     by_seed = sorted(outputs.items())
     out: dict[str, Any] = {"learned": [], "controls": {}, "freeze": {}, "em_like": {}, "two_hop": {}}
     for key, result in by_seed:
-        if key.startswith("learned-"):
+        if key.startswith("learned-seed"):
             out["learned"].append(result)
         elif key.startswith("freeze"):
             out["freeze"].setdefault(str(result["freeze_at"]), []).append(result)
@@ -84,7 +84,7 @@ BINDING_TUNNEL = StoredResult(
           "predictions), uniform and frozen routing at the budget and four times as long, the freeze sweep, the "
           "EM-like step, and the authors' two-hop task",
     files=(FILE,), specs=SETTINGS, committed_scale="book",
-    expected={"fast": "about 35 jobs, a few minutes",
+    expected={"fast": "35 jobs, a few minutes",
               "book": "81 jobs: 5 seeds × (a checkpointed run ~3 CPU-min, 2 controls ~1, 3 runs 4x as long ~4, "
                       "7 freezes and 2 EM-like ~1 each), 6 two-hop runs ~4; ~2.5 CPU-hours",
               "paper": "Paper I's sizes: a GPU's job"},

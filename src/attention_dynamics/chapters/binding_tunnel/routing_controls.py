@@ -1,4 +1,4 @@
-"""Chapter 7's declaration of the stored result ``routing_controls`` (the jobs, the assembly and the loader are the
+"""Chapter 9's declaration of the stored result ``routing_controls`` (the jobs, the assembly and the loader are the
 ledger's: :mod:`attention_dynamics.ledger.routing_controls`, so that chapters 4 to 6 read their own experiments'
 controls from the same file)."""
 
@@ -15,7 +15,7 @@ ROUTING_CONTROLS = StoredResult(
           "(twenty seeds, learned, frozen, uniform and identity routing, SGD and EM-like), chapter 6's bijection and "
           "HMM transformers and chapter 4's recall head (learned, uniform, frozen)",
     files=(FILE,), specs=SETTINGS, committed_scale="book",
-    expected={"fast": "about 30 jobs, a minute",
+    expected={"fast": "34 jobs, a minute",
               "book": "214 jobs: 160 sticky-chain heads (~40 CPU-s each, the identity ones seconds), 15 bijection "
                       "runs (~1 CPU-min), 9 HMM runs (~6 CPU-min), 15 recall heads (~1 CPU-min); ~3 CPU-hours"},
     jobs=routing_controls_jobs, assemble=assemble_routing_controls)

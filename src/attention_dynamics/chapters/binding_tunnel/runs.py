@@ -1,4 +1,4 @@
-"""Chapter 7's runs on the binding tunnel, one job each (the stored result ``binding_tunnel`` runs them).
+"""Chapter 9's runs on the binding tunnel, one job each (the stored result ``binding_tunnel`` runs them).
 
 - :func:`learned_run`: the tunnel trained as it is, with checkpoints: its calibration (KL and per-sample entropy
   error against the exact posterior, on repeated and on new keys), the three readings of frame and precision, the

@@ -1,4 +1,4 @@
-"""Chapter 7's settings: the binding tunnel at each scale (the library's
+"""Chapter 9's settings: the binding tunnel at each scale (the library's
 :data:`~attention_dynamics.training.wind_tunnels.BINDING_TUNNELS`: chapter 6's bijection transformer and training on
 keys drawn with replacement), its seeds, checkpoints, freeze steps and the bounds its claims are judged by, fixed
 before the runs."""
