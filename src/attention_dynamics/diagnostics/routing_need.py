@@ -29,6 +29,8 @@ from ..science.stats import moving_average, t_interval
 from ..tasks import specialization as recall
 from ..tasks import sticky_chain
 from ..training import wind_tunnels
+from ..tasks.wind_tunnels import WindTunnel
+from ..training import families
 from ..training.recall_head import RECALL_TASK_SIZES, train_specialization_head
 from ..training.sticky_head import train_sticky_head
 
@@ -44,6 +46,7 @@ __all__ = [
     "sticky_speedups",
     "LOSS_CURVE_STRIDE",
     "smoothed_loss_curve",
+    "architecture_run",
 ]
 
 #: A control within this factor of the trained model's KL costs nothing; above it (its whole interval over seeds),
@@ -142,6 +145,26 @@ def smoothed_loss_curve(losses: Sequence[float], window: int = 50) -> dict[str, 
     steps, smooth = moving_average(losses, min(window, len(losses)))
     keep = steps % LOSS_CURVE_STRIDE == LOSS_CURVE_STRIDE - 1
     return {"steps": (steps[keep] + 1).tolist(), "loss": np.round(smooth[keep], 6).tolist()}
+
+
+def architecture_run(task: Mapping[str, Any], task_index: int, training: Mapping[str, Any], seed: int,
+                     routing: str = "learned") -> dict[str, Any]:
+    """Train chapter 7's transformer on one of its wind tunnels (``task``: the name and sizes of
+    :meth:`~attention_dynamics.tasks.wind_tunnels.WindTunnel.make`; ``training``: ``target_params``, ``steps``,
+    ``batch_size``, ``lr``, ``eval_sequences``) with ``routing``, and return its calibration and accuracy beside the
+    untrained model's, on the seed's evaluation set of that task."""
+    tunnel = WindTunnel.make(**task)
+    eval_seed = families.evaluation_seed(int(seed), int(task_index))
+    run = families.train_and_evaluate(family="transformer", task=tunnel, target_params=training["target_params"],
+                                      steps=training["steps"], batch_size=training["batch_size"], lr=training["lr"],
+                                      seed=int(seed), eval_sequences=training["eval_sequences"], eval_seed=eval_seed,
+                                      routing=routing)
+    batch = families.evaluation_batch(tunnel, training["eval_sequences"], eval_seed)
+    untrained, _ = families.evaluation_report(
+        families.initial_model("transformer", tunnel, training["target_params"], int(seed)), batch)
+    return {"task": task["name"], "seed": int(seed), "routing": routing, "kl_bits": run.metrics["kl_bits"],
+            "entropy_mae_bits": run.metrics["entropy_mae_bits"], "accuracy": run.metrics.get("accuracy"),
+            "untrained_kl_bits": untrained["kl_bits"], "steps": run.steps}
 
 
 def recall_head_run(seed: int, routing: str, settings: Mapping[str, Any]) -> dict[str, float]:

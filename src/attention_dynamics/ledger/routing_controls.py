@@ -35,6 +35,16 @@ TUNNEL_ROUTINGS = ("learned", "uniform", "frozen")
 STICKY_ROUTINGS = ("learned", "frozen", "uniform", "identity")
 
 
+#: Chapter 7's three tunnels at its book sizes (its settings, restated here below the chapters; a test checks they
+#: agree) and its transformer's training: the transformer's controls on chapter 7's grid.
+ARCHITECTURE_TASKS: tuple[dict[str, Any], ...] = (
+    {"name": "bijection", "V": 8, "L": 8},
+    {"name": "hmm", "n_states": 5, "n_symbols": 5, "length": 16},
+    {"name": "binding", "n_pairs": 4, "n_queries": 4, "n_keys": 16, "n_values": 16},
+)
+ARCHITECTURE_TRAINING = {"target_params": 60000, "steps": 800, "batch_size": 64, "lr": 2e-3, "eval_sequences": 1000}
+
+
 @dataclass(frozen=True)
 class RoutingControlSettings:
     """What is trained: the sticky chain on ``sticky_seeds`` (its first five are the paper's) for ``sticky_steps``;
@@ -50,6 +60,9 @@ class RoutingControlSettings:
     recall: Mapping[str, Any] = field(default_factory=lambda: {"steps": 2000, "lr": 0.5, "n_train": 256,
                                                                "n_probe": 256})
     recall_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    architecture_tasks: tuple[Mapping[str, Any], ...] = ARCHITECTURE_TASKS
+    architecture_training: Mapping[str, Any] = field(default_factory=lambda: dict(ARCHITECTURE_TRAINING))
+    architecture_seeds: tuple[int, ...] = (0, 1, 2)
     n_eval: int = 1000
     bootstrap_resamples: int = 10_000
 
@@ -58,7 +71,8 @@ class RoutingControlSettings:
             object.__setattr__(self, "bijection", BijectionTraining(**self.bijection))
         if isinstance(self.hmm, Mapping):
             object.__setattr__(self, "hmm", routing_need.tunnel_settings("hmm", self.hmm))
-        for name in ("sticky_seeds", "bijection_seeds", "hmm_seeds", "recall_seeds"):
+        object.__setattr__(self, "architecture_tasks", tuple(dict(t) for t in self.architecture_tasks))
+        for name in ("sticky_seeds", "bijection_seeds", "hmm_seeds", "recall_seeds", "architecture_seeds"):
             seeds = tuple(int(s) for s in getattr(self, name))
             if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
                 raise ValueError(f"{name} must be at least two distinct non-negative seeds, got {seeds}")
@@ -84,7 +98,12 @@ SETTINGS: dict[str, RoutingControlSettings] = {
                                    bijection=BIJECTION_TUNNELS["fast"], bijection_seeds=(0, 1),
                                    hmm=HMM_TUNNELS["fast"], hmm_seeds=(0, 1),
                                    recall={"steps": 60, "lr": 0.5, "n_train": 32, "n_probe": 32}, recall_seeds=(0, 1),
-                                   n_eval=64, bootstrap_resamples=200),
+                                   architecture_tasks=({"name": "bijection", "V": 5, "L": 5},
+                                                       {"name": "binding", "n_pairs": 3, "n_queries": 3, "n_keys": 6,
+                                                        "n_values": 6}),
+                                   architecture_training={"target_params": 6000, "steps": 20, "batch_size": 16,
+                                                          "lr": 2e-3, "eval_sequences": 64},
+                                   architecture_seeds=(0, 1), n_eval=64, bootstrap_resamples=200),
     "book": RoutingControlSettings(),
 }
 
@@ -115,6 +134,12 @@ def routing_controls_jobs(scale: str, seeds: Sequence[int] | None = None) -> lis
                 jobs.append(Job(f"{task}-{routing}-seed{seed}", routing_need.tunnel_run,
                                 {"task": task, "settings": fields, "seed": seed, "routing": routing,
                                  "n_eval": s.n_eval}, cost=(4.0 if task == "hmm" else 1.5) * tunnel.steps))
+    for index, task in enumerate(s.architecture_tasks):
+        for seed in s.architecture_seeds:
+            for routing in TUNNEL_ROUTINGS:
+                jobs.append(Job(f"architectures-{task['name']}-{routing}-seed{seed}", routing_need.architecture_run,
+                                {"task": dict(task), "task_index": index, "training": dict(s.architecture_training),
+                                 "seed": seed, "routing": routing}, cost=2.0 * s.architecture_training["steps"]))
     for seed in s.recall_seeds:
         for routing in TUNNEL_ROUTINGS:
             jobs.append(Job(f"recall-{routing}-seed{seed}", routing_need.recall_head_run,
@@ -152,11 +177,18 @@ def assemble_routing_controls(scale: str, outputs: Mapping[str, Any], folder: Pa
             sticky_out["mean_curves"][f"{routing}-{schedule}"] = _mean_curve(group)
     tunnels: dict[str, Any] = {}
     for task, seeds in (("bijection", s.bijection_seeds), ("hmm", s.hmm_seeds)):
-        by = {(r["routing"], r["seed"]): r for r in runs if r.get("task") == task}
+        by = {(r["routing"], r["seed"]): r for r in runs if r.get("task") == task and "accuracy" not in r}
         per = {routing: [{k: by[(routing, seed)][k] for k in ("seed", "kl_bits", "entropy_mae_bits",
                                                               "untrained_kl_bits", "final_train_loss")}
                          for seed in seeds] for routing in TUNNEL_ROUTINGS}
         tunnels[task] = {"seeds": list(seeds), "runs": per, "costs": _costs(per, "kl_bits", "untrained_kl_bits")}
+    architectures: dict[str, Any] = {}
+    for task in s.architecture_tasks:
+        by = {(r["routing"], r["seed"]): r for r in runs if r.get("task") == task["name"] and "task_index" not in r
+              and "untrained_kl_bits" in r and "accuracy" in r}
+        per = {routing: [by[(routing, seed)] for seed in s.architecture_seeds] for routing in TUNNEL_ROUTINGS}
+        architectures[task["name"]] = {"seeds": list(s.architecture_seeds), "sizes": task, "runs": per,
+                                       "costs": _costs(per, "kl_bits", "untrained_kl_bits")}
     by = {(r["routing"], r["seed"]): r for r in runs if "routing_blind_floor" in r}
     per = {routing: [by[(routing, seed)] for seed in s.recall_seeds] for routing in TUNNEL_ROUTINGS}
     recall_out = {"seeds": list(s.recall_seeds), "runs": per, "costs": _costs(per, "final", "initial"),
@@ -166,7 +198,7 @@ def assemble_routing_controls(scale: str, outputs: Mapping[str, Any], folder: Pa
                            "frozen at initialisation, or pinned to the sticky chain's Bayes routing (the identity); "
                            "written by `python -m attention_dynamics compute routing_controls`.",
                   "scale": scale, "settings": s.to_json(), "sticky": sticky_out, "tunnels": tunnels,
-                  "recall_head": recall_out}, folder / FILE)
+                  "recall_head": recall_out, "architectures": architectures}, folder / FILE)
 
 
 def _costs(per: Mapping[str, Sequence[Mapping[str, Any]]], error: str, untrained: str) -> dict[str, Any]:

@@ -26,9 +26,11 @@ from ..models.registry import family as family_entry, family_names
 from ..science import calibration, stats
 from ..tasks.wind_tunnels import TaskBatch, WindTunnel, prediction_logits, task_loss
 from .loop import fast_adamw, fit, map_parallel
+from .routing import check_routing, freeze_query_key, zero_query_key
 from .schedules import warmup_cosine
 
 __all__ = [
+    "initial_model",
     "RunResult",
     "evaluation_seed",
     "evaluation_batch",
@@ -81,6 +83,11 @@ class RunResult:
 def _seeded_model(family: str, task: WindTunnel, width: int, seed: int) -> nn.Module:
     torch.manual_seed(seed)  # model initialisation (mambapy also draws its Δ initialisation from the global RNG)
     return build_model(family, task, width)
+
+
+def initial_model(family: str, task: WindTunnel, target_params: int, seed: int) -> nn.Module:
+    """Return the untrained, parameter-matched model a run of ``family`` on ``task`` with ``seed`` starts from."""
+    return _seeded_model(family, task, matched_width(family, task, target_params), seed)
 
 
 def evaluation_seed(seed: int, task_index: int) -> int:
@@ -143,23 +150,43 @@ def train_and_evaluate(
     warmup_fraction: float = 0.05,
     keep_state: bool = False,
     device: str = "cpu",
+    routing: str = "learned",
 ) -> RunResult:
     """Train one parameter-matched model on one task from fresh batches; return its :class:`RunResult`.
 
     AdamW (weight decay 0.01) with linear warm-up and cosine decay of ``lr``, gradient clipping at 1,
     one fresh batch of ``batch_size`` sequences per step (drawn on the CPU, then moved to ``device``);
     everything seeded by ``seed``. The model is evaluated on the task's evaluation set
-    (``eval_sequences`` drawn with ``eval_seed``).
+    (``eval_sequences`` drawn with ``eval_seed``). ``routing``: a control of
+    :data:`~attention_dynamics.training.routing.ROUTING_CONTROLS` for a family with attention (its query and key
+    weights kept at initialisation, or at zero: uniform attention).
     """
     steps = check_positive_int("steps", steps)
+    check_routing(routing, None)
     started = time.process_time()
     width = matched_width(family, task, target_params)
     model = _seeded_model(family, task, width, seed).to(device)
+    hold = None
+    if routing != "learned":
+        if not hasattr(model, "attention_modules"):
+            raise ValueError(f"the {family} family has no attention routing to remove (routing={routing!r})")
+        if routing == "uniform":
+            zero_query_key(model)
+        hold = freeze_query_key(model)
+        hold(True)
     data = torch_generator(stream(seed, "data"))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = warmup_cosine(optimizer, steps, max(1, int(warmup_fraction * steps)))
-    history = fit(model, lambda step: _to(task.sample(batch_size, generator=data), device), steps=steps, optimizer=optimizer,
-                  loss_fn=task_loss, scheduler=schedule, grad_clip=1.0)
+
+    def batches(step: int) -> TaskBatch:
+        if hold is not None:
+            hold(False)  # the routing rows back where they were held (the optimiser moved them)
+        return _to(task.sample(batch_size, generator=data), device)
+
+    history = fit(model, batches, steps=steps, optimizer=optimizer, loss_fn=task_loss, scheduler=schedule,
+                  grad_clip=1.0)
+    if hold is not None:
+        hold(False)
     metrics, report = evaluation_report(model, evaluation_batch(task, eval_sequences, eval_seed))
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()} if keep_state else None
     return RunResult(family=family, task=task, seed=seed, width=width, n_params=count_parameters(model),
