@@ -332,3 +332,60 @@ def test_a_failure_on_a_longer_run_is_a_finding_even_in_a_budget_limited_row():
     assert x.verdict == "partly" and x.undecided == ("a.short",)
     with pytest.raises(ValueError, match="findings must be deciding claims"):
         v.PaperClaim("r", "s", "p", _SECTION, ("a.p",), findings=("a.zz",))
+
+
+# --- claims about routing, read on tasks that do not need it ----------------------------------------------------
+
+def _routing_row(**kwargs):
+    from attention_dynamics.ledger.verdicts.rule import Definition, PaperClaim
+
+    return PaperClaim("routing_row", "Routing settles first.", "qualitative", ("book/x", "y", "Y"), **kwargs)
+
+
+def _statuses(**statuses):
+    return [{"id": cid.replace("__", "."), "status": st} for cid, st in statuses.items()]
+
+
+def test_a_reading_on_a_task_that_does_not_need_routing_is_not_tested_here():
+    from attention_dynamics.ledger.verdicts import assess
+    from attention_dynamics.ledger.verdicts.rule import Definition
+
+    row = _routing_row(definitions=(
+        Definition("bijection", "a task uniform attention solves", ("a.bij",), requires_routing=("need.bij",)),
+        Definition("binding", "a task that needs routing", ("a.bind",), requires_routing=("need.bind",)),
+    ))
+    ledger = _statuses(a__bij="pass", a__bind="fail", need__bij="fail", need__bind="pass")
+    v = assess(ledger, [row])[0]
+    assert v.by_group == {"bijection": "not tested here", "binding": "does not reproduce"}
+    assert v.verdict == "does not reproduce" and v.label == "does not hold"  # the untested reading decides nothing
+    only_untested = _routing_row(definitions=row.definitions[:1])
+    v = assess(_statuses(a__bij="pass", need__bij="fail"), [only_untested])[0]
+    assert v.verdict == "not tested here" and v.label == "not tested here"
+    undecided_need = assess(_statuses(a__bij="pass", a__bind="fail", need__bij="undecided", need__bind="pass"), [row])[0]
+    assert undecided_need.by_group["bijection"] == "not decided at this scale"
+
+
+def test_plain_evidence_and_parts_are_gated_too():
+    from attention_dynamics.ledger.verdicts import assess, problems
+    from attention_dynamics.ledger.verdicts.rule import Definition
+
+    plain = _routing_row(evidence=("a.x",), requires_routing=("need.x",))
+    assert assess(_statuses(a__x="pass", need__x="fail"), [plain])[0].verdict == "not tested here"
+    assert assess(_statuses(a__x="pass", need__x="pass"), [plain])[0].verdict == "reproduces"
+    parts = _routing_row(parts=(Definition("toy", "", ("a.t",), requires_routing=("need.t",)),
+                                Definition("tunnel", "", ("a.u",), requires_routing=("need.u",))))
+    v = assess(_statuses(a__t="fail", a__u="pass", need__t="fail", need__u="pass"), [parts])[0]
+    assert v.verdict == "reproduces" and v.by_group["toy"] == "not tested here"
+    assert any("need.u" in p for p in problems(_statuses(a__t="fail", a__u="pass", need__t="fail"), [parts]))
+    with pytest.raises(KeyError, match="routing-need"):
+        assess(_statuses(a__t="fail", a__u="pass", need__t="fail"), [parts])
+
+
+def test_every_verdict_has_a_reader_label():
+    from attention_dynamics.ledger.verdicts import READER_LABELS, VERDICTS, reader_label
+
+    assert set(READER_LABELS) == set(VERDICTS)
+    assert set(READER_LABELS.values()) == {"holds", "holds in part", "does not hold", "open at this scale",
+                                           "not tested here"}
+    with pytest.raises(ValueError):
+        reader_label("maybe")

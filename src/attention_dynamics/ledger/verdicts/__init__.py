@@ -36,6 +36,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .rows import CROSS_CHECKS, PAPER_CLAIMS
 from .rule import (
+    READER_LABELS,
     VERDICTS,
     Definition,
     PaperClaim,
@@ -43,11 +44,13 @@ from .rule import (
     _kinds,
     caveat_claim_ids,
     combine_definitions,
+    routing_gate,
     render_caveat,
+    reader_label,
     verdict_from_statuses,
 )
 
-__all__ = ["VERDICTS", "Definition", "PaperClaim", "Verdict", "PAPER_CLAIMS", "CROSS_CHECKS", "verdict_from_statuses",
+__all__ = ["VERDICTS", "READER_LABELS", "reader_label", "Definition", "PaperClaim", "Verdict", "PAPER_CLAIMS", "CROSS_CHECKS", "verdict_from_statuses",
            "combine_definitions", "render_caveat", "caveat_claim_ids", "assess", "verdict_of", "problems"]
 
 
@@ -85,15 +88,25 @@ def assess(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None =
         # in a budget-limited row a failure counts as undecided, unless it is a finding (a plateau, a 4x longer run)
         counted = {cid: "undecided" if budget and st == "fail" and cid not in pc.findings else st
                    for cid, st in statuses.items()}
-        groups = []
+        missing = [cid for cid in pc.routing_gates if cid not in index]
+        if missing:
+            raise KeyError(f"paper claim {pc.id!r}: the ledger has no routing-need claim {', '.join(missing)}")
+        groups, tested = [], []
         for g in pc.groups:
             group_statuses = [counted[cid] for cid in g.evidence]
+            gate = routing_gate(index[cid]["status"] for cid in g.requires_routing)
+            if gate is not None:
+                groups.append((g.name, gate))
+                continue
+            tested.extend(g.evidence)
             groups.append((g.name, verdict_from_statuses(group_statuses)
                            if _kinds(group_statuses, False) else "not decided at this scale"))
         if pc.definitions:
             verdict = combine_definitions(v for _, v in groups)
+        elif not tested:  # every part (or the one group) sits on a task that does not test it
+            verdict = combine_definitions(v for _, v in groups)
         else:
-            verdict = verdict_from_statuses(counted.values())
+            verdict = verdict_from_statuses(counted[cid] for cid in dict.fromkeys(tested))
         undecided = [cid for cid, st in counted.items() if st == "undecided"]
         named = [(n, v) for n, v in groups if n]
         verdicts.append(Verdict(pc, verdict, statuses, dict(named),
@@ -131,7 +144,7 @@ def problems(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None
         if pc.id in ids:
             out.append(f"{pc.id}: duplicate paper-claim id")
         ids.add(pc.id)
-        for cid in (*pc.deciding, *pc.context, *caveat_claim_ids(pc.caveat)):
+        for cid in (*pc.deciding, *pc.routing_gates, *pc.context, *caveat_claim_ids(pc.caveat)):
             if cid not in index:
                 out.append(f"{pc.id}: {cid} is not in the ledger")
         for g in pc.groups:

@@ -16,21 +16,42 @@ from typing import Iterable, Mapping
 
 from ..claims import format_value
 
-__all__ = ["VERDICTS", "Definition", "PaperClaim", "Verdict", "verdict_from_statuses", "combine_definitions",
+__all__ = ["VERDICTS", "READER_LABELS", "reader_label", "routing_gate", "Definition", "PaperClaim", "Verdict", "verdict_from_statuses", "combine_definitions",
            "render_caveat", "caveat_claim_ids"]
 
-#: The verdicts, from best to worst.
+#: The verdicts, from best to worst. "not tested here": the task that would decide the claim is solved as well with
+#: its routing removed (the same model with uniform attention), so it cannot test a claim about what routing does.
 VERDICTS = ("reproduces", "reproduces where decided", "partly", "depends on the definition",
-            "not decided at this scale", "does not reproduce where decided", "does not reproduce")
+            "not decided at this scale", "not tested here", "does not reproduce where decided", "does not reproduce")
+
+#: What a reader sees for each verdict: the fine-grained rule stays on the verdict page's rule section and the ledger.
+READER_LABELS = {"reproduces": "holds", "reproduces where decided": "holds", "partly": "holds in part",
+                 "depends on the definition": "holds in part", "not decided at this scale": "open at this scale",
+                 "not tested here": "not tested here", "does not reproduce where decided": "does not hold",
+                 "does not reproduce": "does not hold"}
+
+
+def reader_label(verdict: str) -> str:
+    """Return the reader's label of a verdict: holds, holds in part, does not hold, open at this scale, not tested
+    here."""
+    if verdict not in READER_LABELS:
+        raise ValueError(f"unknown verdict {verdict!r}")
+    return READER_LABELS[verdict]
 
 
 @dataclass(frozen=True)
 class Definition:
-    """One reading of a paper claim (or one regime it is tested in): a name, what it measures, its deciding claims."""
+    """One reading of a paper claim (or one regime it is tested in): a name, what it measures, its deciding claims.
+
+    ``requires_routing``: for a claim about what routing does, the ledger claims that say whether the task it is
+    read on needs routing at all (:mod:`~attention_dynamics.diagnostics.routing_need`: ``pass`` = it does); where one
+    of them fails, this reading's verdict is "not tested here".
+    """
 
     name: str
     description: str
     evidence: tuple[str, ...]
+    requires_routing: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.evidence:
@@ -62,8 +83,11 @@ class PaperClaim:
     definitions: tuple[Definition, ...] = ()
     parts: tuple[Definition, ...] = ()
     findings: tuple[str, ...] = ()
+    requires_routing: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.requires_routing and (self.definitions or self.parts):
+            raise ValueError(f"paper claim {self.id!r}: with definitions or parts, give requires_routing per group")
         given = [name for name in ("evidence", "definitions", "parts") if getattr(self, name)]
         if len(given) != 1:
             raise ValueError(f"paper claim {self.id!r}: give exactly one of evidence, definitions or parts, got {given}")
@@ -77,7 +101,12 @@ class PaperClaim:
     @property
     def groups(self) -> tuple[Definition, ...]:
         """Return the named groups of deciding claims (one unnamed group for plain ``evidence``)."""
-        return self.definitions or self.parts or (Definition("", "", self.evidence),)
+        return self.definitions or self.parts or (Definition("", "", self.evidence, self.requires_routing),)
+
+    @property
+    def routing_gates(self) -> tuple[str, ...]:
+        """Return every ledger claim that says whether a group's task needs routing, in order, without repeats."""
+        return tuple(dict.fromkeys(cid for g in self.groups for cid in g.requires_routing))
 
     @property
     def deciding(self) -> tuple[str, ...]:
@@ -100,6 +129,11 @@ class Verdict:
     summary: str = ""
     caveat: str | None = None
     undecided: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """Return the reader's label of the verdict (:data:`READER_LABELS`)."""
+        return reader_label(self.verdict)
 
     def lines(self) -> list[str]:
         """Return what the verdict page shows under the verdict: each definition's or part's verdict, or the
@@ -167,9 +201,21 @@ def verdict_from_statuses(statuses: Iterable[str], *, budget_limited: bool = Fal
 
 
 #: What each verdict decides: the directions it contains (undecided parts add none).
-_DIRECTIONS = {"reproduces": {"pass"}, "reproduces where decided": {"pass"}, "partly": {"pass", "fail"},
+_DIRECTIONS = {"not tested here": set(), "reproduces": {"pass"}, "reproduces where decided": {"pass"},
+               "partly": {"pass", "fail"},
                "not decided at this scale": set(), "does not reproduce where decided": {"fail"},
                "does not reproduce": {"fail"}, "depends on the definition": {"pass", "fail"}}
+
+
+def routing_gate(statuses: Iterable[str]) -> str | None:
+    """Return "not tested here" if a routing-need claim fails (the task does not need routing), "not decided at this
+    scale" if one is undecided, and None when every one passes (the task needs routing: its verdict stands)."""
+    found = set(statuses)
+    if "fail" in found:
+        return "not tested here"
+    if "undecided" in found:
+        return "not decided at this scale"
+    return None
 
 
 def combine_definitions(verdicts: Iterable[str]) -> str:
@@ -183,12 +229,15 @@ def combine_definitions(verdicts: Iterable[str]) -> str:
     verdicts = list(verdicts)
     if not verdicts:
         raise ValueError("need at least one definition's verdict")
+    if set(verdicts) == {"not tested here"}:
+        return "not tested here"
+    verdicts = [v for v in verdicts if v != "not tested here"]  # readings on tasks that do not test the claim
     unknown = set(verdicts) - set(_DIRECTIONS)
     if unknown:
         raise ValueError(f"unknown verdicts {sorted(unknown)}")
     decided = [frozenset(_DIRECTIONS[v]) for v in verdicts if _DIRECTIONS[v]]
     if not decided:
-        return "not decided at this scale"
+        return "not tested here" if set(verdicts) == {"not tested here"} else "not decided at this scale"
     if len(set(decided)) > 1 or "depends on the definition" in verdicts:
         return "depends on the definition"
     if len(set(verdicts)) == 1:
