@@ -151,7 +151,9 @@ def assemble_feedback(scale: str, outputs: Mapping[str, Any], folder: Path) -> N
     gain shares and the answer's source gain margin over the other sources; the weight steps' cosine and sign
     agreement; settings and per-seed values."""
     recall_runs = [outputs[k] for k in sorted(outputs, key=_seed_order) if k.startswith("recall-")]
-    steps = [outputs[k] for k in sorted(outputs, key=_seed_order) if k.startswith("weight_step-")]
+    order = list(FEEDBACK_PREDICTIONS.spec(scale).sticky_seeds)  # the paper's order of its seeds
+    steps = sorted((outputs[k] for k in outputs if k.startswith("weight_step-")),
+                   key=lambda r: order.index(r["seed"]) if r["seed"] in order else len(order) + r["seed"])
     moments = {}
     for name in MOMENTS:
         rows = [r[name] for r in recall_runs]
