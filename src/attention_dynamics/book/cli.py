@@ -2,7 +2,8 @@
 
 The commands: ``reproduce`` (the runner, :func:`attention_dynamics.book.reproduce.reproduce`), ``chapters``,
 ``format``, ``ledger`` (:mod:`attention_dynamics.book.ledger_commands`), ``perturbed-env``, ``build``, ``pdf``
-(:mod:`attention_dynamics.book.pdf`) and ``compute`` (:mod:`attention_dynamics.book.compute`). The help texts are
+(:mod:`attention_dynamics.book.pdf`), ``compute`` (:mod:`attention_dynamics.book.compute`) and ``diagrams``
+(:mod:`attention_dynamics.book.diagrams`). The help texts are
 plain text (argparse prints them as they are); a test checks that no command's ``--help`` shows markup.
 """
 
@@ -23,10 +24,11 @@ from .ledger_commands import (
     measure_spread_command,
     perturbed_environment,
 )
+from .diagrams import DIAGRAMS_DIR, stale_diagrams, write_diagrams
 from .notebooks import BookError, book_chapters
 from .reproduce import build_html, format_command, reproduce
 
-__all__ = ["DESCRIPTION", "COMMANDS", "main"]
+__all__ = ["DESCRIPTION", "COMMANDS", "diagrams_command", "main"]
 
 
 #: What ``python -m attention_dynamics --help`` and each command's ``--help`` say (plain text: argparse prints it
@@ -59,6 +61,10 @@ COMMANDS = {
             "Print the book as one PDF from the committed outputs with headless Chromium (default: "
             "_build/pdf/book.pdf)."),
     "compute": ("compute a stored result (heavy runs), locally or on a SLURM cluster", compute.DESCRIPTION),
+    "diagrams": ("draw the book's diagrams into book/images/diagrams/ (light and dark SVG)",
+                 "Draw the book's diagrams (the mechanism, the feedback loop, the wind tunnels, the map of the book) "
+                 "and write each as <name>-light.svg and <name>-dark.svg into book/images/diagrams/; with --check, "
+                 "write nothing and exit 1 if a committed file differs from what the code draws."),
 }
 
 
@@ -113,7 +119,29 @@ def _parser() -> argparse.ArgumentParser:
     pdf.add_argument("--out", type=Path, help="where to write the PDF (default: _build/pdf/book.pdf)")
 
     compute.add_arguments(command("compute"))
+
+    dia = command("diagrams")
+    dia.add_argument("--check", action="store_true",
+                     help="write nothing; list the files that differ from what the code draws (exit 1 if any)")
+    dia.add_argument("--out", type=Path, help="folder to write into or check (default: book/images/diagrams/ "
+                                                "under the root)")
     return parser
+
+
+def diagrams_command(folder: Path, *, check: bool = False) -> int:
+    """Write the diagrams into ``folder``, or with ``check`` list the files that differ; return the exit status."""
+    if check:
+        stale = stale_diagrams(folder)
+        for line in stale:
+            print(f"{folder / line}", file=sys.stderr)
+        if stale:
+            print("the diagrams differ from their code: run python -m attention_dynamics diagrams", file=sys.stderr)
+            return 1
+        print(f"the diagrams in {folder} are what the code draws")
+        return 0
+    written = write_diagrams(folder)
+    print(f"wrote {len(written)} diagrams into {folder}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return build_html(root)
         if args.command == "compute":
             return compute.main(args, root)
+        if args.command == "diagrams":
+            return diagrams_command(args.out or root / DIAGRAMS_DIR.relative_to(paths.REPO_ROOT), check=args.check)
         if args.command == "pdf":
             from .pdf import build_pdf
 

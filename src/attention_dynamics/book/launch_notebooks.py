@@ -51,6 +51,8 @@ _MATH_DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|:::+)\{math\}[^
 _DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|:::+)\{(?P<name>[\w:-]+)\}(?P<arg>[^\n]*)\n"
                         r"(?P<body>.*?)^(?P=indent)(?P=fence)[ \t]*$", re.M | re.S)
 _OPTION = re.compile(r"^[ \t]*:[\w-]+:.*(?:\n|$)", re.M)
+# A directive's argument that names a picture file (a diagram in book/images/), not a glued figure's key.
+_PICTURE = re.compile(r"^[\w./-]+\.(?:svg|png|jpe?g)$", re.I)
 _DOLLAR_LABEL = re.compile(r"\$\$(?P<body>.+?)\$\$[ \t]*\((?P<label>[\w:-]+)\)", re.S)
 _TARGET = re.compile(r"^\([\w:-]+\)=[ \t]*\n", re.M)
 _LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
@@ -291,6 +293,18 @@ def render_markdown(source: str, chapter: str, index: BookIndex) -> str:
         indent, name, arg = m.group("indent"), m.group("name"), m.group("arg").strip()
         lines = [line[len(indent):] if line.startswith(indent) else line.lstrip()
                  for line in _OPTION.sub("", m.group("body")).strip("\n").splitlines()]
+        picture = name in ("image", "figure") and _PICTURE.search(arg)
+        if name == "image" and re.search(r"^[ \t]*:class:.*\bonly-dark\b", m.group("body"), re.M):
+            return ""  # a diagram's dark variant: the notebook shows the light one
+        if picture:  # a picture file (a diagram): shown from the repository, captioned
+            alt = re.search(r"^[ \t]*:alt:[ \t]*(.*)$", m.group("body"), re.M)
+            shown = f"{indent}![{alt.group(1).strip() if alt else ''}](../book/{arg})"
+            text = " ".join(line.strip() for line in lines if line.strip())
+            if name == "image" or not text:
+                return shown
+            label = re.search(r"^[ \t]*:name:\s*(\S+)", m.group("body"), re.M)
+            number = (index.figures or {}).get(label.group(1)) if label else None
+            return f"{shown}\n\n{indent}**Figure{' ' + number[1] if number else ''}.** {text}"
         if name.startswith("glue") or name == "figure":  # a figure or glued block: its caption; the cell above draws it
             title = ""
             if "figure" in name:
