@@ -177,8 +177,13 @@ def _optimizer(model: SingleHeadModule, optimiser: str, lr: float) -> torch.opti
     return torch.optim.SGD(groups, lr=lr) if optimiser == "sgd" else torch.optim.Adam(groups, lr=lr)
 
 
-def head_run(seed: int, optimiser: str, s: RecallHeadFrameSettings) -> dict[str, Any]:
+def head_run(seed: int, optimiser: str, s: RecallHeadFrameSettings, *, value_scale: float = 1.0,
+             intervention: bool = True) -> dict[str, Any]:
     """Return one recall head's measurements for every definition and horizon (JSON-ready).
+
+    ``value_scale`` = c reparametrises the head before training: W_V ← c·W_V and W_O ← W_O / c, the same function
+    (the logits are g W_O with g linear in W_V) on different coordinates. ``intervention=False`` skips the freeze
+    search (the intervention definition is then absent from ``settle``).
 
     The data, probe set and initialisation are chapter 4's for ``seed`` (so the SGD run is chapter 4's run).
     Keys: ``steps`` and the curves ``probe_loss`` (nats), ``correct_mass``, ``attention_entropy`` (nats) every
@@ -193,6 +198,10 @@ def head_run(seed: int, optimiser: str, s: RecallHeadFrameSettings) -> dict[str,
     d_in = task.input_dim(RECALL_TASK_SIZES["n_tags"], RECALL_TASK_SIZES["n_labels"])
     init = init_single_head(d_in, HEAD["d_k"], HEAD["d_v"], RECALL_TASK_SIZES["n_labels"], std=HEAD["init_std"],
                             generator=torch_generator(stream(seed, "init")))
+    if not value_scale > 0:
+        raise ValueError(f"value_scale must be positive, got {value_scale!r}")
+    if value_scale != 1.0:
+        init = dataclasses.replace(init, W_V=init.W_V * value_scale, W_O=init.W_O / value_scale)
     model = SingleHeadModule(init)
     optimizer = _optimizer(model, optimiser, lr)
     K = RECALL_TASK_SIZES["n_sources"]
@@ -263,7 +272,7 @@ def head_run(seed: int, optimiser: str, s: RecallHeadFrameSettings) -> dict[str,
 
     # Coarse search from the latest freeze step down, until every horizon has met a failing step.
     failed: dict[int, int | None] = {h: None for h in s.horizons}
-    for t in sorted(s.freeze_grid, reverse=True):
+    for t in sorted(s.freeze_grid, reverse=True) if intervention else ():
         open_h = [h for h in s.horizons if h > t and failed[h] is None]
         if not open_h:
             continue
@@ -274,12 +283,14 @@ def head_run(seed: int, optimiser: str, s: RecallHeadFrameSettings) -> dict[str,
     settle: dict[str, dict[str, dict[str, int | None]]] = {}
     for h in s.horizons:
         i_h = int(np.searchsorted(steps, h))
-        precision_int = _plateau_step(steps[: i_h + 1], loss[: i_h + 1], s.margin_fraction)
-        frame_int = _bisect_frame_step(h, failed[h], s, freeze, evaluate, passes, precision_int)
         settle[str(h)] = _settle_steps(steps[: i_h + 1], curves, h, s)
-        settle[str(h)]["intervention"] = {"frame": frame_int, "precision": precision_int}
+        if intervention:
+            precision_int = _plateau_step(steps[: i_h + 1], loss[: i_h + 1], s.margin_fraction)
+            frame_int = _bisect_frame_step(h, failed[h], s, freeze, evaluate, passes, precision_int)
+            settle[str(h)]["intervention"] = {"frame": frame_int, "precision": precision_int}
     return {
-        "seed": int(seed), "optimiser": optimiser, "lr": lr, "settings": dataclasses.asdict(s),
+        "seed": int(seed), "optimiser": optimiser, "lr": lr, "value_scale": float(value_scale),
+        "settings": dataclasses.asdict(s),
         "steps": steps.tolist(), **{k: [float(x) for x in v] for k, v in curves.items()},
         "freeze": {str(h): {str(t): v for t, v in sorted(f.items())} for h, f in freeze.items()},
         "settle": settle,
