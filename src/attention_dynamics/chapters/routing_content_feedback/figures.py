@@ -24,6 +24,7 @@ __all__ = [
     "plot_value_step_ratios",
     "plot_compatibility_changes",
     "plot_advantage_change",
+    "FIGURES",
 ]
 
 
@@ -184,7 +185,11 @@ def plot_compatibility_changes(run: SpecializationRun, changes, error_curve: np.
     """Return the figure: predicted against actual Δb (scaled by N²/η, ``n_positions`` = N) at initialisation
     and at the end, and the relative error over training (milestones dotted)."""
     N2 = n_positions**2  # u carries 1/N, so u·u carries 1/N²
-    fig, axes = plotting.new_figure(3, width=3.6, height=3.2)
+    width = min(7.2, plotting.MAX_FIGURE_WIDTH_IN)
+    fig, grid = plotting.plt.subplot_mosaic([["initialisation", "end of training"], ["error", "error"]],
+                                            figsize=(width, 6.0), layout="constrained",
+                                            height_ratios=(1.15, 0.85))
+    axes = [grid["initialisation"], grid["end of training"], grid["error"]]  # the error panel spans the bottom row
     for ax, name in zip(axes[:2], ("initialisation", "end of training")):
         c = changes[name]
         m = c.mask.expand_as(c.actual)
@@ -226,3 +231,16 @@ def plot_advantage_change(trace: dict[str, np.ndarray]):
     ax.set(title="the rich-get-richer rule", xlabel="training step", ylabel="fraction", ylim=(-0.02, 1.02))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
+
+
+#: The name each figure is glued under for the chapter's ``{glue:figure}`` directives, with the function that draws it.
+FIGURES = {
+    "fig-recall-task": plot_recall_example,
+    "fig-recall-learning-curves": plot_learning_curves,
+    "fig-recall-snapshots": plot_attention_snapshots,
+    "fig-recall-prototypes": plot_prototype_trajectories,
+    "fig-recall-frozen": plot_frozen_runs,
+    "fig-recall-value-step": plot_value_step_ratios,
+    "fig-recall-compatibility-change": plot_compatibility_changes,
+    "fig-recall-advantage-change": plot_advantage_change,
+}

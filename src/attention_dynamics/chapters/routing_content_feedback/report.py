@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ...ledger import claims
-from ...ledger.verdicts import render_caveat
+from ...ledger.verdicts import reader_label, render_caveat, verdict_of
 from ...science.settling import first_true
 from ...tasks import specialization as recall
 from ...tasks.specialization import SpecializationBatch
@@ -19,20 +19,42 @@ from .feedback_predictions import FILE as FEEDBACK_FILE
 from .runs import first_step_reaching, milestones, moments
 
 __all__ = [
+    "TASK_GLUE",
+    "TRAINING_GLUE",
     "glue_task",
     "glue_training",
     "run_summary",
+    "SUMMARY_LABELS",
+    "summary_table",
+    "glue_frozen_runs",
+    "glue_prototypes",
+    "glue_value_step_settings",
+    "value_step_table",
     "record_value_step_ratio",
     "record_compatibility_change",
     "record_advantage_change",
+    "ADVANTAGE_TRACE_GLUE",
     "glue_advantage_trace",
+    "ADVANTAGE_TRACE_LABELS",
+    "advantage_trace_table",
     "DB_BOUND",
     "WEIGHT_STEP_BOUND",
     "record_feedback_claims",
+    "FEEDBACK_GLUE",
     "glue_feedback",
+    "feedback_table",
     "FEEDBACK_DIRECTIONS",
     "glue_feedback_directions",
+    "glue_feedback_row",
 ]
+
+
+#: The task's sizes, glued under these names (written out, so that a search for a name the prose uses finds it).
+TASK_GLUE = {"K": "recall.K", "Q": "recall.Q", "n_tags": "recall.n_tags", "n_labels": "recall.n_labels",
+             "T": "recall.T", "d_in": "recall.d_in"}
+#: The training settings the prose cites, glued under these names.
+TRAINING_GLUE = {"steps": "ch3.steps", "lr": "ch3.lr", "n_train": "ch3.n_train", "n_probe": "ch3.n_probe",
+                 "record_every": "ch3.record_every"}
 
 
 def glue_task(example: SpecializationBatch) -> dict[str, int]:
@@ -44,14 +66,14 @@ def glue_task(example: SpecializationBatch) -> dict[str, int]:
     claims.glue("recall.chance", recall.chance_loss_nats(n_labels))
     d_in = example.x.shape[-1]
     for name, value in {"K": K, "Q": Q, "n_tags": n_tags, "n_labels": n_labels, "T": K + Q, "d_in": d_in}.items():
-        claims.glue(f"recall.{name}", value)
+        claims.glue(TASK_GLUE[name], value)
     return {"sources K": K, "queries Q": Q, "tags": n_tags, "labels C": n_labels, "input width": d_in}
 
 
 def glue_training(common: Mapping[str, Any]) -> None:
     """Glue the training settings the prose cites (steps, learning rate, sequences, recording interval)."""
-    for name in ("steps", "lr", "n_train", "n_probe", "record_every"):
-        claims.glue(f"ch3.{name}", common[name])
+    for name, glue_name in TRAINING_GLUE.items():
+        claims.glue(glue_name, common[name])
 
 
 def run_summary(run: SpecializationRun, advantage: np.ndarray) -> dict[str, float | int]:
@@ -77,6 +99,57 @@ def run_summary(run: SpecializationRun, advantage: np.ndarray) -> dict[str, floa
     for name, value in summary.items():
         claims.glue(name, value)
     return summary
+
+
+#: The run summary's entries as a reader reads them (the table a chapter shows of :func:`run_summary`).
+SUMMARY_LABELS = {
+    "ch3.final_probe_loss": "probe loss at the end (nats)",
+    "ch3.initial_correct_mass": "attention on the answer's source at initialisation",
+    "ch3.final_correct_mass": "attention on the answer's source at the end",
+    "ch3.final_source_mass": "attention on any source at the end",
+    "ch3.final_alignment": "values' cosine to their ideal prototypes at the end",
+    "ch3.final_precision": "values' precision loss at the end (nats)",
+    "ch3.initial_purity": "purity of the soft counts at initialisation",
+    "ch3.final_purity": "purity of the soft counts at the end",
+    "ch3.aligned_step": "step at which the values' cosine passes 0.9",
+    "ch3.routed_step": "step at which the answer's attention passes one half",
+    "ch3.transition_step": "middle of the routing transition (step)",
+    "ch3.peak_advantage_step": "step at which the answer's advantage peaks",
+}
+
+
+def summary_table(summary: Mapping[str, float | int]) -> dict[str, float | int]:
+    """Return :func:`run_summary`'s entries under the reader's labels (:data:`SUMMARY_LABELS`), rounded to four
+    decimals, for display."""
+    return {SUMMARY_LABELS[k]: round(float(v), 4) if isinstance(v, float) or hasattr(v, "dtype") else v
+            for k, v in summary.items()}
+
+
+def glue_frozen_runs(variants: Mapping[str, SpecializationRun]) -> None:
+    """Glue the final probe loss of the runs with one side of the loop frozen (``ch3.frozen_routing_loss``,
+    ``ch3.frozen_values_loss``)."""
+    claims.glue("ch3.frozen_routing_loss", float(variants["routing frozen"].probe_loss[-1]))
+    claims.glue("ch3.frozen_values_loss", float(variants["values frozen"].probe_loss[-1]))
+
+
+def glue_prototypes(explained: np.ndarray) -> None:
+    """Glue the share of the final label prototypes' variance the two principal axes carry (``ch3.pca_explained``)."""
+    claims.glue("ch3.pca_explained", float(np.sum(explained)))
+
+
+def glue_value_step_settings(etas: np.ndarray, n_check: int) -> None:
+    """Glue the value steps' smallest and largest η (``ch3.eta_min``, ``ch3.eta_max``) and the check batch's size
+    (``ch3.n_check``)."""
+    claims.glue("ch3.eta_min", float(etas[0]))
+    claims.glue("ch3.eta_max", float(etas[-1]))
+    claims.glue("ch3.n_check", int(n_check))
+
+
+def value_step_table(etas: np.ndarray, ratio_curves, bounds) -> dict[str, dict[str, float]]:
+    """Return, per moment, the ratio at the smallest η and its a-priori bound on 1 − ratio, under the reader's
+    labels, for display."""
+    return {name: {"actual / predicted at the smallest step": float(r[0]),
+                   "bound on 1 − ratio": float(etas[0] * bounds[name] / 2)} for name, r in ratio_curves.items()}
 
 
 def record_value_step_ratio(run: SpecializationRun, etas: np.ndarray, ratio_curves, bounds, *,
@@ -127,17 +200,48 @@ def record_advantage_change(errors: Sequence[float], scales: Sequence[float], *,
         params={"n_check": n_check, "checkpoints": len(errors), "dtype": "float64", **common})
 
 
+#: The advantage-change trace's shares, glued at the start, the end, their minimum and maximum under these names.
+ADVANTAGE_TRACE_GLUE = {
+    "gain_correct": {"start": "ch3.adv_gain_correct_start", "end": "ch3.adv_gain_correct_end",
+                     "min": "ch3.adv_gain_correct_min", "max": "ch3.adv_gain_correct_max"},
+    "gain_other_source": {"start": "ch3.adv_gain_other_source_start", "end": "ch3.adv_gain_other_source_end",
+                          "min": "ch3.adv_gain_other_source_min", "max": "ch3.adv_gain_other_source_max"},
+    "rule_agreement": {"start": "ch3.adv_rule_agreement_start", "end": "ch3.adv_rule_agreement_end",
+                       "min": "ch3.adv_rule_agreement_min", "max": "ch3.adv_rule_agreement_max"},
+    "correct_rich": {"start": "ch3.adv_correct_rich_start", "end": "ch3.adv_correct_rich_end",
+                     "min": "ch3.adv_correct_rich_min", "max": "ch3.adv_correct_rich_max"},
+    "self_share": {"start": "ch3.adv_self_share_start", "end": "ch3.adv_self_share_end",
+                   "min": "ch3.adv_self_share_min", "max": "ch3.adv_self_share_max"},
+}
+
+
 def glue_advantage_trace(trace: Mapping[str, np.ndarray], advantage: np.ndarray) -> None:
     """Glue the start, end, min and max of the advantage-change trace's shares, and two of them where the correct
     source's ``advantage`` peaks."""
-    for key in ("gain_correct", "gain_other_source", "rule_agreement", "correct_rich", "self_share"):
-        claims.glue(f"ch3.adv_{key}_start", float(trace[key][0]))
-        claims.glue(f"ch3.adv_{key}_end", float(trace[key][-1]))
-        claims.glue(f"ch3.adv_{key}_min", float(np.nanmin(trace[key])))
-        claims.glue(f"ch3.adv_{key}_max", float(np.nanmax(trace[key])))
+    reducers = {"start": lambda x: x[0], "end": lambda x: x[-1], "min": np.nanmin, "max": np.nanmax}
+    for key, names in ADVANTAGE_TRACE_GLUE.items():
+        for end, glue_name in names.items():
+            claims.glue(glue_name, float(reducers[end](trace[key])))
     peak = int(np.argmax(advantage))
     claims.glue("ch3.adv_gain_correct_at_peak", float(trace["gain_correct"][peak]))
     claims.glue("ch3.adv_rule_at_peak", float(trace["rule_agreement"][peak]))
+
+
+#: The advantage-change trace's entries as a reader reads them.
+ADVANTAGE_TRACE_LABELS = {
+    "steps": "training step",
+    "gain_correct": "answer's source gains advantage (share)",
+    "gain_other_source": "another source gains advantage (share)",
+    "gain_query_key": "an earlier query gains advantage (share)",
+    "rule_agreement": "rich-get-richer rule has the right sign (share)",
+    "correct_rich": "answer's source above the threshold (share)",
+    "self_share": "self term's share of the three terms",
+}
+
+
+def advantage_trace_table(trace: Mapping[str, np.ndarray], every: int = 10) -> dict[str, list[float]]:
+    """Return the advantage-change trace at every ``every``-th checkpoint under the reader's labels, for display."""
+    return {ADVANTAGE_TRACE_LABELS[k]: np.round(np.asarray(v)[::every], 2).tolist() for k, v in trace.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,18 +296,109 @@ def record_feedback_claims(result: Mapping[str, Any]) -> dict[str, claims.Claim]
     return out
 
 
+#: The stored result's numbers chapter 3 glues: per moment its mean step and, for each quantity, the mean and the
+#: ends of its 95 % interval over seeds; the weight steps' the same (names written out, so that a search finds them).
+FEEDBACK_GLUE = {
+    "init": {
+        "step": "ch3.fb_init_step",
+        "db_rel_err": {"mean": "ch3.fb_init_db_rel_err_mean",
+                       "low": "ch3.fb_init_db_rel_err_low",
+                       "high": "ch3.fb_init_db_rel_err_high"},
+        "loss_ratio": {"mean": "ch3.fb_init_loss_ratio_mean",
+                       "low": "ch3.fb_init_loss_ratio_low",
+                       "high": "ch3.fb_init_loss_ratio_high"},
+        "gain_correct": {"mean": "ch3.fb_init_gain_correct_mean",
+                         "low": "ch3.fb_init_gain_correct_low",
+                         "high": "ch3.fb_init_gain_correct_high"},
+        "gain_other_source": {"mean": "ch3.fb_init_gain_other_source_mean",
+                              "low": "ch3.fb_init_gain_other_source_low",
+                              "high": "ch3.fb_init_gain_other_source_high"},
+        "gain_margin": {"mean": "ch3.fb_init_gain_margin_mean",
+                        "low": "ch3.fb_init_gain_margin_low",
+                        "high": "ch3.fb_init_gain_margin_high"},
+    },
+    "transition": {
+        "step": "ch3.fb_transition_step",
+        "db_rel_err": {"mean": "ch3.fb_transition_db_rel_err_mean",
+                       "low": "ch3.fb_transition_db_rel_err_low",
+                       "high": "ch3.fb_transition_db_rel_err_high"},
+        "loss_ratio": {"mean": "ch3.fb_transition_loss_ratio_mean",
+                       "low": "ch3.fb_transition_loss_ratio_low",
+                       "high": "ch3.fb_transition_loss_ratio_high"},
+        "gain_correct": {"mean": "ch3.fb_transition_gain_correct_mean",
+                         "low": "ch3.fb_transition_gain_correct_low",
+                         "high": "ch3.fb_transition_gain_correct_high"},
+        "gain_other_source": {"mean": "ch3.fb_transition_gain_other_source_mean",
+                              "low": "ch3.fb_transition_gain_other_source_low",
+                              "high": "ch3.fb_transition_gain_other_source_high"},
+        "gain_margin": {"mean": "ch3.fb_transition_gain_margin_mean",
+                        "low": "ch3.fb_transition_gain_margin_low",
+                        "high": "ch3.fb_transition_gain_margin_high"},
+    },
+    "end": {
+        "step": "ch3.fb_end_step",
+        "db_rel_err": {"mean": "ch3.fb_end_db_rel_err_mean",
+                       "low": "ch3.fb_end_db_rel_err_low",
+                       "high": "ch3.fb_end_db_rel_err_high"},
+        "loss_ratio": {"mean": "ch3.fb_end_loss_ratio_mean",
+                       "low": "ch3.fb_end_loss_ratio_low",
+                       "high": "ch3.fb_end_loss_ratio_high"},
+        "gain_correct": {"mean": "ch3.fb_end_gain_correct_mean",
+                         "low": "ch3.fb_end_gain_correct_low",
+                         "high": "ch3.fb_end_gain_correct_high"},
+        "gain_other_source": {"mean": "ch3.fb_end_gain_other_source_mean",
+                              "low": "ch3.fb_end_gain_other_source_low",
+                              "high": "ch3.fb_end_gain_other_source_high"},
+        "gain_margin": {"mean": "ch3.fb_end_gain_margin_mean",
+                        "low": "ch3.fb_end_gain_margin_low",
+                        "high": "ch3.fb_end_gain_margin_high"},
+    },
+    "weight_step": {
+        "value_cosine": {"mean": "ch3.fb_weight_value_cosine_mean", "low": "ch3.fb_weight_value_cosine_low",
+                         "high": "ch3.fb_weight_value_cosine_high"},
+        "sign_agreement": {"mean": "ch3.fb_weight_sign_agreement_mean", "low": "ch3.fb_weight_sign_agreement_low",
+                           "high": "ch3.fb_weight_sign_agreement_high"},
+    },
+}
+
+
 def glue_feedback(result: Mapping[str, Any]) -> None:
     """Glue, for chapter 3's prose, each moment's mean step, Δb error, loss ratio and gain shares (mean and interval),
-    and the weight steps' means."""
+    and the weight steps' means (the names of :data:`FEEDBACK_GLUE`)."""
     claims.glue("ch3.fb_n_seeds", len(result["seeds"]))
     for name, m in result["moments"].items():
-        claims.glue(f"ch3.fb_{name}_step", float(np.mean(m["step"])))
+        names = FEEDBACK_GLUE[name]
+        claims.glue(names["step"], float(np.mean(m["step"])))
         for key in ("db_rel_err", "loss_ratio", "gain_correct", "gain_other_source", "gain_margin"):
             for end in ("mean", "low", "high"):
-                claims.glue(f"ch3.fb_{name}_{key}_{end}", m[key][end])
+                claims.glue(names[key][end], m[key][end])
     for key, stat in result["weight_step"].items():
         for end in ("mean", "low", "high"):
-            claims.glue(f"ch3.fb_weight_{key}_{end}", stat[end])
+            claims.glue(FEEDBACK_GLUE["weight_step"][key][end], stat[end])
+
+
+#: The feedback row's claims as a reader reads them (the table a chapter shows of :func:`record_feedback_claims`).
+FEEDBACK_LABELS = {
+    "dynamics.db_prediction_rel_err_init": "Δb prediction's relative error, initialisation",
+    "dynamics.db_prediction_rel_err_transition": "Δb prediction's relative error, routing transition",
+    "dynamics.feedback_gain_margin_init": "answer's source favoured over the others, initialisation",
+    "dynamics.feedback_gain_margin_end": "answer's source favoured over the others, end",
+    "dynamics.weight_step_value_cosine_seeds": "W_V step against the value law (cosine)",
+    "dynamics.weight_step_sign_agreement_seeds": "W_Q, W_K step with the advantage's sign (share)",
+}
+
+
+def feedback_table(recorded: Mapping[str, claims.Claim]) -> dict[str, dict[str, Any]]:
+    """Return the feedback claims of :func:`record_feedback_claims` under the reader's labels: each mean over seeds,
+    its 95 % interval and what it shows (holds, does not hold, open at this scale), for display."""
+    words = {"pass": "holds", "fail": "does not hold", "undecided": "open at this scale", "new": "the book's own"}
+    out = {}
+    for claim_id, label in FEEDBACK_LABELS.items():
+        c = recorded[claim_id]
+        low, high = c.interval if c.interval is not None else (float("nan"), float("nan"))
+        out[label] = {"mean": round(float(c.value), 4), "95 % interval": f"{low:.3f} to {high:.3f}",
+                      "finding": words[c.status]}
+    return out
 
 
 #: The directions chapter 3's prose states, each chosen by the status of the claim that decides it (pass | fail |
@@ -230,3 +425,22 @@ def glue_feedback_directions(recorded: Sequence[claims.Claim]) -> dict[str, str]
     for name, text in out.items():
         claims.glue(name, text)
     return out
+
+
+def glue_feedback_row(recorded: Sequence[claims.Claim]) -> Any:
+    """Glue the verdict on the paper's feedback claim from the claims at hand: the reader's label
+    (``ch3.feedback_row_label``: holds, holds in part, …), the verdict itself (``ch3.feedback_row_verdict``) and
+    its parts grouped by verdict (``ch3.feedback_row_readings``); the parts grouped by the reader's label
+    (``ch3.feedback_row_parts``); return the verdict."""
+    row = verdict_of("feedback_first_order", recorded)
+    claims.glue("ch3.feedback_row_label", reader_label(row.verdict))
+    claims.glue("ch3.feedback_row_verdict", row.verdict)
+    claims.glue("ch3.feedback_row_readings", row.readings_text())
+    grouped: dict[str, list[str]] = {}
+    for name, verdict in row.by_group.items():
+        grouped.setdefault(reader_label(verdict), []).append(name)
+    order = ("holds", "holds in part", "open at this scale", "not tested here", "does not hold")
+    parts = " ".join(f"{label[0].upper()}{label[1:]}: {'; '.join(grouped[label])}." for label in order
+                     if label in grouped)
+    claims.glue("ch3.feedback_row_parts", parts)
+    return row
