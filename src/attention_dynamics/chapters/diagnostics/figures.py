@@ -1,5 +1,5 @@
 """Chapter 8's figures: routing by symbol under the paper's two schedules, a healthy run against a broken one,
-the collapsed heads, and chapter 6's transformer along training."""
+the collapsed heads, chapter 6's transformer along training and the plain PyTorch encoder's heads."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ...core import plotting
-from ...diagnostics import DiagnosticsTrace, plot_head, plot_routing_matrix
+from ...diagnostics import DiagnosticsTrace, plot_head, plot_overview, plot_routing_matrix
 from .runs import SCHEDULE_RUNS, AlarmReading
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "plot_healthy_vs_broken",
     "plot_collapsed_heads",
     "plot_tunnel_trace",
+    "plot_encoder_overview",
 ]
 
 
@@ -114,4 +115,15 @@ def plot_tunnel_trace(tunnel: DiagnosticsTrace, floor_nats: float):
     labels += [axes[0].get_lines()[1].get_label()]
     fig.legend(handles, labels, loc="outside lower center", ncols=5)
     fig.suptitle("Chapter 6's bijection transformer, diagnosed at its checkpoints")
+    return fig
+
+
+def plot_encoder_overview(trace: DiagnosticsTrace, steps: int):
+    """Draw the tool's per-head overview of the plain PyTorch encoder at initialisation and after ``steps`` steps, with
+    the head names turned upright so that they stay apart; return the figure."""
+
+    fig = plot_overview([trace.at(0), trace.at(steps)], labels=["step 0", f"step {steps}"])
+    for ax in fig.axes:
+        ax.tick_params(axis="x", labelrotation=90)
+    fig.suptitle("A plain PyTorch encoder on bijection elimination: every head, before and after training")
     return fig

@@ -8,8 +8,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...diagnostics import DiagnosticsTrace, routing_stability
+from ...diagnostics import COLLAPSE_ENTROPY, COLLAPSE_STARVED, DiagnosticsTrace, routing_stability
 from ...ledger import claims
+from ...ledger.verdicts import VERDICTS, Verdict, reader_label
+from ...tasks import bijection, sticky_chain
+from ...training.schedules import get_schedule
 from ...training.wind_tunnels import BIJECTION_TUNNELS
 from .runs import SCHEDULE_RUNS, AlarmReading
 from .settings import DiagnosticsSettings
@@ -23,6 +26,12 @@ __all__ = [
     "FINAL_LOSS_CLAIMS",
     "ROUTING_SIGNAL_CLAIMS",
     "STARVED_CLAIMS",
+    "ROUTING_GROWTH_GLUES",
+    "SHARE_OF_WAY_GLUES",
+    "POSITION_GLUES",
+    "glue_settings",
+    "glue_schedule_positions",
+    "glue_frame_row",
     "record_schedule_claims",
     "record_alarm_claims",
     "record_tunnel_claims",
@@ -42,6 +51,60 @@ FINAL_LOSS_CLAIMS = {"healthy": "diagnostics.healthy_final_loss", "broken": "dia
 ROUTING_SIGNAL_CLAIMS = {"healthy": "diagnostics.healthy_final_routing_signal",
                          "broken": "diagnostics.broken_final_routing_signal"}
 STARVED_CLAIMS = {"healthy": "diagnostics.healthy_final_starved", "broken": "diagnostics.broken_final_starved"}
+#: Glued numbers of the two schedules (not ledger claims), by schedule.
+ROUTING_GROWTH_GLUES = {"sgd": "diagnostics.sgd_routing_signal_growth",
+                        "em_like": "diagnostics.em_like_routing_signal_growth"}
+SHARE_OF_WAY_GLUES = {"sgd": "diagnostics.sgd_share_of_way", "em_like": "diagnostics.em_like_share_of_way"}
+POSITION_GLUES = {"sgd": "diagnostics.sgd_position", "em_like": "diagnostics.em_like_position"}
+
+
+def glue_settings(cfg: DiagnosticsSettings, *, seed: int, positions: int) -> None:
+    """Glue the settings the prose and its settings table state: the sticky-chain runs (``positions`` keys of the
+    training sequence, the learning rates of the paper's two schedules and of the healthy and broken runs), the
+    tracking and the alarm's thresholds, the figures' windows, and chapter 6's transformer's checkpoints and probe
+    batch."""
+    sgd, em_like, healthy = get_schedule("sgd"), get_schedule("em_like"), get_schedule("sgd_matched")
+    claims.glue("diagnostics.seed", seed)
+    claims.glue("diagnostics.steps", cfg.steps)
+    claims.glue("diagnostics.mid_step", cfg.mid_step)
+    claims.glue("diagnostics.positions", positions)
+    claims.glue("diagnostics.n_symbols", sticky_chain.N_SYMBOLS)
+    claims.glue("diagnostics.sgd_lr", sgd.value_lr)
+    claims.glue("diagnostics.em_like_value_lr", em_like.value_lr)
+    claims.glue("diagnostics.value_lr_ratio", em_like.value_lr / sgd.value_lr)
+    claims.glue("diagnostics.healthy_lr", healthy.query_key_lr)
+    claims.glue("diagnostics.broken_routing_lr", cfg.broken_routing_lr)
+    claims.glue("diagnostics.alarm_entropy", COLLAPSE_ENTROPY)
+    claims.glue("diagnostics.alarm_starved", COLLAPSE_STARVED)
+    claims.glue("diagnostics.early_horizon", max(cfg.early_track))
+    claims.glue("diagnostics.track_every", cfg.track_every)
+    claims.glue("diagnostics.snapshot_step", cfg.snapshot_step)
+    claims.glue("diagnostics.window", cfg.window)
+    claims.glue("diagnostics.encoder_steps", cfg.encoder_steps)
+    claims.glue("diagnostics.tunnel_seed", cfg.tunnel_seed)
+    claims.glue("diagnostics.tunnel_checkpoints", cfg.tunnel_checkpoints)
+    claims.glue("diagnostics.tunnel_probe", cfg.tunnel_probe)
+
+
+def glue_schedule_positions(runs: dict[str, DiagnosticsTrace], *, floor_nats: float) -> None:
+    """Glue where each schedule's final loss lies by chapter 5's measure: its share of the way from the context-blind
+    loss down to the Bayes floor ``floor_nats``, as a fraction and as a phrase."""
+    for name in SCHEDULE_RUNS:
+        share = sticky_chain.share_of_way(runs[name].losses[-1], floor_nats)
+        claims.glue(SHARE_OF_WAY_GLUES[name], share)
+        claims.glue(POSITION_GLUES[name], sticky_chain.position_phrase(share))
+
+
+def glue_frame_row(verdict: Verdict) -> None:
+    """Glue chapter 4's finding on whether the frame settles before the precision, in the reader's words: its label
+    (holds, holds in part, ...), its reason in one sentence, and each measure of settling with its own label."""
+    grouped: dict[str, list[str]] = {}
+    for name, v in sorted(verdict.by_group.items(), key=lambda kv: -VERDICTS.index(kv[1])):  # worst first
+        grouped.setdefault(reader_label(v), []).append(name)
+    by_measure = ", ".join(f"{label} ({'; '.join(names)})" for label, names in grouped.items())
+    claims.glue("diagnostics.frame_row_label", verdict.label)
+    claims.glue("diagnostics.frame_row_reason", verdict.reason or f"By measure: {by_measure}.")
+    claims.glue("diagnostics.frame_row_by_measure", by_measure)
 
 
 def record_schedule_claims(runs: dict[str, DiagnosticsTrace], *, steps: int, mid_step: int,
@@ -67,7 +130,7 @@ def record_schedule_claims(runs: dict[str, DiagnosticsTrace], *, steps: int, mid
                       params=params,
                       description=f"variance share of the values' first principal component after {steps} steps "
                                   f"({name})")
-        claims.glue(f"diagnostics.{name}_routing_signal_growth", end.routing_gradient_norm / start.routing_gradient_norm)
+        claims.glue(ROUTING_GROWTH_GLUES[name], end.routing_gradient_norm / start.routing_gradient_norm)
         claims.record(ROUTING_TV_CLAIMS[name], stability[name][0].attention_tv, unit="",
                       params=params,
                       description=f"mean total variation between attention rows at steps 0 and {mid_step} ({name})")
@@ -77,12 +140,16 @@ def record_schedule_claims(runs: dict[str, DiagnosticsTrace], *, steps: int, mid
     claims.glue("diagnostics.em_like_final_mi_chance_nats",
                 runs["em_like"].at(steps).specializations[0].chance_mutual_information_nats)
     claims.glue("diagnostics.initial_value_pc1", runs["em_like"].at(0).heads[0].metrics.value_pc1_fraction)
-    return pd.DataFrame({
-        runs[n].label: {"TV 0→mid": a.attention_tv, "TV mid→end": b.attention_tv,
-                        "top key kept 0→mid": a.top_key_agreement, "top key kept mid→end": b.top_key_agreement,
-                        "ΔV 0→mid": a.value_relative_change, "ΔV mid→end": b.value_relative_change}
+    frame = pd.DataFrame({
+        runs[n].label: {"attention TV, first half": a.attention_tv, "attention TV, second half": b.attention_tv,
+                        "top key kept, first half": a.top_key_agreement,
+                        "top key kept, second half": b.top_key_agreement,
+                        "values moved, first half": a.value_relative_change,
+                        "values moved, second half": b.value_relative_change}
         for n, (a, b) in stability.items()
     }).T.map(lambda v: f"{v:.3g}")
+    frame.index.name = "schedule"
+    return frame
 
 
 def record_alarm_claims(healthy: DiagnosticsTrace, broken: DiagnosticsTrace, reading: AlarmReading, *, steps: int,
@@ -150,8 +217,17 @@ def record_tunnel_claims(tunnel: DiagnosticsTrace, *, floor_nats: float, params:
 
 
 def record_encoder_claims(trace: DiagnosticsTrace, *, steps: int, params: dict[str, Any]) -> None:
-    """Record the ledger claims of the plain ``nn.TransformerEncoder`` after ``steps`` steps."""
+    """Record the ledger claims of the plain ``nn.TransformerEncoder`` after ``steps`` steps; glue its settings
+    (``params``: V, L, lr, batch_size, d_model, eval_sequences) and its task's two reference losses."""
 
+    claims.glue("diagnostics.encoder_V", params["V"])
+    claims.glue("diagnostics.encoder_L", params["L"])
+    claims.glue("diagnostics.encoder_lr", params["lr"])
+    claims.glue("diagnostics.encoder_batch_size", params["batch_size"])
+    claims.glue("diagnostics.encoder_d_model", params["d_model"])
+    claims.glue("diagnostics.encoder_eval_sequences", params["eval_sequences"])
+    claims.glue("diagnostics.encoder_bayes_floor", bijection.bayes_ce_floor_nats(params["V"], params["L"]))
+    claims.glue("diagnostics.encoder_blind_loss", float(np.log(params["V"])))
     end = trace.at(steps)
     claims.record("diagnostics.encoder_final_loss", end.loss, unit="nats", params=params,
                   description="cross-entropy at the key positions of the nn.TransformerEncoder on held-out "
@@ -166,26 +242,34 @@ def record_encoder_claims(trace: DiagnosticsTrace, *, steps: int, params: dict[s
     claims.glue("diagnostics.encoder_value_reading_chance", value_chance[best])
 
 
-#: The checks of the diagnostics against autograd: claim id and what is compared.
+#: The checks of the diagnostics against autograd: claim id, what is compared, and the model as the page names it.
 AUTOGRAD_CHECKS = {
     "torch_mha": ("diagnostics.torch_mha_vs_autograd_rel_err",
-                  "nn.TransformerEncoder (2 layers × 4 heads): laws through in_proj_weight vs autograd"),
+                  "nn.TransformerEncoder (2 layers × 4 heads): laws through in_proj_weight vs autograd",
+                  "PyTorch encoder (2 layers × 4 heads)"),
     "probes": ("diagnostics.probes_vs_autograd_rel_err",
-               "CausalTransformer (2 layers × 4 heads): value and query laws vs autograd at the probes"),
+               "CausalTransformer (2 layers × 4 heads): value and query laws vs autograd at the probes",
+               "the book's transformer (2 layers × 4 heads)"),
     "single_head": ("diagnostics.single_head_vs_autograd_rel_err",
-                    "sticky-chain head at init, T = 1999: advantage matrix vs −∂L/∂S by autograd"),
+                    "sticky-chain head at init, T = 1999: advantage matrix vs −∂L/∂S by autograd",
+                    "sticky-chain head at initialisation"),
 }
 
 
 def record_autograd_checks(checks: dict[str, Any], *, seed: int) -> pd.DataFrame:
-    """Record each check's relative error (tolerance 1e-12) and return them as a table."""
+    """Record each check's relative error (tolerance 1e-12), glue the largest, and return them as a table."""
     for name, check in checks.items():
-        claim_id, described = AUTOGRAD_CHECKS[name]
+        claim_id, described, _ = AUTOGRAD_CHECKS[name]
         claims.record(claim_id, check.relative_error, unit="", expected=0.0, tolerance=1e-12,
                       description=f"max abs error / max abs gradient, {described} (float64)",
                       params={"seed": seed, "dtype": "float64", "compared": check.compared})
-    return pd.DataFrame({name: {"compared": c.compared, "max abs error": f"{c.max_abs_error:.1e}",
-                                "relative error": f"{c.relative_error:.1e}"} for name, c in checks.items()}).T
+    claims.glue("diagnostics.max_autograd_rel_err", max(c.relative_error for c in checks.values()))
+    frame = pd.DataFrame({AUTOGRAD_CHECKS[name][2]: {"what is compared": c.compared,
+                                                     "largest error": f"{c.max_abs_error:.1e}",
+                                                     "relative to the largest gradient": f"{c.relative_error:.1e}"}
+                          for name, c in checks.items()}).T
+    frame.index.name = "model (float64)"
+    return frame
 
 
 def tunnel_params(cfg: DiagnosticsSettings, probe_sequences: int) -> dict[str, Any]:
