@@ -28,6 +28,12 @@ class GradientLawsSettings(ChapterSettings):
     positions over ``n_temperatures`` values of β up to 10^``log10_beta_max``; the sticky head trained
     ``ws_steps`` steps with the weight-space check every ``ws_every``."""
 
+    #: The reader's label of each setting (the settings table on the page).
+    LABELS = {"n_draws": "random heads checked", "batch": "sequences per head", "T": "positions per sequence",
+              "fd_T": "positions, finite-difference head", "sweep_T": "positions, temperature sweep",
+              "n_temperatures": "inverse temperatures in the sweep", "log10_beta_max": "largest β (log10)",
+              "ws_steps": "training steps, weight-step runs", "ws_every": "steps between weight-step checks"}
+
     n_draws: int = 24
     batch: int = 4
     T: int = 64

@@ -10,7 +10,7 @@ from ...science import attention
 from ...science.attention import HeadForward, SingleHeadParams
 from .settings import SetupSettings
 
-__all__ = ["WorkedExample", "worked_example", "exactness_errors"]
+__all__ = ["WorkedExample", "worked_example", "TENSORS", "tensor_shapes", "exactness_errors"]
 
 
 @dataclass
@@ -33,13 +33,27 @@ def worked_example(cfg: SetupSettings, generator: torch.Generator) -> WorkedExam
     return WorkedExample(x, y, params, attention.single_head_forward(x, params, y))
 
 
+#: The forward pass's tensors in the order the page names them: (attribute of the forward pass, reader's label).
+TENSORS = (
+    ("q", "queries q"), ("k", "keys k"), ("v", "values v"), ("scores", "scores s"), ("alpha", "attention α"),
+    ("g", "context vectors g"), ("logits", "logits z"), ("p", "predictions p"), ("u", "error signals u"),
+    ("b", "compatibilities b"),
+)
+
+
+def tensor_shapes(ex: WorkedExample) -> dict[str, str]:
+    """Return ``{reader's label: "rows × columns"}`` for every tensor of the example's forward pass (:data:`TENSORS`)."""
+    return {label: " × ".join(map(str, getattr(ex.fwd, name).shape)) for name, label in TENSORS}
+
+
 def exactness_errors(ex: WorkedExample) -> dict[str, float]:
-    """Return the largest absolute differences of the three identities: the head's context against PyTorch's fused
-    attention (``forward``), the closed-form error signal against autograd (``upstream``), and
-    ``Σ_j α_ij b_ij = u_i·g_i`` (``identity``)."""
+    """Return the largest absolute differences of the example's identities: the head's context against PyTorch's fused
+    attention (``forward``), the closed-form error signal against autograd (``upstream``),
+    ``Σ_j α_ij b_ij = u_i·g_i`` (``identity``), and each attention row's sum against one (``row_sum``)."""
     fwd = ex.fwd
     return {
         "forward": (fwd.g - attention.sdpa_context(ex.x, ex.params)).abs().max().item(),
         "upstream": (fwd.u - attention.autograd_upstream_gradient(ex.x, ex.params, ex.y)).abs().max().item(),
         "identity": ((fwd.alpha * fwd.b).sum(-1) - (fwd.u * fwd.g).sum(-1)).abs().max().item(),
+        "row_sum": (fwd.alpha.sum(-1) - 1).abs().max().item(),
     }
