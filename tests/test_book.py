@@ -2,7 +2,7 @@
 
 Slow tests (``@pytest.mark.slow``) build the HTML book once per session from the committed
 notebooks (nothing is executed), with ``-W -n --keep-going`` exactly as ``make book`` does, into
-a temporary folder (or ``$BOOK_TEST_DIR``), serve it on 127.0.0.1 and open every page in
+a temporary folder (or ``$BOOK_TEST_DIR``; ``$BOOK_TEST_BUILT`` names a build to reuse as it is), serve it on 127.0.0.1 and open every page in
 headless Chromium (Debian's ``chromium`` driven by Playwright). For each page they check that
 MathJax rendered every formula and left no raw TeX, that every image loaded, that the console
 shows no error and that no request left the machine. A full-page screenshot of every page is
@@ -85,53 +85,8 @@ def _chapter_notebooks() -> list[Path]:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class BuiltBook:
-    """The HTML book built by the session fixture."""
-
-    root: Path  # the --path-output folder
-    command: list[str]
-    returncode: int
-    log: str
-
-    @property
-    def html(self) -> Path:
-        return self.root / "_build" / "html"
-
-    @property
-    def screenshots(self) -> Path:
-        return self.root / "_build" / "screenshots"
-
-    def problems(self) -> list[str]:
-        """Return the build's warning and error lines."""
-        return [line for line in self.log.splitlines() if re.search(r"WARNING|ERROR|Error|error:", line)]
-
-    def pages(self) -> list[Path]:
-        """Return every HTML page of the site (generated indexes and source pages included)."""
-        skip = {"_static", "_sources", "_images"}
-        return sorted(p for p in self.html.rglob("*.html") if not skip & set(p.relative_to(self.html).parts))
-
-
-@pytest.fixture(scope="session")
-def built_book(tmp_path_factory) -> BuiltBook:
-    """Build the book from committed outputs with warnings as errors (``--keep-going``).
-
-    A build with warnings still writes every page, so the page checks run on it either way;
-    :func:`test_book_builds_with_warnings_as_errors` reports the warnings.
-    """
-    chosen = os.environ.get("BOOK_TEST_DIR")
-    root = Path(chosen).resolve() if chosen else tmp_path_factory.mktemp("book")
-    if (root / "_build").exists():
-        shutil.rmtree(root / "_build")
-    jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(REPO_ROOT), "--warningiserror", "--nitpick",
-           "--keep-going", "--path-output", str(root)]
-    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)
-    book = BuiltBook(root=root, command=cmd, returncode=result.returncode, log=result.stdout + result.stderr)
-    if not (book.html / "index.html").exists():
-        pytest.fail(f"the book build wrote no HTML ({' '.join(cmd)}):\n" + "\n".join(book.problems()[-40:]
-                    or book.log.splitlines()[-40:]), pytrace=False)
-    return book
+# The session fixture ``built_book`` (the book built once, from committed outputs) is in tests/conftest.py: the
+# reading-budget tests (tests/test_reading_budget.py) measure the same build.
 
 
 @pytest.mark.slow
@@ -764,6 +719,361 @@ def test_page_checks_catch_a_broken_page(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
+# The reader's pages: the front page's first screen, the popovers of glued numbers, clean chapter pages
+# --------------------------------------------------------------------------------------------
+
+#: The first screen of the front page, as a desktop reader opens it.
+FIRST_SCREEN = {"width": 1280, "height": 800}
+#: The smallest a figure's text may be shown on a phone (CSS px); a wide figure scrolls rather than shrink below it.
+MIN_PHONE_FIGURE_TEXT_PX = 6.5
+
+# What the front page shows in its first screen: the thesis, the diagram of the mechanism, the findings.
+_FRONT_JS = """
+() => {
+  const shown = (n) => n && n.offsetParent !== null && n.getClientRects().length > 0;
+  const box = (n) => { const r = n.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, height: r.height}; };
+  const thesis = document.querySelector('.front-thesis');
+  const images = [...document.querySelectorAll('.front-diagram img')].filter(shown);
+  const items = [...document.querySelectorAll('ol.book-findings > li')];
+  const board = document.querySelector('.verdict-scoreboard');
+  const labels = board ? [...board.querySelectorAll('.scoreboard-counts .verdict')].map(n => n.textContent.trim()) : [];
+  return {
+    thesis: thesis ? {text: thesis.innerText.trim(), ...box(thesis)} : null,
+    images: images.map(img => ({src: img.currentSrc || img.src, loaded: img.complete && img.naturalWidth > 0, ...box(img)})),
+    items: items.map(li => ({text: li.innerText.trim(), label: !!li.querySelector('.verdict'),
+                             number: !!li.querySelector('.claim-number'), link: !!li.querySelector('a[href*="#"]'),
+                             ...box(li)})),
+    findingsBeforeBoard: !!(board && items.length &&
+      (items[items.length - 1].compareDocumentPosition(board) & Node.DOCUMENT_POSITION_FOLLOWING)),
+    labels,
+    height: window.innerHeight,
+  };
+}
+"""
+
+
+@pytest.mark.slow
+def test_front_page_tells_the_story_on_its_first_screen(built_book, local_server, tmp_path):
+    """At 1280 × 800, light and dark: the thesis in at most three sentences, the mechanism's diagram (the theme's
+    copy), at most eight findings, each one sentence with its label, a number from the ledger and a link to its
+    evidence, all on the first screen; the scoreboard follows, in the reader's labels, with no empty label."""
+    from attention_dynamics.ledger.verdicts import READER_LABELS
+
+    problems = []
+    with _chromium_context(tmp_path / "profile") as context:
+        page = context.new_page()
+        page.set_viewport_size(FIRST_SCREEN)
+        page.goto(f"{local_server}/book/intro.html", wait_until="load")
+        page.wait_for_function("() => !window.MathJax || MathJax.startup.promise", timeout=30_000)
+        for theme in ("light", "dark"):
+            page.evaluate("(t) => { document.documentElement.dataset.theme = t; window.scrollTo(0, 0); }", theme)
+            page.wait_for_timeout(300)
+            found = page.evaluate(_FRONT_JS)
+            bottom = found["height"]
+            thesis = found["thesis"]
+            if not thesis:
+                problems.append(f"{theme}: no thesis (.front-thesis)")
+            else:
+                sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", thesis["text"]) if s.strip()]
+                if len(sentences) > 3:
+                    problems.append(f"{theme}: the thesis has {len(sentences)} sentences (at most 3)")
+                if thesis["bottom"] > bottom:
+                    problems.append(f"{theme}: the thesis ends below the first screen ({thesis['bottom']:.0f} px)")
+            images = found["images"]
+            wanted = f"mechanism-{theme}.svg"
+            if len(images) != 1 or not images[0]["src"].endswith(wanted) or not images[0]["loaded"]:
+                problems.append(f"{theme}: the diagram shown is {[i['src'].rsplit('/', 1)[-1] for i in images]}, "
+                                f"not {wanted} alone")
+            elif images[0]["bottom"] > bottom or images[0]["height"] < 200:
+                problems.append(f"{theme}: the diagram is not on the first screen whole ({images[0]})")
+            items = found["items"]
+            if not 1 <= len(items) <= 8:
+                problems.append(f"{theme}: {len(items)} findings (one to eight)")
+            for k, item in enumerate(items, start=1):
+                text = re.sub(r"→ chapter \d+\s*$", "", item["text"]).strip()
+                if len([s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text) if s.strip()]) != 1:
+                    problems.append(f"{theme}: finding {k} is not one sentence: {text[:80]}")
+                if not (item["label"] and item["number"] and item["link"]):
+                    problems.append(f"{theme}: finding {k} lacks its label, its number or its link")
+            if items and items[-1]["bottom"] > bottom:
+                problems.append(f"{theme}: the findings end below the first screen ({items[-1]['bottom']:.0f} > "
+                                f"{bottom} px)")
+            if not found["findingsBeforeBoard"]:
+                problems.append(f"{theme}: the scoreboard does not follow the findings")
+            shown_labels = [re.sub(r"^\W+", "", t).rsplit(":", 1) for t in found["labels"]]
+            if not shown_labels or any(len(x) != 2 or x[0].strip() not in set(READER_LABELS.values())
+                                       or int(x[1]) == 0 for x in shown_labels):
+                problems.append(f"{theme}: the scoreboard's labels are {found['labels']}")
+        page.screenshot(path=str(tmp_path / "front.png"))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_a_glued_claim_number_shows_its_popover(built_book, local_server, tmp_path):
+    """Hover, keyboard focus and a tap show a glued claim number's popover (the paper's value, its status in the
+    reader's words, a link); the link lands on the number's row of the reproducibility page."""
+    chapter = next(nb.stem for nb in _chapter_notebooks()
+                   if "claim-number" in (built_book.html / "book" / f"{nb.stem}.html").read_text(encoding="utf-8"))
+    statuses = ("holds", "does not hold", "open at this scale", "the book's own number", "the book’s own number")
+    with _chromium_context(tmp_path / "profile") as context:
+        page = context.new_page()
+        page.goto(f"{local_server}/book/{chapter}.html", wait_until="load")
+        number = page.locator(".claim-number").first
+        number.scroll_into_view_if_needed()
+        popover = number.locator(".claim-popover")
+        assert not popover.is_visible(), "the popover shows before it is asked for"
+        number.hover()
+        popover.wait_for(state="visible", timeout=5_000)
+        text = popover.inner_text()
+        assert "paper" in text and any(s in text for s in statuses), text
+        described = number.get_attribute("aria-describedby")
+        assert described and popover.get_attribute("id") == described and popover.get_attribute("role") == "tooltip"
+        assert number.get_attribute("tabindex") == "0"
+        page.mouse.move(0, 0)
+        popover.wait_for(state="hidden", timeout=5_000)
+        number.focus()  # the keyboard
+        popover.wait_for(state="visible", timeout=5_000)
+        page.keyboard.press("Escape")
+        popover.wait_for(state="hidden", timeout=5_000)
+        page.evaluate("() => document.activeElement.blur()")
+        page.mouse.move(0, 0)
+        number.dispatch_event("click")  # a tap
+        assert "open" in (number.get_attribute("class") or "") and popover.is_visible()
+        number.dispatch_event("click")
+        assert "open" not in (number.get_attribute("class") or "")
+        number.hover()
+        link = popover.locator("a")
+        href = link.get_attribute("href")
+        assert href and re.search(r"reproducibility\.html#claim-[\w-]+$", href), href
+        link.click()
+        page.wait_for_url(f"**/book/{href}", timeout=10_000)
+        anchor = href.split("#", 1)[1]
+        row = page.locator(f"#{anchor}")
+        assert row.count() == 1 and row.is_visible(), f"no row {anchor} on the reproducibility page"
+        assert page.evaluate("(id) => { const r = document.getElementById(id).getBoundingClientRect(); "
+                             "return r.top >= -2 && r.top < window.innerHeight; }", anchor), "the link does not land"
+
+
+# Problems of a chapter page a reader would see: a code cell that opens with imports, a hidden input that is not
+# collapsed, a raw Python repr or a table with identifiers as column labels in an output, a display equation wider
+# than its box, a glued number in bold where the author did not ask for it, a settings table below 4.5:1.
+_CLEAN_JS = """
+() => {
+  const found = [];
+  const shown = (n) => n.offsetParent !== null && n.getClientRects().length > 0;
+  document.querySelectorAll('.cell').forEach(cell => {
+    const input = cell.querySelector('.cell_input');
+    if (!input) return;  // remove-input: no code at all
+    const folded = input.closest('details');
+    if (folded) {  // (a closed <details> keeps laying its content out: ask whether it is drawn)
+      const drawn = input.checkVisibility ? input.checkVisibility() : input.offsetHeight > 0;
+      if (folded.open || drawn) found.push('a hidden input shows its code: ' + input.innerText.trim().slice(0, 50));
+      return;
+    }
+    if (!shown(input)) return;
+    const lines = input.innerText.split('\\n').map(l => l.trim()).filter(l => l && !l.startsWith('#'));
+    if (lines.length && /^(import\\s|from\\s+\\S+\\s+import\\s)/.test(lines[0]))
+      found.push('a code cell that opens with imports is shown: ' + lines[0].slice(0, 60));
+  });
+  const reprs = [/\\b[A-Z]\\w*Settings\\(/, /\\{'/, /\\barray\\(/, /<attention_dynamics/, /\\bnp\\.\\w+\\(/, /\\btensor\\(/,
+                 /object at 0x/];
+  document.querySelectorAll('.cell_output, .pasted-inline').forEach(out => {
+    if (!shown(out)) return;
+    const text = out.innerText;
+    for (const re of reprs) {
+      const m = text.match(re);
+      if (m) { found.push('a raw Python repr: ' + text.slice(Math.max(0, m.index - 20), m.index + 40).replace(/\\s+/g, ' ')); break; }
+    }
+  });
+  document.querySelectorAll('article table').forEach(t => {
+    if (!shown(t) || !t.closest('.cell_output, .pasted-inline, .output')) return;
+    const labels = [...t.querySelectorAll('thead th')].map(th => th.innerText.trim()).filter(x => x);
+    const snake = labels.filter(x => /^[a-z][a-z0-9]*(_[a-z0-9]+)+$/.test(x));
+    if (snake.length) found.push('a raw data frame (identifiers for column labels): ' + snake.slice(0, 4).join(', '));
+  });
+  document.querySelectorAll('mjx-container[display="true"]').forEach(m => {
+    if (!shown(m)) return;
+    if (m.scrollWidth > m.clientWidth + 1)
+      found.push(`a display equation is wider than its box (${m.scrollWidth} > ${m.clientWidth} px): ` + m.textContent.slice(0, 30));
+  });
+  document.querySelectorAll('article p span.pasted-text').forEach(n => {
+    if (!shown(n) || n.closest('strong, b, th, .claim-popover')) return;
+    const mine = getComputedStyle(n).fontWeight, around = getComputedStyle(n.closest('p')).fontWeight;
+    if (mine !== around) found.push(`a glued number in weight ${mine} in text of weight ${around}: ` + n.textContent);
+  });
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const channel = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+  const behind = (el) => {
+    for (let n = el; n; n = n.parentElement) {
+      const c = rgb(getComputedStyle(n).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c.slice(0, 3);
+    }
+    return document.documentElement.dataset.theme === 'dark' ? [18, 18, 18] : [255, 255, 255];
+  };
+  document.querySelectorAll('table.settings-table td, table.settings-table td code').forEach(el => {
+    if (!shown(el)) return;
+    const fg = lum(rgb(getComputedStyle(el).color)), bg = lum(behind(el));
+    const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+    if (ratio < 4.5) found.push(`a settings table entry at ${ratio.toFixed(2)}:1: ` + el.textContent.trim().slice(0, 30));
+  });
+  return [...new Set(found)];
+}
+"""
+
+
+def _clean_page_problems(page) -> list[str]:
+    """Return what :data:`_CLEAN_JS` finds on the open page at 1280 and 390 px, in the light and the dark theme."""
+    problems = []
+    for viewport in (VIEWPORT, PHONE):
+        page.set_viewport_size(viewport)
+        page.wait_for_timeout(400)  # the sidebar, and the equations refitted to the width
+        for theme in ("light", "dark"):
+            page.evaluate("(t) => { document.documentElement.dataset.theme = t; }", theme)
+            page.wait_for_timeout(100)
+            problems += [f"{viewport['width']} px, {theme}: {p}" for p in page.evaluate(_CLEAN_JS)]
+    return problems
+
+
+@pytest.mark.slow
+def test_chapter_pages_are_clean(built_book, local_server, tmp_path):
+    """Every chapter at 1280 and 390 px, light and dark: no code cell that opens with imports (hidden inputs
+    collapsed), no raw Python repr or raw data frame, no display equation wider than its box, glued numbers in the
+    body's weight, the settings table readable."""
+    failures = {}
+    with _chromium_context(tmp_path / "profile") as context:
+        page = context.new_page()
+        for nb in _chapter_notebooks():
+            page.goto(f"{local_server}/book/{nb.stem}.html", wait_until="load")
+            page.wait_for_function("() => !window.MathJax || MathJax.startup.promise", timeout=30_000)
+            page.evaluate("() => MathJax.startup.promise")
+            found = _clean_page_problems(page)
+            if found:
+                failures[nb.stem] = found
+    assert not failures, "chapter pages a reader would find untidy:\n" + "\n".join(
+        f"  {name}:\n" + "\n".join(f"    - {p}" for p in found[:12]) for name, found in failures.items())
+
+
+# Every figure shown on the page, with what its smallest text needs: an SVG's width (pt) and smallest font (pt) are
+# read from the file, a PNG's font (pt) and dpi from its metadata (by the test).
+_PHONE_FIGURES_JS = """
+async () => {
+  const figures = [...document.querySelectorAll('article figure img, article .cell_output img')]
+    .filter(img => img.offsetParent !== null && /\\.(png|svg)([?#]|$)/i.test(img.currentSrc || img.src));
+  const out = [];
+  for (const img of figures) {
+    const src = img.currentSrc || img.src;
+    const item = {src, shown: img.getBoundingClientRect().width, natural: img.naturalWidth, svg: null};
+    if (/\\.svg/i.test(src)) item.svg = (await (await fetch(src)).text()).slice(0, 4000);
+    out.push(item);
+  }
+  return {figures: out, pageWidth: document.documentElement.scrollWidth, window: window.innerWidth};
+}
+"""
+
+
+def _phone_figure_problems(found: dict) -> list[str]:
+    """Return the figures whose smallest text is under :data:`MIN_PHONE_FIGURE_TEXT_PX` as shown (and a page that
+    scrolls sideways)."""
+    import io
+    import urllib.request
+
+    from PIL import Image
+
+    from attention_dynamics.core.plotting import SMALLEST_FONT_KEY, svg_facts
+
+    problems = []
+    if found["pageWidth"] > found["window"] + 1:
+        problems.append(f"the page is {found['pageWidth']} px wide")
+    for fig in found["figures"]:
+        name = fig["src"].rsplit("/", 1)[-1][:40]
+        if fig["svg"] is not None:
+            facts = svg_facts(fig["svg"])
+            if facts is None:
+                problems.append(f"figure {name} records no smallest font (draw it with plotting.glue_figure)")
+                continue
+            text_px = facts[1] * fig["shown"] / facts[0]
+        else:
+            if not fig["natural"]:
+                continue
+            with urllib.request.urlopen(fig["src"], timeout=30) as response:
+                info = Image.open(io.BytesIO(response.read())).info
+            if SMALLEST_FONT_KEY not in info or "dpi" not in info:
+                problems.append(f"figure {name} records no smallest font or dpi")
+                continue
+            text_px = float(info[SMALLEST_FONT_KEY]) * float(info["dpi"][0]) / 72.0 * fig["shown"] / fig["natural"]
+        if text_px < MIN_PHONE_FIGURE_TEXT_PX - 1e-3:
+            problems.append(f"figure {name}: its smallest text is {text_px:.1f} px on a phone")
+    return problems
+
+
+@pytest.mark.slow
+def test_figures_are_legible_on_a_phone(built_book, local_server, tmp_path):
+    """At 390 px every figure's smallest text is at least 6.5 CSS px (a wide SVG figure keeps a minimum width and
+    scrolls inside its box), and the page itself does not scroll sideways."""
+    failures = {}
+    with _chromium_context(tmp_path / "profile") as context:
+        page = context.new_page()
+        page.set_viewport_size(PHONE)
+        for path in ["book/intro.html", *(f"book/{nb.stem}.html" for nb in _chapter_notebooks())]:
+            page.goto(f"{local_server}/{path}", wait_until="load")
+            page.wait_for_timeout(300)
+            found = _phone_figure_problems(page.evaluate(_PHONE_FIGURES_JS))
+            if found:
+                failures[path] = found
+    assert not failures, "figures a phone cannot read:\n" + "\n".join(
+        f"  {name}:\n" + "\n".join(f"    - {p}" for p in found[:10]) for name, found in failures.items())
+
+
+DIRTY_PAGE = r"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><link rel="icon" href="data:,"><link rel="stylesheet" href="book.css">
+<script>window.MathJax = {startup: {typeset: true}};</script><script defer src="mathjax/tex-chtml.js"></script>
+</head><body><article class="bd-article">
+<div class="cell"><div class="cell_input"><pre>import torch
+from attention_dynamics import plotting</pre></div></div>
+<div class="cell"><details class="hide" open><summary>Show code</summary><div class="cell_input"><pre>x = 1</pre></div></details></div>
+<div class="cell"><div class="cell_output"><pre>ToySettings(steps=3) {'a': 1} array([1, 2])</pre></div></div>
+<div class="cell"><div class="cell_output"><table class="dataframe"><thead><tr><th>final_loss</th><th>Steps</th></tr></thead>
+<tbody><tr><td>1</td><td>2</td></tr></tbody></table></div></div>
+<div class="math" style="width: 200px">\[ x_1 + x_2 + x_3 + x_4 + x_5 + x_6 + x_7 + x_8 + x_9 + x_{10} + x_{11} + x_{12} \]</div>
+<p>A glued <span class="pasted-text" style="font-weight: bold">0.25</span> in bold, a chosen
+<strong><span class="pasted-text">0.5</span></strong>.</p>
+<div class="cell"><div class="cell_output"><table class="settings-table"><tbody><tr><td style="color: #f3c7ee; background: #ced6dd">lr</td><td>1</td></tr></tbody></table></div></div>
+<figure><img src="small.svg" alt="a wide figure with small text" style="width: 100%"></figure>
+</article></body></html>"""
+
+
+@pytest.mark.slow
+def test_clean_page_checks_catch_a_dirty_page(tmp_path):
+    """The checks of clean chapter pages and of figures on a phone find each defect of a deliberately dirty page."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mathjax").symlink_to(_ext_module("offline_assets").packaged_mathjax_dir(), target_is_directory=True)
+    (site / "book.css").write_text(_ext_module("book_tables").BOOK_CSS, encoding="utf-8")
+    (site / "dirty.html").write_text(DIRTY_PAGE, encoding="utf-8")
+    from attention_dynamics.core.plotting import SVG_SMALLEST_FONT_ATTR
+
+    (site / "small.svg").write_text(f'<svg xmlns="http://www.w3.org/2000/svg" {SVG_SMALLEST_FONT_ATTR}="8" '
+                                    'width="600pt" height="200pt" viewBox="0 0 600 200"><rect width="600" '
+                                    'height="200" fill="#eee"/></svg>', encoding="utf-8")
+    with _serve(site) as url, _chromium_context(tmp_path / "profile") as context:
+        page = context.new_page()
+        page.goto(f"{url}/dirty.html", wait_until="load")
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
+        page.evaluate("() => MathJax.startup.promise")
+        found = "\n".join(_clean_page_problems(page))
+        page.set_viewport_size(PHONE)
+        phone = "\n".join(_phone_figure_problems(page.evaluate(_PHONE_FIGURES_JS)))
+    for expected in ("a code cell that opens with imports is shown: import torch", "a hidden input shows its code",
+                     "a raw Python repr: ToySettings(steps=3)", "a raw data frame (identifiers for column labels): "
+                     "final_loss", "a display equation is wider than its box", "a glued number in weight 700",
+                     "a settings table entry at"):
+        assert expected in found, f"not reported: {expected!r}; the report was:\n{found}"
+    assert "0.5" not in found.split("a glued number")[-1].split("\n")[0], "a number the author made bold is fine"
+    assert "figure small.svg: its smallest text is" in phone, phone
+
+
+# --------------------------------------------------------------------------------------------
 # Fast checks: Binder, Colab, citation, publishing, bibliography, the book's extensions
 # --------------------------------------------------------------------------------------------
 
@@ -1021,7 +1331,7 @@ def test_every_figure_is_numbered_captioned_described_and_referred_to():
                     problems.append(f"{path.name}: the cell gluing {names} shows its own copy (tag it remove-output)")
                 if re.search(r"\bplt\.show\(|\bfig\s*$", cell.source, re.M):
                     problems.append(f"{path.name}: a cell shows a figure without a number: {cell.source[:60]!r}")
-                images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})
+                images = [o for o in cell.get("outputs", []) if {"image/png", "image/svg+xml"} & set(o.get("data", {}))
                           and "scrapbook" not in o.get("metadata", {})]
                 if images:
                     problems.append(f"{path.name}: a cell outputs an image that is not a glued figure: {cell.source[:60]!r}")

@@ -28,6 +28,7 @@ from attention_dynamics.book.pdf import (
     online_book_url,
     printable_html,
     repair_outline,
+    tex_to_text,
     toc_parts,
 )
 
@@ -39,6 +40,8 @@ MATH_ERRORS = ("Undefined control sequence", "Math input error", "Misplaced &")
 A4 = (595.3, 841.9)  # points
 #: A book, not a dump: the printed book stays under this many pages (the API reference is online only).
 MAX_PAGES = 200
+#: The claims ledger prints as a compact appendix of at most this many pages.
+MAX_LEDGER_PAGES = 15
 
 
 def _normalise(text: str) -> str:
@@ -128,14 +131,27 @@ def test_pdf_has_every_glued_number(book_pdf):
     assert not unresolved, f"unresolved glue roles in the PDF: {unresolved}"
 
 
+def _vector_forms(page) -> int:
+    """Return how many form XObjects (what Chromium prints an SVG image as) a PDF page draws."""
+    resources = page.get("/Resources")
+    xobjects = resources.get_object().get("/XObject") if resources is not None else None
+    if xobjects is None:
+        return 0
+    return sum(1 for ref in xobjects.get_object().values() if ref.get_object().get("/Subtype") == "/Form")
+
+
 @pytest.mark.slow
 def test_pdf_has_every_figure(book_pdf):
+    """Every raster figure of the printed page is an image of the PDF, every SVG figure (and diagram) a vector form."""
     figures = set(re.findall(r'<img[^>]*src="(_images/[^"]+)"', book_pdf.page_html))
     assert figures, "the printed page has no figures"
-    with_images = [i + 1 for i, page in enumerate(book_pdf.pages) if page.images]
-    images = sum(len(book_pdf.pages[i - 1].images) for i in with_images)
-    assert with_images, "no page of the PDF has an image"
-    assert images >= len(figures), f"{len(figures)} figures on the page but {images} images in the PDF"
+    raster = {f for f in figures if not f.lower().endswith(".svg")}
+    vector = figures - raster
+    images = sum(len(page.images) for page in book_pdf.pages)
+    assert images >= len(raster), f"{len(raster)} raster figures on the page but {images} images in the PDF"
+    forms = sum(_vector_forms(page) for page in book_pdf.pages)
+    assert forms >= len(vector), f"{len(vector)} SVG figures on the page but {forms} vector forms in the PDF"
+    assert not re.search(r'<img[^>]*class="[^"]*only-dark', book_pdf.page_html), "a diagram's dark copy is printed"
 
 
 def _straight(text: str) -> str:
@@ -230,6 +246,125 @@ def test_printable_html_titles_parts_and_replaces_the_api_reference():
     assert 'role="heading"' not in out, "the printed contents' captions are not headings"
     with pytest.raises(ValueError, match="2 table-of-contents blocks but _toc.yml 3 parts"):
         printable_html(SINGLE_PAGE, ["a", "b", "c"])
+
+
+def _page_of(outline: list[tuple[int, str, int]], title: str) -> tuple[int, int, int]:
+    """Return (its index in the outline, its depth, its page) of the bookmark titled ``title``."""
+    for i, (depth, t, page) in enumerate(outline):
+        if _straight(t) == _straight(_normalise(title)):
+            return i, depth, page
+    raise AssertionError(f"no bookmark {title!r}")
+
+
+def _page_title(path: Path) -> str:
+    """Return a Markdown page's title (its first heading)."""
+    return next(line.lstrip("# ").strip() for line in path.read_text(encoding="utf-8").splitlines()
+                if line.startswith("# "))
+
+
+@pytest.mark.slow
+def test_pdf_prints_the_ledger_as_a_compact_appendix(book_pdf):
+    """The ledger appendix: at most 15 pages, every number's description, no claim ids, code hashes or folded
+    details' markers."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(book_pdf.path)
+    outline = _outline(reader)
+    i, depth, start = _page_of(outline, _page_title(REPO_ROOT / "book" / "reproducibility.md"))
+    end = next(page for d, _, page in outline[i + 1:] if d <= depth)
+    pages = end - start
+    assert 0 < pages <= MAX_LEDGER_PAGES, f"the ledger prints on {pages} pages (at most {MAX_LEDGER_PAGES})"
+    text = _normalise("\n".join(reader.pages[k].extract_text() for k in range(start, end)))
+    import json
+
+    claims = json.loads((REPO_ROOT / "book" / "claims.json").read_text(encoding="utf-8"))["claims"]
+    flat = _flat(text)
+    quoted = _flat(" ".join(f"{c['description']} {c.get('explanation') or ''}" for c in claims))
+    ids = [c["id"] for c in claims if _flat(c["id"]) in flat and _flat(c["id"]) not in quoted]  # not the prose's own
+    assert not ids, f"claim ids printed in the appendix: {ids[:5]}"
+    assert not re.search(r"\b[0-9a-f]{40}\b", text), "a code hash is printed in the appendix"
+    for marker in ("▾", "what it measures", "reference and settings"):
+        assert marker not in text, f"{marker!r} printed in the appendix"
+    described = [c for c in claims if _flat(c["description"])[:40] in flat]
+    assert len(described) >= 0.95 * len(claims), f"only {len(described)} of {len(claims)} descriptions printed"
+
+
+@pytest.mark.slow
+def test_pdf_outline_titles_keep_their_math(book_pdf):
+    """A heading with math is bookmarked with its math as text, not with a hole where the formula was."""
+    from pypdf import PdfReader
+
+    outline = [t for _, t, _ in _outline(PdfReader(book_pdf.path))]
+    checked = 0
+    for chapter in book_chapters(REPO_ROOT):
+        for title in _heading_texts(chapter.path):
+            if "$" not in title:
+                continue
+            with_math = re.sub(r"\$([^$]+)\$", lambda m: tex_to_text(m.group(1)), title)
+            found = [t for t in outline if _straight(t).endswith(_straight(_normalise(with_math)))]
+            assert found, f"no bookmark ends with {with_math!r} (a heading of {chapter.path.name})"
+            checked += 1
+    assert checked, "no chapter heading has math: nothing checked"
+    holes = [t for t in outline if re.search(r"\b(by|of|to|is|and|changes by)\s*$", t) or "  " in t]
+    assert not holes, f"bookmarks that lost their math: {holes}"
+
+
+def _heading_texts(path: Path) -> list[str]:
+    """Return a chapter's headings (## and ###) without Markdown markup other than math, in order."""
+    import nbformat
+
+    titles = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            titles += [re.sub(r"[*`]", "", line.lstrip("#")).strip() for line in cell.source.splitlines()
+                       if re.match(r"#{2,3} ", line)]
+    return titles
+
+
+@pytest.mark.slow
+def test_every_chapter_starts_on_its_own_page(book_pdf):
+    """Each chapter's bookmark points to a page that begins with the chapter's title: nothing of the page before."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(book_pdf.path)
+    outline = _outline(reader)
+    for chapter in book_chapters(REPO_ROOT):
+        title = f"{chapter.number}. {_normalise(_chapter_title(chapter.path))}"
+        _, _, page = _page_of(outline, title)
+        head = _straight(_normalise(reader.pages[page].extract_text()))[:len(title) + 40]
+        assert _flat(_straight(title))[:30] in _flat(head), (
+            f"chapter {chapter.number} does not start its page (page {page + 1} begins {head[:80]!r})")
+        before = _normalise(reader.pages[page - 1].extract_text()) if page else ""
+        assert _flat(_straight(title))[:30] not in _flat(_straight(before)), f"chapter {chapter.number} starts a page late"
+
+
+def test_tex_to_text_writes_a_heading_s_math_as_text():
+    assert tex_to_text(r"\eta \sum_j \norm{\sum_i \alpha_{ij} u_i}^2") == "η Σ_j ‖Σ_i α_ij u_i‖²"
+    assert tex_to_text(r"-\eta \sum_{i'} \alpha_{i'j}\, u_i \cdot u_{i'}") == "−η Σ_i' α_i'j u_i · u_i'"
+    assert tex_to_text(r"\frac{\partial L}{\partial s_{ij}} = \E_{\alpha}[b]") == "∂L/∂s_ij = 𝔼_α[b]"
+    assert tex_to_text(r"b_{ij}") == "b_ij" and tex_to_text(r"\mathbb{R}^{d}") == "ℝ^d"
+
+
+def test_repair_outline_writes_a_heading_s_math_into_its_bookmark(tmp_path):
+    from pypdf import PdfReader, PdfWriter
+
+    html = (r'<h3><span class="section-number">3.3.1. </span>A step lowers the loss by <span class="math '
+            r'notranslate nohighlight">\(\eta \norm{u}^2\)</span><a class="headerlink" href="#s">#</a></h3>')
+    writer = PdfWriter()
+    writer.add_blank_page(100, 100)
+    writer.add_outline_item(title="3.3.1. A step lowers the loss by  ", page_number=0)
+    path = tmp_path / "m.pdf"
+    with open(path, "wb") as f:
+        writer.write(f)
+    assert repair_outline(path, heading_titles(html)) == 1
+    assert PdfReader(path).outline[0].title == "3.3.1. A step lowers the loss by η ‖u‖²"
+
+
+def test_printable_html_leaves_out_a_diagram_s_dark_copy():
+    page = SINGLE_PAGE.replace("<h3>Chapter A</h3>", '<h3>Chapter A</h3><img alt="d" class="only-light" src="_images/'
+                               'm-light.svg" /><img alt="d" class="only-dark" src="_images/m-dark.svg" />')
+    out = printable_html(page, ["Part one", "About"])
+    assert "m-light.svg" in out and "m-dark.svg" not in out
 
 
 def test_repair_outline_restores_headings_the_printer_mangled(tmp_path):

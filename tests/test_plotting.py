@@ -117,3 +117,44 @@ def test_a_legend_over_a_reference_line_is_caught():
     ax2.set_ylim(0, 1)
     ax2.legend(loc="upper left")
     assert plotting.covered_reference_lines(fig2) == [], "a legend away from the level covers nothing"
+
+
+def test_figure_svg_records_its_smallest_font_and_is_the_same_every_time():
+    fig, axes = plotting.new_figure(2, width=3.4)
+    for ax in axes:
+        ax.plot(np.arange(3))
+        ax.tick_params(labelsize=8.5)
+        ax.set_xlabel("x", fontsize=11)
+    svg = plotting.figure_svg(fig)
+    assert svg.startswith(b"<?xml") and b"<svg " in svg and b"<dc:date>" not in svg
+    assert f'{plotting.SVG_SMALLEST_FONT_ATTR}="8.5"'.encode() in svg
+    assert plotting.figure_svg(fig) == svg, "the same figure gives the same bytes (committed outputs stay put)"
+    width_pt, font_pt = plotting.svg_facts(svg)
+    assert font_pt == 8.5 and 6.8 * 72 * 0.9 < width_pt <= plotting.MAX_FIGURE_WIDTH_IN * 72
+    plt.close(fig)
+
+
+def test_svg_min_width_keeps_a_figure_s_smallest_text_legible_on_a_phone():
+    """Shown at w px, text of f pt in a figure W pt wide is f·w/W px: the minimum width gives MIN_PHONE_TEXT_PX."""
+    svg = f'<svg {plotting.SVG_SMALLEST_FONT_ATTR}="8" width="600pt" height="200pt">'
+    width = plotting.svg_min_width_px(svg)
+    assert width == 488  # ceil(6.5 · 600 / 8)
+    assert 8 * width / 600 >= plotting.MIN_PHONE_TEXT_PX > 8 * (width - 1) / 600
+    assert plotting.svg_min_width_px('<svg width="600pt">') is None, "an SVG that records no font is left alone"
+    assert plotting.svg_facts(f'<svg {plotting.SVG_SMALLEST_FONT_ATTR}="9" width="400px">') == (300.0, 9.0)
+
+
+def test_glue_figure_glues_an_svg_in_a_notebook(monkeypatch):
+    """In a kernel the figure is glued as SVG (its text/plain the same every run), checked and closed."""
+    import myst_nb
+
+    glued = {}
+    monkeypatch.setattr("IPython.get_ipython", lambda: object())
+    monkeypatch.setattr(myst_nb, "glue", lambda name, obj, display=True: glued.update({name: obj}))
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1])
+    plotting.glue_figure("fig-svg", fig)
+    bundle = glued["fig-svg"]._repr_mimebundle_()
+    assert set(bundle) == {"image/svg+xml", "text/plain"} and bundle["text/plain"] == "<Figure (SVG)>"
+    assert plotting.SVG_SMALLEST_FONT_ATTR in bundle["image/svg+xml"]
+    assert not plt.fignum_exists(fig.number)

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+import typing
 from dataclasses import dataclass
 
 import pytest
 import torch
 
-from attention_dynamics.core.settings import ChapterSettings, check_positive_int, resolve, resolve_device
+from attention_dynamics.core.settings import (
+    ChapterSettings,
+    check_positive_int,
+    resolve,
+    resolve_device,
+    scales_table,
+    setting_label,
+)
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,26 @@ def test_settings_show_as_a_table():
     assert text.splitlines()[0] == "_Toy" and len(text.splitlines()) == 1 + 5 + 1  # scale, 4 fields, device
     assert "steps" in text and max(len(line) for line in text.splitlines()) < 40
     html = cfg._repr_html_()
-    assert html.count("<tr>") == 1 + 6 and "<td><code>lr</code></td><td>0.1</td>" in html
+    assert html.count("<tr>") == 1 + 5 and "<td>learning rate</td><td>0.1</td>" in html  # device, 4 fields; no scale
+    assert "<code>" not in html and "_" not in re.sub(r"<[^>]+>", "", html), "labels, not identifiers"
+
+
+def test_settings_labels_come_from_the_field_the_class_or_the_common_names():
+    @dataclasses.dataclass(frozen=True)
+    class Labelled(ChapterSettings):
+        LABELS: typing.ClassVar[dict[str, str]] = {"n_train": "training sequences"}
+        n_train: int = 8
+        warmup_steps: int = 3
+        odd_thing: float = 0.5
+        tagged: int = dataclasses.field(default=1, metadata={"label": "a tagged setting"})
+
+    cfg = Labelled()
+    labels = [label for label, _ in cfg.table().rows]
+    assert labels == ["training sequences", "warm-up steps", "odd thing", "a tagged setting", "device"]
+    assert setting_label(Labelled, "lr") == "learning rate"
+    both = scales_table({"fast": Labelled(n_train=2), "book": Labelled()})
+    assert both.columns == ("setting", "fast", "book") and both.rows[0] == ("training sequences", "2", "8")
+    assert "<th>book</th>" in both._repr_html_() and "training sequences  2     8" in repr(both)
 
 
 # --------------------------------------------------------------------------------------------

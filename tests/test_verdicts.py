@@ -216,8 +216,9 @@ def test_every_section_a_verdict_links_to_exists():
 
 
 def test_the_verdict_page_shows_each_reading_s_verdict():
-    """The page's table (book/_ext/book_tables.py) puts every definition's verdict under the row's verdict, the deciding
-    numbers grouped by definition under "ours", and the caveat filled from the ledger."""
+    """The page's table (book/_ext/book_tables.py) leads with the reader's label and one sentence (the reason, or the
+    caveat filled from the ledger where the row has none), and folds away the rule's verdict, every definition's
+    verdict and the deciding numbers grouped by definition."""
     import importlib.util
     from types import SimpleNamespace
 
@@ -235,10 +236,17 @@ def test_the_verdict_page_shows_each_reading_s_verdict():
     table = tables.VerdictsTable._table(fake, v.assess(ledger, [pc]), {c["id"]: c for c in ledger})
     text = table.astext()
     for expected in ("depends on the definition", "path: ✗\u00a0does not reproduce", "function: ✓\u00a0reproduces",
-                     "function share 100%", "path", "0 fraction of seeds"):
+                     "Function share 100%.", "path", "0 fraction of seeds", "◐\u00a0holds in part",
+                     "✗\u00a0does not hold", "the numbers and the rule"):
         assert expected in text, expected
     classes = {c for node in table.findall(nodes.Element) for c in node.get("classes", [])}
-    assert {"verdict-depends-on-the-definition", "verdict-does-not-reproduce", "ours-group"} <= classes
+    assert {"verdict-depends-on-the-definition", "verdict-does-not-reproduce", "ours-group",
+            "verdict-holds-in-part", "verdict-reason"} <= classes
+    assert text.index("Function share") < text.index("the numbers and the rule") < text.index("path: ")
+    with_reason = v.PaperClaim("order", "frame first", "qualitative", _SECTION, definitions=pc.definitions,
+                               caveat=pc.caveat, reason="It depends on how settling is measured.")
+    text = tables.VerdictsTable._table(fake, v.assess(ledger, [with_reason]), {c["id"]: c for c in ledger}).astext()
+    assert text.index("It depends on how") < text.index("the numbers and the rule") < text.index("Function share")
 
 
 def test_a_chapter_can_state_the_verdict_of_a_row_from_the_claims_it_recorded():
@@ -389,3 +397,35 @@ def test_every_verdict_has_a_reader_label():
                                            "not tested here"}
     with pytest.raises(ValueError):
         reader_label("maybe")
+
+
+def test_a_row_s_reason_is_one_sentence_filled_from_the_ledger():
+    """The verdict page leads with each row's reason: one sentence, its numbers from the ledger (like the caveat)."""
+    ledger = [{"id": "a.x", "status": "pass", "value": 0.125}]
+    pc = v.PaperClaim("c", "s", "p", _SECTION, ("a.x",), reason="It holds to {a.x:.1%}.")
+    x = v.assess(ledger, [pc])[0]
+    assert x.reason == "It holds to 12.5%." and x.label == "holds"
+    assert v.assess(ledger, [v.PaperClaim("c", "s", "p", _SECTION, ("a.x",))])[0].reason is None
+    missing = v.PaperClaim("c", "s", "p", _SECTION, ("a.x",), reason="see {a.z:.2f}.")
+    assert v.problems(ledger, [missing]) == ["c: a.z is not in the ledger"]
+    for bad in ("", "two\nlines"):
+        with pytest.raises(ValueError, match="a reason is one non-empty sentence"):
+            v.PaperClaim("c", "s", "p", _SECTION, ("a.x",), reason=bad)
+    assert v.render_parts("a {a.x:.2f} b", {"a.x": ledger[0]}) == [("a ", None), ("0.12", "a.x"), (" b", None)]
+
+
+def test_every_row_says_in_one_sentence_why():
+    """Every row of the verdict page has a reason, filled from the committed ledger, one sentence for a reader."""
+    ledger = _ledger()
+    for x in (*v.assess(ledger), *v.assess(ledger, v.CROSS_CHECKS)):
+        assert x.reason, f"{x.claim.id}: no reason (the verdict page leads with it)"
+        assert x.reason[0].isupper() and x.reason.endswith("."), x.reason
+        assert not re.search(r"[.!?]\s+[A-Z]", x.reason[:-1]), f"{x.claim.id}: more than one sentence"
+        assert len(x.reason.split()) <= 50, f"{x.claim.id}: {len(x.reason.split())} words"
+
+
+def test_a_single_number_s_status_in_the_reader_s_words():
+    assert [v.status_label(s) for s in ("pass", "fail", "undecided", "new")] == [
+        "holds", "does not hold", "open at this scale", "the book's own number"]
+    with pytest.raises(ValueError, match="unknown claim status"):
+        v.status_label("maybe")

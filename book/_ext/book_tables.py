@@ -4,13 +4,14 @@
 ``book/status.json`` (per-chapter execution time and environment). Both files are written by
 ``python -m attention_dynamics reproduce``; reading them at build time keeps the pages in step.
 
-The verdicts (:func:`attention_dynamics.ledger.verdicts.assess` over the ledger) are rendered three ways:
-``verdicts-table`` (one row per claim of the paper, with the book's deciding numbers beside the
-paper's value, grouped by the definition or part they decide, and each definition's own verdict under the row's;
-then the book's own cross-checks in a second table), ``verdicts-scoreboard`` (the counts per verdict and one line per verdict naming its
-claims, each a link to its row: the front page opens with it) and, injected at build time at the
-top of every chapter page (:func:`add_chapter_verdicts`), a box with that chapter's verdicts and
-its numbers in the ledger. A verdict the rendering does not know (a new one added to
+The verdicts (:func:`attention_dynamics.ledger.verdicts.assess` over the ledger) are rendered three ways, each
+leading with the reader's labels (holds, holds in part, does not hold, open at this scale, not tested here):
+``verdicts-table`` (one row per claim of the paper: the statement, the paper's value, one sentence saying what the
+book finds, the label; folded under the sentence, the rule's fine-grained verdict, each reading's own, the caveat and
+the deciding numbers; then the book's own cross-checks in a second table), ``verdicts-scoreboard`` (the count per
+label and one line per label naming its claims, each a link to its row; labels no claim has are left out) and,
+injected at build time at the top of every chapter page (:func:`add_chapter_verdicts`), a box with that chapter's
+verdicts and how many of its numbers hold. A verdict the rendering does not know (a new one added to
 :mod:`attention_dynamics.ledger.verdicts`) is shown and counted like the others, in its own colour.
 """
 
@@ -83,9 +84,19 @@ STATUS_ORDER = ("fail", "undecided", "pass", "new")
 STATUS_LABELS = {"fail": "fail", "undecided": "undecided", "pass": "pass", "new": "new"}
 
 
-def _status_node(status: str) -> nodes.inline:
-    return nodes.inline(text=f"{STATUS_MARKS.get(status, OTHER_MARK)} {STATUS_LABELS.get(status, status)}",
+def _status_node(status: str, text: str | None = None) -> nodes.inline:
+    """A ledger number's status as the reader sees it: its mark and its words (default: the reader's words)."""
+    if text is None:
+        from attention_dynamics.ledger.verdicts import STATUS_READER_LABELS
+
+        text = STATUS_READER_LABELS.get(status, status)
+    return nodes.inline(text=f"{STATUS_MARKS.get(status, OTHER_MARK)}\u00a0{text}",
                         classes=["claim-status", f"claim-status-{status}"])
+
+
+def claim_anchor(claim_id: str) -> str:
+    """Return the HTML id of a claim's row on the reproducibility page (a glued number's popover links to it)."""
+    return nodes.make_id(f"claim-{claim_id}")
 
 
 def _identifier(name: str, css_class: str) -> nodes.Node:
@@ -114,6 +125,14 @@ def _details(summary: str, body_lines: list[str]) -> nodes.raw:
                      format="html")
 
 
+def _fold(summary: str, children: list[nodes.Node], classes: list[str]) -> list[nodes.Node]:
+    """Docutils nodes between an HTML ``<details>`` opening (with its summary) and its closing: a folded block."""
+    from html import escape
+
+    return [nodes.raw("", f'<details class="{" ".join(classes)}"><summary>{escape(summary)}</summary>', format="html"),
+            *children, nodes.raw("", "</details>", format="html")]
+
+
 def _chapter_title(env, name: str) -> str:
     docname = f"book/{name}"
     title = env.titles.get(docname)
@@ -138,9 +157,11 @@ def _doc_link(env, docname: str, text: str, anchor: str = "") -> nodes.Node:
 class ClaimsTable(SphinxDirective):
     """Render the claims ledger at a glance: counts, then one table per chapter.
 
-    Columns: claim · paper · ours · status (four narrow columns that fit the page); what the
-    claim measures, its reference and parameters sit in a ``<details>`` under its id. Within a
-    chapter, claims that fail or are undecided come first, with their explanation.
+    Columns: what it measures · paper · ours · status (in the reader's words). Each row carries the id
+    :func:`claim_anchor` of its claim (a glued number's popover links to it); under what it measures come the claim's
+    id (small) and, folded, its reference and parameters; claims that do not hold or are open come first in their
+    chapter, with their explanation. The printed book leaves out the ids and the folded details (print CSS), so the
+    ledger prints as a compact appendix.
     """
 
     def run(self):
@@ -151,8 +172,8 @@ class ClaimsTable(SphinxDirective):
         claims = json.loads(path.read_text(encoding="utf-8"))["claims"]
         counts = {s: sum(c["status"] == s for c in claims) for s in STATUS_ORDER}
         summary = nodes.paragraph(
-            text=f"{len(claims)} claims: {counts['pass']} pass, {counts['fail']} fail (explained), "
-                 f"{counts['undecided']} not decided at this scale (explained), {counts['new']} new.",
+            text=f"{len(claims)} numbers: {counts['pass']} hold, {counts['fail']} do not hold (explained), "
+                 f"{counts['undecided']} open at this scale (explained), {counts['new']} the book's own.",
             classes=["claims-counts"])
         out = [summary]
         chapters: dict[str, list[dict]] = {}
@@ -164,18 +185,19 @@ class ClaimsTable(SphinxDirective):
             heading = nodes.paragraph(classes=["claims-chapter-title"])
             heading += _doc_link(self.env, f"book/{chapter}", _chapter_title(self.env, chapter))
             n_bad = sum(c["status"] in ("fail", "undecided") for c in rows)
-            heading += nodes.Text(f" — {len(rows)} claims" + (f", {n_bad} not reproduced or undecided" if n_bad else ""))
+            heading += nodes.Text(f" — {len(rows)} numbers" + (f", {n_bad} that do not hold or are open" if n_bad else ""))
             section += heading
-            table = _table(["claim", "paper", "ours", "status"], [], [46, 18, 22, 14], ["claims-ledger"])
+            table = _table(["what it measures", "paper", "ours", "status"], [], [52, 14, 20, 14], ["claims-ledger"])
             tbody = table.next_node(nodes.tbody)
             for c in rows:
-                row = nodes.row()
+                row = nodes.row(ids=[claim_anchor(c["id"])])
                 first = nodes.entry()
+                first += nodes.paragraph(text=c["description"], classes=["claim-what"])
                 first += _identifier(c["id"], "claim-id")
-                lines = [c["description"], f"Reference: {_reference(c)}"]
+                lines = [f"Reference: {_reference(c)}"]
                 if c.get("params"):
                     lines.append("Parameters: " + ", ".join(f"{k} = {v}" for k, v in c["params"].items()))
-                first += _details("what it measures", lines)
+                first += _details("reference and settings", lines)
                 if c.get("explanation"):
                     first += nodes.paragraph(text=c["explanation"], classes=["claim-explanation"])
                 row += first
@@ -211,7 +233,10 @@ def _paper(c: dict) -> str:
 
 #: A mark beside each verdict, so that the verdict does not rest on its colour alone.
 VERDICT_MARKS = {"reproduces": "✓", "reproduces where decided": "✓", "partly": "◐", "depends on the definition": "◇",
-                 "not decided at this scale": "?", "does not reproduce where decided": "✗", "does not reproduce": "✗"}
+                 "not decided at this scale": "?", "not tested here": "∅", "does not reproduce where decided": "✗",
+                 "does not reproduce": "✗",
+                 # the reader's labels (attention_dynamics.ledger.verdicts.READER_LABELS)
+                 "holds": "✓", "holds in part": "◐", "open at this scale": "?", "does not hold": "✗"}
 #: The mark of a verdict this rendering does not know yet (one added to the rule later).
 OTHER_MARK = "•"
 #: What each status of a ledger number looks like beside the number.
@@ -280,11 +305,6 @@ def _verdict_node(verdict: str, text: str | None = None) -> nodes.inline:
     return nodes.inline(text=f"{verdict_mark(verdict)}\u00a0{text or verdict}", classes=["verdict", verdict_class(verdict)])
 
 
-def _status_mark(status: str) -> nodes.inline:
-    return nodes.inline(text=f"{STATUS_MARKS.get(status, OTHER_MARK)} {status}",
-                        classes=["claim-status", f"claim-status-{status}"])
-
-
 def _verdict_doc_link(env, paper_claim_id: str, text: str) -> nodes.Node:
     """A link to a paper claim's row on the verdict page."""
     return _doc_link(env, "book/verdicts", text, row_id(paper_claim_id))
@@ -313,42 +333,62 @@ def _ours_lines(ledger_by_id: dict[str, dict], groups) -> nodes.Node:
             para += nodes.Text(" ")
             para += nodes.inline(text=cid.split(".", 1)[-1].replace("_", " "), classes=["ours-what"])
             para += nodes.Text(" ")
-            para += _status_mark(c["status"])
+            para += _status_node(c["status"])
             box += para
     return box
 
 
 def _verdict_entry(x) -> nodes.entry:
-    """The verdict cell: the row's verdict, then each definition's (or part's) own verdict, or what is not decided
-    at this scale beside a decided part, and the budget note."""
+    """The verdict cell: the row's verdict in the reader's words (holds, holds in part, does not hold, open at this
+    scale, not tested here)."""
     entry = nodes.entry()
     para = nodes.paragraph()
-    para += _verdict_node(x.verdict)
+    para += _verdict_node(x.label)
     entry += para
+    return entry
+
+
+def _rule_lines(x) -> list[nodes.Node]:
+    """What the folded block of a row says about the rule: the fine-grained verdict, each reading's (or part's) own
+    verdict or what is open at this scale beside a decided part, and the budget note."""
+    out = []
+    para = nodes.paragraph(classes=["verdict-definition"])
+    para += nodes.Text("By the rule: ")
+    para += _verdict_node(x.verdict)
+    out.append(para)
     if x.by_group:
         for name, verdict in x.by_group.items():
             line = nodes.paragraph(classes=["verdict-definition"])
             line += nodes.Text(f"{name}: ")
             line += _verdict_node(verdict)
-            entry += line
+            out.append(line)
     else:
         for text in x.lines():  # may name claim ids: they break after their dots and underscores only
-            entry += _text_with_identifiers(text, "verdict-definition")
+            out.append(_text_with_identifiers(text, "verdict-definition"))
     if x.claim.budget_limited:
-        entry += nodes.paragraph(text=f"Failures count as undecided: {x.claim.budget_limited}.",
-                                 classes=["claim-explanation"])
-    return entry
+        out.append(nodes.paragraph(text=f"Failures count as open at this scale: {x.claim.budget_limited}.",
+                                   classes=["claim-explanation"]))
+    return out
+
+
+def _reason(x) -> str:
+    """The row's one sentence for a reader: its reason, else its caveat, else its verdict in words."""
+    text = x.reason or (x.caveat[0].upper() + x.caveat[1:] + "." if x.caveat else "")
+    return text or f"The deciding numbers give: {x.summary}."
 
 
 class VerdictsTable(SphinxDirective):
-    """Render one row per claim of the paper: statement · paper · ours · verdict; then the book's cross-checks.
+    """Render one row per claim of the paper: statement · paper · the book finds · verdict; then the book's
+    cross-checks.
 
     The verdicts come from the ledger (``book/claims.json``) through
-    :func:`attention_dynamics.ledger.verdicts.assess`. "ours" lists the deciding ledger numbers with their
-    units, each with its status, grouped by the definition (or part) they decide; under the row's verdict, each
-    definition's own verdict, or what is not decided at this scale. The statement's cell carries the caveat, filled
-    from the ledger, and links to the section that shows the evidence. Each row has the id :func:`row_id` of its
-    claim, which the scoreboard and the chapter boxes link to. A second table lists the book's own cross-checks
+    :func:`attention_dynamics.ledger.verdicts.assess`. A row leads with the verdict in the reader's words
+    (:data:`~attention_dynamics.ledger.verdicts.READER_LABELS`) and one sentence saying why (the row's ``reason``,
+    filled from the ledger; its caveat where it has none); a folded block under that sentence keeps the rule's
+    fine-grained verdict, each reading's (definition's or part's) own verdict, the caveat and the deciding numbers
+    with their statuses, grouped by the reading they decide. The statement's cell links to the section that shows
+    the evidence. Each row has the id :func:`row_id` of its claim, which the scoreboard and the chapter boxes link
+    to. A second table lists the book's own cross-checks
     (:data:`attention_dynamics.ledger.verdicts.CROSS_CHECKS`) the same way.
     """
 
@@ -363,20 +403,18 @@ class VerdictsTable(SphinxDirective):
         checks = v.assess(ledger, v.CROSS_CHECKS)
         if checks:
             out.append(nodes.paragraph(text="The book's cross-checks: results the book adds beside the paper's "
-                                            "claims, decided the same way.", classes=["claims-chapter-title"]))
+                                            "claims, judged the same way.", classes=["claims-chapter-title"]))
             out.append(self._table(checks, by_id, header="the book checks"))
         return out
 
     def _table(self, found, by_id: dict[str, dict], header: str = "the paper says") -> nodes.table:
-        table = _table([header, "paper", "ours", "verdict"], [], [40, 13, 33, 14], ["verdicts-table"])
+        table = _table([header, "paper", "the book finds", "verdict"], [], [32, 12, 42, 14], ["verdicts-table"])
         tbody = table.next_node(nodes.tbody)
         for x in found:
             pc = x.claim
             row = nodes.row(ids=[row_id(pc.id)])
             first = nodes.entry()
             first += nodes.paragraph(text=pc.statement)
-            if x.caveat:
-                first += nodes.paragraph(text=x.caveat, classes=["claim-explanation"])
             where = nodes.paragraph(classes=["verdict-where"])
             docname, anchor, title = pc.section
             where += nodes.Text("Shown in ")
@@ -387,18 +425,41 @@ class VerdictsTable(SphinxDirective):
             entry += nodes.paragraph(text=pc.paper_value)
             row += entry
             entry = nodes.entry()
-            entry += _ours_lines(by_id, pc.groups)
+            entry += nodes.paragraph(text=_reason(x), classes=["verdict-reason"])
+            folded = _rule_lines(x)
+            if x.caveat and x.reason:
+                folded.append(nodes.paragraph(text=x.caveat[0].upper() + x.caveat[1:] + ".",
+                                              classes=["claim-explanation"]))
+            folded.append(_ours_lines(by_id, pc.groups))
+            for node in _fold("the numbers and the rule", folded, ["claim-details", "verdict-fold"]):
+                entry += node
             row += entry
             row += _verdict_entry(x)
             tbody += row
         return table
 
 
-class VerdictsScoreboard(SphinxDirective):
-    """Render the verdicts at a glance: the counts per verdict, then one line per verdict naming its claims.
+def reader_counts(found: list) -> dict[str, int]:
+    """Return ``{reader label: number of paper claims}`` for the labels that occur, in the rule's order of verdicts
+    (a verdict the rule does not know keeps its own name, after the others)."""
+    from attention_dynamics.ledger import verdicts as v
 
-    Each claim links to its row on the verdict page. Verdicts without a claim are counted (zero) but
-    get no line; a verdict :mod:`attention_dynamics.ledger.verdicts` adds later is counted and listed too.
+    order = list(dict.fromkeys(v.READER_LABELS[name] for name in v.VERDICTS))
+    counts: dict[str, int] = {}
+    for x in found:
+        label = v.READER_LABELS.get(x.verdict, x.verdict)
+        counts[label] = counts.get(label, 0) + 1
+    known = [label for label in order if label in counts]
+    return {label: counts[label] for label in [*known, *(k for k in counts if k not in known)]}
+
+
+class VerdictsScoreboard(SphinxDirective):
+    """Render the verdicts at a glance, in the reader's words: the count per label, then one line per label naming
+    its claims.
+
+    The labels are :data:`~attention_dynamics.ledger.verdicts.READER_LABELS` (holds, holds in part, open at this
+    scale, not tested here, does not hold); a label no claim has is not shown. Each claim links to its row on the
+    verdict page; a verdict :mod:`attention_dynamics.ledger.verdicts` adds later is counted and listed too.
     """
 
     def run(self):
@@ -408,23 +469,21 @@ class VerdictsScoreboard(SphinxDirective):
         if ledger is None:
             return [nodes.paragraph(text="The ledger has not been written yet: run `make book`.")]
         found = v.assess(ledger)
-        counts = verdict_counts(found, tuple(v.VERDICTS))
+        counts = reader_counts(found)
         box = nodes.container(classes=["verdict-scoreboard"])
         head = nodes.paragraph(classes=["scoreboard-counts"])
         head += nodes.inline(text=f"{len(found)} claims of the paper", classes=["scoreboard-total"])
-        for name, n in counts.items():
+        for label, n in counts.items():
             head += nodes.Text(" ")
-            head += _verdict_node(name, f"{n} {name}")
+            head += _verdict_node(label, f"{label}: {n}")
         box += head
         listing = nodes.bullet_list(classes=["scoreboard-lines"])
-        for name, n in counts.items():
-            if not n:
-                continue
+        for label, n in counts.items():
             item = nodes.list_item()
             para = nodes.paragraph()
-            para += _verdict_node(name, name.capitalize())
+            para += _verdict_node(label, label[0].upper() + label[1:])
             para += nodes.Text(f" ({n}): ")
-            claims = [x.claim for x in found if x.verdict == name]
+            claims = [x.claim for x in found if v.READER_LABELS.get(x.verdict, x.verdict) == label]
             for i, pc in enumerate(claims):
                 if i:
                     para += nodes.Text("; ")
@@ -440,7 +499,8 @@ _CHAPTER_DOC = re.compile(r"^book/(\d\d-[a-z0-9-]+)$")
 
 
 def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonition:
-    """Return the box that opens a chapter page: its verdicts (linked to their rows) and its ledger counts."""
+    """Return the box that opens a chapter page: what it finds about the paper's claims in the reader's words (each
+    linked to its row on the verdict page) and how many of its numbers hold."""
     from attention_dynamics.ledger import verdicts as v
 
     found = [x for x in v.assess(ledger) if x.claim.section[0] == f"book/{chapter}"]
@@ -452,7 +512,7 @@ def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonit
         for x in found:
             item = nodes.list_item()
             para = nodes.paragraph()
-            para += _verdict_node(x.verdict)
+            para += _verdict_node(x.label)
             para += nodes.Text(": ")
             para += _verdict_doc_link(env, x.claim.id, short_name(x.claim))
             para += nodes.Text(f" — paper: {x.claim.paper_value}")
@@ -461,7 +521,7 @@ def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonit
         for x in checks:
             item = nodes.list_item()
             para = nodes.paragraph()
-            para += _verdict_node(x.verdict)
+            para += _verdict_node(x.label)
             para += nodes.Text(": ")
             para += _verdict_doc_link(env, x.claim.id, short_name(x.claim))
             para += nodes.Text(" — the book's cross-check")
@@ -469,17 +529,18 @@ def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonit
             listing += item
         box += listing
     else:
-        para = nodes.paragraph(text="It decides none of the paper's claims: it sets up the ")
+        para = nodes.paragraph(text="It tests none of the paper's claims: it sets up the ")
         para += _doc_link(env, "book/notation", "notation")
         para += nodes.Text(" and the checks the later chapters build on.")
         box += para
     own = [c for c in ledger if c.get("chapter") == chapter]
     if own:
-        statuses = {s: sum(c["status"] == s for c in own) for s in ("pass", "fail", "undecided", "new")}
+        words = {"pass": "hold", "fail": "do not hold", "undecided": "open at this scale", "new": "the book's own"}
+        statuses = {s: sum(c["status"] == s for c in own) for s in words}
         para = nodes.paragraph(classes=["chapter-ledger"])
-        parts = [f"{n} {s}" for s, n in statuses.items() if n]
-        para += nodes.Text(f"Its {len(own)} numbers in the ")
-        para += _doc_link(env, "book/reproducibility", "claims ledger", nodes.make_id(f"ledger-{chapter}"))
+        parts = [f"{n} {words[s]}" for s, n in statuses.items() if n]
+        para += nodes.Text(f"Its {len(own)} numbers, each beside the paper's, on the ")
+        para += _doc_link(env, "book/reproducibility", "reproducibility page", nodes.make_id(f"ledger-{chapter}"))
         para += nodes.Text(": " + ", ".join(parts) + ".")
         box += para
     return box
@@ -562,15 +623,16 @@ BOOK_CSS = """
    (the browser test measures it). Each verdict also carries a mark (✓ ◐ ? ✗), so colour is never
    the only signal. A verdict without a colour of its own (one added later) takes --verdict-other. */
 html { --verdict-reproduces: #17692a; --verdict-partly: #7a5300; --verdict-depends: #1d4ed8;
-       --verdict-undecided: #475569; --verdict-fails: #b00020; --verdict-other: #5b3fa8; }
+       --verdict-undecided: #475569; --verdict-untested: #8a3b12; --verdict-fails: #b00020; --verdict-other: #5b3fa8; }
 html[data-theme="dark"] { --verdict-reproduces: #7ee28f; --verdict-partly: #f2c94c; --verdict-depends: #93c5fd;
-       --verdict-undecided: #cbd5e1; --verdict-fails: #ff8a80; --verdict-other: #c6a8ff; }
+       --verdict-undecided: #cbd5e1; --verdict-untested: #f6ad7b; --verdict-fails: #ff8a80; --verdict-other: #c6a8ff; }
 .verdict, .claim-status { font-weight: 600; color: var(--verdict-other); }
-.verdict-reproduces, .verdict-reproduces-where-decided, .claim-status-pass { color: var(--verdict-reproduces); }
-.verdict-partly { color: var(--verdict-partly); }
+.verdict-reproduces, .verdict-reproduces-where-decided, .verdict-holds, .claim-status-pass { color: var(--verdict-reproduces); }
+.verdict-partly, .verdict-holds-in-part { color: var(--verdict-partly); }
 .verdict-depends-on-the-definition { color: var(--verdict-depends); }
-.verdict-not-decided-at-this-scale, .claim-status-undecided { color: var(--verdict-undecided); }
-.verdict-does-not-reproduce, .verdict-does-not-reproduce-where-decided, .claim-status-fail { color: var(--verdict-fails); }
+.verdict-not-decided-at-this-scale, .verdict-open-at-this-scale, .claim-status-undecided { color: var(--verdict-undecided); }
+.verdict-not-tested-here { color: var(--verdict-untested); }
+.verdict-does-not-reproduce, .verdict-does-not-reproduce-where-decided, .verdict-does-not-hold, .claim-status-fail { color: var(--verdict-fails); }
 .claim-status-new { color: inherit; font-weight: normal; }
 
 /* The scoreboard (front page, verdict page) and each chapter's box. */
@@ -585,13 +647,32 @@ ul.scoreboard-lines { margin-bottom: 0; }
 ul.scoreboard-lines li p, .chapter-verdicts li p { margin: 0.15em 0; }
 .chapter-ledger { font-size: 0.9em; }
 /* The row a link points to. */
-table.verdicts-table tr:target { outline: 2px solid var(--pst-color-primary, #0a7d91); outline-offset: -2px; }
+table.verdicts-table tr:target, table.claims-ledger tr:target { outline: 2px solid var(--pst-color-primary, #0a7d91);
+                                                                outline-offset: -2px; }
+/* A verdict row leads with its one sentence; the rule's wording, the readings and the numbers are folded. */
+p.verdict-reason { margin: 0 0 0.3em; }
+details.verdict-fold > summary { color: var(--pst-color-text-muted, #555); }
+details.verdict-fold[open] { margin-top: 0.3em; }
+
+/* Glued numbers read in the body's weight (myst-nb makes them bold); **…** around one still makes it bold. */
+.bd-article span.pasted-text { font-weight: inherit; }
+/* A glued number never breaks across lines ("1.6e-" | "16"); a glued phrase wraps as text does. */
+.bd-article .glued-number, .bd-article .claim-number { white-space: nowrap; }
+
+/* A chapter's settings table (core.settings.ChapterSettings.table): labels as plain text, readable in both themes
+   (older outputs wrap the keys in <code>, pink on the output's light grey in the dark theme). */
+html[data-theme="dark"] .bd-content div.cell_output .text_html:has(table.settings-table) {
+  background-color: transparent; color: inherit; padding: 0; }
+table.settings-table code { color: inherit; background: none; border: none; padding: 0; font-size: 0.95em; }
+table.settings-table td, table.settings-table th { padding: 0.2em 0.8em 0.2em 0; text-align: left; }
 
 /* The claims and verdict tables: columns that fit the text column, words and numbers never split
    (an identifier breaks at its dots and underscores, <wbr> in the HTML), details on demand. */
 table.claims-ledger, table.verdicts-table { width: 100%; }
 table.claims-ledger td, table.verdicts-table td { vertical-align: top; }
-.claim-id { font-family: var(--pst-font-family-monospace, monospace); font-size: 0.85em; margin-bottom: 0.2em; }
+.claim-what { margin-bottom: 0.1em; }
+.claim-id { font-family: var(--pst-font-family-monospace, monospace); font-size: 0.75em; margin-bottom: 0.2em;
+            color: var(--pst-color-text-muted, #555); }
 .claim-explanation, .verdict-where { font-size: 0.85em; color: var(--pst-color-text-muted, #555); }
 .verdict-ours p.ours-line { margin: 0 0 0.3em; font-size: 0.9em; }
 .verdict-ours p.ours-group { margin: 0.4em 0 0.15em; font-size: 0.85em; font-style: italic; }
@@ -613,11 +694,24 @@ details.claim-details p { margin: 0.2em 0; }
     padding: 0.4em 0; }
   table.verdicts-table td, table.claims-ledger td { border: none !important; padding: 0.15em 0 !important; }
   table.verdicts-table td:nth-child(2)::before { content: "paper: "; font-weight: 600; }
-  table.verdicts-table td:nth-child(3)::before { content: "ours:"; font-weight: 600; display: block; }
+  table.verdicts-table td:nth-child(3)::before { content: "the book finds:"; font-weight: 600; display: block; }
   table.claims-ledger td:nth-child(2)::before { content: "paper: "; font-weight: 600; }
   table.claims-ledger td:nth-child(3)::before { content: "ours: "; font-weight: 600; }
   table.verdicts-table td > p, table.claims-ledger td > p { display: inline; }
   table.verdicts-table td > p + p, table.verdicts-table td > p + div { display: block; }
+}
+
+/* The printed book: the ledger as a compact appendix (no ids, no folded details, smaller type), the verdict rows
+   without their folds. */
+@media print {
+  table.claims-ledger { font-size: 7.5pt !important; line-height: 1.25; }
+  table.claims-ledger td { padding: 0.1em 0.35em !important; }
+  table.claims-ledger p { margin: 0 !important; }
+  table.claims-ledger .claim-id, table.claims-ledger details.claim-details { display: none !important; }
+  table.claims-ledger .claim-explanation { font-size: 7pt; }
+  table.claims-ledger tr { break-inside: avoid; }
+  .claims-chapter-title { margin-top: 0.6em; break-after: avoid; }
+  details.verdict-fold { display: none !important; }
 }
 
 /* Every other table keeps its words and numbers whole; when it is wider than the column it

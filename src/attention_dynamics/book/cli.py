@@ -5,6 +5,7 @@ The commands: ``reproduce`` (the runner, :func:`attention_dynamics.book.reproduc
 (:mod:`attention_dynamics.book.pdf`), ``compute`` (:mod:`attention_dynamics.book.compute`) and ``diagrams``
 (:mod:`attention_dynamics.book.diagrams`). The help texts are
 plain text (argparse prints them as they are); a test checks that no command's ``--help`` shows markup.
+``reading-times`` (:mod:`attention_dynamics.book.reading`) measures each chapter's prose on the built book.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ COMMANDS = {
             "Print the book as one PDF from the committed outputs with headless Chromium (default: "
             "_build/pdf/book.pdf)."),
     "compute": ("compute a stored result (heavy runs), locally or on a SLURM cluster", compute.DESCRIPTION),
+    "reading-times": ("measure each chapter's prose on the built book (words, reading time, sentence lengths)",
+                      "Measure each chapter's prose on the built HTML book (its main flow only: no code, outputs, "
+                      "math, tables, captions or folded blocks): words, reading time at 230 words a minute, mean "
+                      "sentence length, the share of sentences over 40 words, the longest sentence and the "
+                      "bookkeeping words, against the book's prose budget; with --update-readme, write the reading "
+                      "times into the README's chapter map."),
     "diagrams": ("draw the book's diagrams into book/images/diagrams/ (light and dark SVG)",
                  "Draw the book's diagrams (the mechanism, the feedback loop, the wind tunnels, the map of the book) "
                  "and write each as <name>-light.svg and <name>-dark.svg into book/images/diagrams/; with --check, "
@@ -120,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
 
     compute.add_arguments(command("compute"))
 
+    times = command("reading-times")
+    times.add_argument("--html", type=Path, help="the built HTML book (default: _build/html under the root)")
+    times.add_argument("--update-readme", action="store_true",
+                       help="write the measured reading times into the chapter map of README.md")
+    times.add_argument("--check", action="store_true", help="exit 1 when a chapter exceeds the prose budget")
+
     dia = command("diagrams")
     dia.add_argument("--check", action="store_true",
                      help="write nothing; list the files that differ from what the code draws (exit 1 if any)")
@@ -142,6 +155,21 @@ def diagrams_command(folder: Path, *, check: bool = False) -> int:
     written = write_diagrams(folder)
     print(f"wrote {len(written)} diagrams into {folder}")
     return 0
+
+
+def reading_times_command(root: Path, html: Path | None, *, update: bool, check: bool) -> int:
+    """Print every chapter's prose measures; write the reading times into README.md with ``update``; with ``check``
+    return 1 when a chapter exceeds the prose budget."""
+    from .reading import budget_problems, measure_book, reading_table, update_readme
+
+    readings = measure_book(root, html)
+    print(reading_table(readings))
+    if update:
+        readme = root / "README.md"
+        titles = {c.number: c.slug.replace("-", " ").capitalize() for c in book_chapters(root)}
+        readme.write_text(update_readme(readme.read_text(encoding="utf-8"), readings, titles), encoding="utf-8")
+        print(f"Wrote the reading times into {readme}")
+    return 1 if check and any(budget_problems(r.stats) for r in readings) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -170,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return build_html(root)
         if args.command == "compute":
             return compute.main(args, root)
+        if args.command == "reading-times":
+            return reading_times_command(root, args.html, update=args.update_readme, check=args.check)
         if args.command == "diagrams":
             return diagrams_command(args.out or root / DIAGRAMS_DIR.relative_to(paths.REPO_ROOT), check=args.check)
         if args.command == "pdf":

@@ -13,7 +13,10 @@ book by :func:`printable_html`: each part of ``_toc.yml`` gets its title as a to
 that points to the online book (links into it point there too), and the book's print style sheet
 (``PRINT_CSS``: A4, margins, page numbers, wrapped code, tables and figures within the page width,
 each part and chapter on a new page) is added. Chromium writes the PDF's bookmarks (outline) from
-the headings: parts, chapters, sections.
+the headings: parts, chapters, sections; :func:`repair_outline` then restores the titles it mangles, and writes a
+heading's math as text (:func:`tex_to_text`: "lowers the loss by η Σ_j ‖Σ_i α_ij u_i‖²"), which Chromium leaves out.
+The claims ledger prints as a compact appendix (the book's print style: no claim ids, no folded details, small type),
+and the dark-theme copy of each diagram is left out of the printed page.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ import yaml
 
 from .notebooks import BookError
 
-__all__ = ["build_pdf", "printable_html", "toc_parts", "online_book_url", "heading_titles", "repair_outline"]
+__all__ = ["build_pdf", "printable_html", "toc_parts", "online_book_url", "heading_titles", "repair_outline",
+           "tex_to_text"]
 
 #: Print style added to the single page: A4 with margins and the page number at the foot of every
 #: page, nothing cut at the right edge (long code lines wrap, wide tables and figures fit the page
@@ -48,7 +52,9 @@ PRINT_CSS = """
      part title is the first <h1> of its block and must show. */
   h1.part-title { display: block !important; break-before: page; font-size: 2.2rem; margin-top: 30%; }
   #jb-print-docs-body > h1 { font-size: 1.6rem; }
-  h1.part-title + span[id^="document-"] + section { break-before: avoid; }
+  /* The theme lays the page out in flex boxes; forced page breaks are honoured in plain blocks. */
+  .bd-container, .bd-container__inner, .bd-main, .bd-main .bd-content, .bd-main .bd-content .bd-article-container {
+    display: block !important; }
   html { font-size: 14px; }
   .bd-main .bd-content { margin-left: 0 !important; }
   .bd-main .bd-content .bd-article-container .bd-article { padding-left: 0; padding-right: 0; }
@@ -60,6 +66,7 @@ PRINT_CSS = """
   table { max-width: 100%; font-size: 0.85em; }
   th, td { overflow-wrap: break-word; }
   img { max-width: 100% !important; height: auto !important; break-inside: avoid; }
+  span[id^="document-"] { display: block; }
   span[id^="document-"] + section { break-before: page; }
 }
 """
@@ -121,8 +128,9 @@ def printable_html(html: str, parts: list[str], *, api_url: str | None = None, a
     in order (``parts``: their captions). Each part opens with its caption as an ``<h1 class="part-title">``
     and the headings inside it move so that its documents' titles are ``<h2>``, so that the PDF's
     outline reads part > chapter > section. The document ``api_doc`` is replaced by a short appendix
-    pointing to ``api_url`` (its online page), and every link to an anchor it held points there.
-    Raises ValueError when the page has not one block per part.
+    pointing to ``api_url`` (its online page), and every link to an anchor it held points there. A diagram's
+    dark-theme copy (an image of class ``only-dark``) is left out. Raises ValueError when the page has not one block
+    per part.
     """
     blocks = html.split(_PART)
     if len(blocks) - 1 != len(parts):
@@ -150,6 +158,8 @@ def printable_html(html: str, parts: list[str], *, api_url: str | None = None, a
         block = _HEADING_TAG.sub(lambda m: f"<{m.group(1)}h{min(max(int(m.group(2)) - shift, 2), 6)}", block)
         blocks[i] = f'<h1 class="part-title">{escape(parts[i - 1])}</h1>' + block
     out = _PART.join(blocks)
+    # a diagram's dark-theme copy is hidden on paper: leave it out rather than print it hidden
+    out = re.sub(r'<img\b[^>]*\bclass="[^"]*\bonly-dark\b[^"]*"[^>]*>', "", out)
     # The printed contents list the parts' captions as headings (role="heading"): in the bookmarks
     # they would stand beside the part titles themselves.
     out = out.replace('<p aria-level="2" class="caption" role="heading">', '<p class="caption">')
@@ -162,6 +172,42 @@ def printable_html(html: str, parts: list[str], *, api_url: str | None = None, a
 
 
 _HEADING = re.compile(r"<h[1-6]\b[^>]*>(.*?)</h[1-6]>", re.DOTALL)
+_MATH_SPAN = re.compile(r'<span class="math[^"]*">\\\((.*?)\\\)</span>', re.DOTALL)
+
+#: TeX commands a heading's math uses, as text (the book's macros included).
+_TEX_SYMBOLS = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "zeta": "ζ", "eta": "η",
+    "theta": "θ", "kappa": "κ", "lambda": "λ", "mu": "μ", "nu": "ν", "xi": "ξ", "pi": "π", "rho": "ρ", "sigma": "σ",
+    "tau": "τ", "phi": "φ", "varphi": "φ", "chi": "χ", "psi": "ψ", "omega": "ω", "Gamma": "Γ", "Delta": "Δ",
+    "Theta": "Θ", "Lambda": "Λ", "Sigma": "Σ", "Phi": "Φ", "Psi": "Ψ", "Omega": "Ω", "sum": "Σ", "prod": "Π",
+    "partial": "∂", "nabla": "∇", "infty": "∞", "cdot": "·", "times": "×", "to": "→", "rightarrow": "→",
+    "leftarrow": "←", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "neq": "≠", "approx": "≈", "sim": "~",
+    "in": "∈", "top": "⊤", "lVert": "‖", "rVert": "‖", "|": "‖", "lvert": "|", "rvert": "|", "mid": "|",
+    "E": "𝔼", "R": "ℝ", "ldots": "…", "dots": "…", "cdots": "⋯", "propto": "∝", "pm": "±", "prime": "′",
+}
+_SUPERSCRIPTS = str.maketrans("0123456789+-=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿ")
+
+
+def tex_to_text(tex: str) -> str:
+    """Return a heading's TeX as plain text for a PDF bookmark: Greek letters and operators as Unicode, the book's
+    macros (``\\norm{x}`` → ‖x‖, ``\\E`` → 𝔼), ``\\frac{a}{b}`` → a/b, a digit superscript raised (²), subscripts
+    kept as ``_ij``, and spacing commands and braces dropped."""
+    text = re.sub(r"_\{([^{}]*)\}", r"_\1", tex)  # subscripts first: they are the innermost braces
+    for _ in range(3):  # nested macros
+        text = re.sub(r"\\norm\{([^{}]*)\}", r"‖\1‖", text)
+        text = re.sub(r"\\abs\{([^{}]*)\}", r"|\1|", text)
+        text = re.sub(r"\\frac\{([^{}]*)\}\{([^{}]*)\}", r"\1/\2", text)
+        text = re.sub(r"\\(?:text|mathrm|operatorname|mathbf|mathit|mathsf|boldsymbol)\{([^{}]*)\}", r"\1", text)
+    text = re.sub(r"\\mathbb\{E\}", "𝔼", text)
+    text = re.sub(r"\\mathbb\{R\}", "ℝ", text)
+    text = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)(?=[^a-zA-Z])", "", text)
+    text = re.sub(r"\\[,;:!> ]|~", " ", text)
+    text = re.sub(r"\\([a-zA-Z]+|\|)", lambda m: _TEX_SYMBOLS.get(m.group(1), m.group(1)), text)
+    text = re.sub(r"\^\{?([0-9n+\-=()]+)\}?", lambda m: m.group(1).translate(_SUPERSCRIPTS), text)
+    text = re.sub(r"\^\{([^{}]*)\}", r"^\1", text)
+    text = re.sub(r"_\{([^{}]*)\}", r"_\1", text)
+    text = text.replace("{", "").replace("}", "").replace("-", "−").replace("∂ ", "∂")
+    return re.sub(r"\s+", " ", text).strip()
 _HEADERLINK = re.compile(r'<a class="headerlink".*?</a>', re.DOTALL)
 
 
@@ -170,15 +216,23 @@ def heading_titles(html: str) -> dict[str, str]:
 
     The key is a form a bookmark title may take in Chromium's outline, without whitespace: the
     heading's text, and the text with each of its text pieces written twice (what Chromium records
-    for some headings that a page break moved). The title is the heading's text as shown.
+    for some headings that a page break moved); a heading's math is not in it (Chromium's outline leaves typeset
+    math out). The title is the heading's text as shown, its math as text (:func:`tex_to_text`).
     """
     import html as html_module
 
     titles = {}
     for match in _HEADING.finditer(html):
-        pieces = [html_module.unescape(t) for t in re.split(r"<[^>]+>", _HEADERLINK.sub("", match.group(1))) if t.strip()]
-        plain = re.sub(r"\s+", " ", "".join(pieces)).strip()
-        for form in ("".join(pieces), "".join(t + t for t in pieces)):
+        inner = _HEADERLINK.sub("", match.group(1))
+        maths = [tex_to_text(html_module.unescape(m)) for m in _MATH_SPAN.findall(inner)]
+        marked = _MATH_SPAN.sub("\x00", inner)
+        pieces = [html_module.unescape(t) for t in re.split(r"<[^>]+>", marked) if t.strip()]
+        shown = "".join(pieces)
+        for math in maths:
+            shown = shown.replace("\x00", math, 1)
+        plain = re.sub(r"\s+", " ", shown).strip()
+        bare = [p.replace("\x00", "") for p in pieces if p.replace("\x00", "").strip()]
+        for form in ("".join(bare), "".join(t + t for t in bare)):
             titles.setdefault(re.sub(r"\s+", "", form), plain)
     return titles
 

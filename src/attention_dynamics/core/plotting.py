@@ -12,6 +12,11 @@ column's width no figure is scaled below about 70 % and its smallest text, at le
 figure to the page as a numbered, captioned figure (``{glue:figure}`` with its alt text), after
 :func:`check_figure` has refused text below :data:`MIN_FONT_PT`, a figure wider than the column and a
 legend over a reference line.
+
+Figures are glued as SVG (:func:`figure_svg`): vector, sharp at any zoom, with their smallest font recorded on the
+root element (:data:`SVG_SMALLEST_FONT_ATTR`). The book gives each SVG figure a minimum display width
+(:func:`svg_min_width_px`, ``book/_ext/figure_sizes.py``) so that on a phone its smallest text stays at least
+:data:`MIN_PHONE_TEXT_PX` CSS pixels; a figure wider than the phone then scrolls sideways inside its own box.
 """
 
 from __future__ import annotations
@@ -29,8 +34,13 @@ __all__ = [
     "check_figure",
     "covered_reference_lines",
     "figure_png",
+    "figure_svg",
+    "svg_facts",
+    "svg_min_width_px",
     "smallest_font_pt",
     "SMALLEST_FONT_KEY",
+    "SVG_SMALLEST_FONT_ATTR",
+    "MIN_PHONE_TEXT_PX",
     "PALETTE",
     "SEQUENTIAL_CMAP",
     "DIVERGING_CMAP",
@@ -145,6 +155,68 @@ def figure_png(fig, *, dpi: float | None = None) -> bytes:
     return buffer.getvalue()
 
 
+#: The attribute of a glued SVG figure's root element that records its smallest font size (points).
+SVG_SMALLEST_FONT_ATTR = "data-smallest-font-pt"
+#: The smallest a figure's text may be shown on a phone (CSS px): the book widens the figure (it scrolls) rather than
+#: shrink its text below this.
+MIN_PHONE_TEXT_PX = 6.5
+
+
+def figure_svg(fig) -> bytes:
+    """Return ``fig`` as SVG bytes (tight bounding box, no date: the same figure gives the same bytes) whose root
+    element records the figure's smallest font in points (:data:`SVG_SMALLEST_FONT_ATTR`)."""
+    import io
+
+    buffer = io.BytesIO()
+    smallest = smallest_font_pt(fig)
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    svg = buffer.getvalue()
+    if math.isfinite(smallest):
+        svg = svg.replace(b"<svg ", f'<svg {SVG_SMALLEST_FONT_ATTR}="{smallest:g}" '.encode(), 1)
+    return svg
+
+
+def svg_facts(svg: bytes | str) -> tuple[float, float] | None:
+    """Return ``(width in points, smallest font in points)`` of an SVG figure made by :func:`figure_svg`, or None
+    when it does not record them."""
+    import re
+
+    text = svg.decode("utf-8", "replace") if isinstance(svg, bytes) else svg
+    root = re.search(r"<svg\b[^>]*>", text)
+    if root is None:
+        return None
+    width = re.search(r'\bwidth="([\d.]+)(pt|px)?"', root.group(0))
+    font = re.search(SVG_SMALLEST_FONT_ATTR + r'="([\d.]+)"', root.group(0))
+    if width is None or font is None:
+        return None
+    points = float(width.group(1)) * (0.75 if width.group(2) == "px" else 1.0)
+    return points, float(font.group(1))
+
+
+def svg_min_width_px(svg: bytes | str, min_text_px: float = MIN_PHONE_TEXT_PX) -> int | None:
+    """Return the narrowest width (CSS px) at which an SVG figure shows its smallest text at ``min_text_px`` or more,
+    or None when the SVG does not record its size and smallest font. Shown at ``w`` px, text of ``f`` pt in a figure
+    ``W`` pt wide is ``f · w / W`` px."""
+    facts = svg_facts(svg)
+    if facts is None:
+        return None
+    width_pt, font_pt = facts
+    return math.ceil(min_text_px * width_pt / font_pt)
+
+
+class _SvgFigure:
+    """A figure's display for the notebook and the book: its SVG (:func:`figure_svg`)."""
+
+    def __init__(self, svg: bytes):
+        self.svg = svg
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"image/svg+xml": self.svg.decode("utf-8"), "text/plain": repr(self)}
+
+    def __repr__(self) -> str:  # the same text every run (no object address in the committed outputs)
+        return "<Figure (SVG)>"
+
+
 def check_figure(fig) -> None:
     """Raise ``ValueError`` if ``fig`` is wider than the column allows or shows text smaller than :data:`MIN_FONT_PT`."""
     width = float(fig.get_size_inches()[0])
@@ -197,8 +269,9 @@ def covered_reference_lines(fig) -> list[str]:
 def glue_figure(name: str, fig) -> None:
     """Hand ``fig`` to the page under ``name`` for a ``{glue:figure}`` directive (numbered, captioned, alt text); close it.
 
-    The figure is checked first (:func:`check_figure`) and stored as a PNG that records its dpi and its
-    smallest font (:func:`figure_png`), from which the browser test computes how large its text is shown.
+    The figure is checked first (:func:`check_figure`) and stored as an SVG that records its smallest font
+    (:func:`figure_svg`), from which the book sets its minimum width on a phone and the browser test computes how
+    large its text is shown.
     The cell also displays the figure, so that a reader running the chapter in Jupyter or Colab sees it
     under the cell; the book hides that copy (the cell's ``remove-output`` tag) and shows the figure where
     the directive stands. Outside a notebook (a script, a test) the figure is only checked and closed.
@@ -210,10 +283,9 @@ def glue_figure(name: str, fig) -> None:
         except ImportError:  # pragma: no cover - IPython comes with the book's environment
             get_ipython = None
         if get_ipython is not None and get_ipython() is not None:
-            from IPython.display import Image
             from myst_nb import glue
 
-            glue(name, Image(data=figure_png(fig)), display=True)
+            glue(name, _SvgFigure(figure_svg(fig)), display=True)
     finally:
         plt.close(fig)
 

@@ -5,6 +5,11 @@ instance per scale (``chapters/<chapter>/settings.py``: the only place that know
 ``parameters`` cell (papermill) sets ``scale``, ``device``, ``seed`` and optional overrides such as
 ``steps``; the chapter then calls :func:`resolve` with its table, which validates everything once,
 before any computation starts, and returns the settings with the scale and the torch device filled in.
+
+On a page the settings show as a two-column table with a reader's label per setting
+(:meth:`ChapterSettings.table`, also the settings' HTML display): a field's ``metadata={"label": ...}``, else its
+class's ``LABELS`` mapping, else :data:`COMMON_LABELS`, else the field's name with its underscores as spaces.
+:func:`scales_table` shows a chapter's settings at every scale the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ __all__ = [
     "check_positive_ints",
     "check_scale",
     "resolve_device",
+    "COMMON_LABELS",
+    "setting_label",
+    "SettingsTable",
+    "scales_table",
 ]
 
 #: ``fast``: a smoke run in seconds (``reproduce --scale fast``); ``book``: what the committed chapters
@@ -71,6 +80,79 @@ def check_positive_ints(**values: Any) -> None:
     """Raise ``ValueError`` unless every keyword argument passes :func:`check_positive_int` (e.g. a model's sizes)."""
     for name, value in values.items():
         check_positive_int(name, value)
+
+
+#: A reader's label for the settings many chapters share (a field's own label, or its class's ``LABELS``, comes first).
+COMMON_LABELS = {
+    "scale": "scale", "device": "device", "seed": "seed", "seeds": "seeds", "steps": "training steps",
+    "lr": "learning rate", "batch": "batch size", "batch_size": "batch size", "warmup_steps": "warm-up steps",
+    "weight_decay": "weight decay", "d_model": "model width", "d_in": "input width", "d_k": "key width",
+    "d_v": "value width", "n_layers": "layers", "n_heads": "attention heads", "n_seeds": "seeds",
+    "n_eval": "held-out sequences", "n_probe": "probe sequences", "n_checkpoints": "checkpoints kept",
+    "n_draws": "random draws", "n_classes": "classes", "n_states": "hidden states", "n_symbols": "symbols",
+    "T": "sequence length T", "L": "sequence length L", "V": "vocabulary V", "K": "sequence length K",
+    "target": "training target", "bijection": "bijection", "hmm": "HMM", "fused_adamw": "fused AdamW",
+}
+
+
+def setting_label(settings: Any, name: str) -> str:
+    """Return the reader's label of setting ``name`` of a settings dataclass (class or instance): the field's
+    ``metadata["label"]``, else the class's ``LABELS[name]``, else :data:`COMMON_LABELS`, else the name with its
+    underscores as spaces."""
+    cls = settings if isinstance(settings, type) else type(settings)
+    if dataclasses.is_dataclass(cls):
+        for f in dataclasses.fields(cls):
+            if f.name == name and "label" in f.metadata:
+                return str(f.metadata["label"])
+    labels = getattr(cls, "LABELS", None) or {}
+    if name in labels:
+        return str(labels[name])
+    if name in COMMON_LABELS:
+        return COMMON_LABELS[name]
+    return name.replace("_", " ").strip()
+
+
+def _labelled_rows(settings: Any) -> list[tuple[str, str]]:
+    """Return ``(label, value)`` rows of a settings dataclass, nested settings as ``group: label``."""
+    out = []
+    for f in dataclasses.fields(settings):
+        if f.name in ("scale", "device"):
+            continue
+        value = getattr(settings, f.name)
+        label = setting_label(settings, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out += [(f"{label}: {inner}", shown) for inner, shown in _labelled_rows(value)]
+        else:
+            plain = value.as_dict() if isinstance(value, ChapterSettings) else value
+            out.append((label, _show(list(plain) if isinstance(plain, tuple) else plain)))
+    return out
+
+
+class SettingsTable:
+    """Settings as a reader's table (what :meth:`ChapterSettings.table` returns): one row per setting, a label and a
+    value, shown in HTML by Jupyter and the book, and as aligned text elsewhere."""
+
+    def __init__(self, rows: list[tuple[str, str]], columns: tuple[str, ...] = ("setting", "value")):
+        self.rows = rows
+        self.columns = columns
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in self.rows)
+        return f'<table class="dataframe settings-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+    def __repr__(self) -> str:
+        table = [self.columns, *self.rows]
+        widths = [max(len(r[i]) for r in table) for i in range(len(self.columns))]
+        return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in table)
+
+
+def scales_table(table: Mapping[str, "ChapterSettings"]) -> SettingsTable:
+    """Return a chapter's settings at every scale (columns) as a reader's table, one row per setting (label)."""
+    columns = {scale: dict(_labelled_rows(s)) for scale, s in table.items()}
+    labels = list(dict.fromkeys(label for rows in columns.values() for label in rows))
+    rows = [(label, *(columns[scale].get(label, "—") for scale in table)) for label in labels]
+    return SettingsTable(rows, ("setting", *table))
 
 
 S = TypeVar("S", bound="ChapterSettings")
@@ -147,13 +229,18 @@ class ChapterSettings:
         width = max(len(k) for k, _ in rows)
         return f"{type(self).__name__}\n" + "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
 
+    def table(self) -> SettingsTable:
+        """Return the settings as a reader's table: a label per setting (:func:`setting_label`; nested settings as
+        ``group: label``), then the device."""
+        return SettingsTable([*_labelled_rows(self), ("device", str(self.device))])
+
     def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(v)}</td></tr>" for k, v in self.rows())
-        return (f'<table class="settings-table"><thead><tr><th>{html.escape(type(self).__name__)}</th><th>value</th>'
-                f"</tr></thead><tbody>{cells}</tbody></table>")
+        return self.table()._repr_html_()
 
 
 def _show(value: Any) -> str:
+    if value is None:
+        return "—"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, list):

@@ -19,7 +19,8 @@ A claim is decided in one of three ways:
 
 A pass beside a measurement that cannot decide is not "partly": the verdict says which part is decided
 ("reproduces where decided; not decided at this scale: …"). Caveats that state a number or a direction are
-templates filled from the ledger (:func:`render_caveat`), so they change when the ledger does.
+templates filled from the ledger (:func:`render_caveat`), so they change when the ledger does; so is a row's
+``reason``, the one sentence the verdict page leads with.
 
 The book's own cross-checks (results that are not claims of the paper, such as the Xu–Jordan bridge) are
 listed in :data:`CROSS_CHECKS` and rendered on the same page. Each row is defined once, in
@@ -37,6 +38,7 @@ from typing import Iterable, Mapping, Sequence
 from .rows import CROSS_CHECKS, PAPER_CLAIMS
 from .rule import (
     READER_LABELS,
+    STATUS_READER_LABELS,
     VERDICTS,
     Definition,
     PaperClaim,
@@ -46,12 +48,14 @@ from .rule import (
     combine_definitions,
     routing_gate,
     render_caveat,
+    render_parts,
     reader_label,
+    status_label,
     verdict_from_statuses,
 )
 
-__all__ = ["VERDICTS", "READER_LABELS", "reader_label", "Definition", "PaperClaim", "Verdict", "PAPER_CLAIMS", "CROSS_CHECKS", "verdict_from_statuses",
-           "combine_definitions", "render_caveat", "caveat_claim_ids", "assess", "verdict_of", "problems"]
+__all__ = ["VERDICTS", "READER_LABELS", "reader_label", "STATUS_READER_LABELS", "status_label", "Definition", "PaperClaim", "Verdict", "PAPER_CLAIMS", "CROSS_CHECKS", "verdict_from_statuses",
+           "combine_definitions", "render_caveat", "render_parts", "caveat_claim_ids", "assess", "verdict_of", "problems"]
 
 
 def _ledger_index(ledger: Iterable[object]) -> dict[str, dict]:
@@ -111,7 +115,7 @@ def assess(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None =
         named = [(n, v) for n, v in groups if n]
         verdicts.append(Verdict(pc, verdict, statuses, dict(named),
                                 _summary(verdict, named, undecided, by_definition=bool(pc.definitions)),
-                                render_caveat(pc.caveat, index), tuple(undecided)))
+                                render_caveat(pc.caveat, index), tuple(undecided), render_caveat(pc.reason, index)))
     return verdicts
 
 
@@ -126,6 +130,8 @@ def verdict_of(row_id: str, ledger: Iterable[object]) -> Verdict:
     index = _ledger_index(ledger)
     if not set(caveat_claim_ids(pc.caveat)) <= set(index):
         pc = dataclasses.replace(pc, caveat=None)
+    if not set(caveat_claim_ids(pc.reason)) <= set(index):
+        pc = dataclasses.replace(pc, reason=None)
     return assess(index.values(), [pc])[0]
 
 
@@ -133,7 +139,7 @@ def problems(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None
     """Return what is wrong with the paper-claim list (default: :data:`PAPER_CLAIMS` and :data:`CROSS_CHECKS`)
     against a ledger (empty when sound).
 
-    Unknown evidence, context or caveat ids, duplicate paper-claim ids, a paper claim (or one of its definitions
+    Unknown evidence, context, caveat or reason ids, duplicate paper-claim ids, a paper claim (or one of its definitions
     or parts) whose evidence decides nothing (only ``new`` claims), a caveat that cannot be filled.
     """
     rows = (*PAPER_CLAIMS, *CROSS_CHECKS) if paper_claims is None else tuple(paper_claims)
@@ -144,7 +150,8 @@ def problems(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None
         if pc.id in ids:
             out.append(f"{pc.id}: duplicate paper-claim id")
         ids.add(pc.id)
-        for cid in (*pc.deciding, *pc.routing_gates, *pc.context, *caveat_claim_ids(pc.caveat)):
+        for cid in (*pc.deciding, *pc.routing_gates, *pc.context, *caveat_claim_ids(pc.caveat),
+                    *caveat_claim_ids(pc.reason)):
             if cid not in index:
                 out.append(f"{pc.id}: {cid} is not in the ledger")
         for g in pc.groups:
@@ -152,8 +159,9 @@ def problems(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None
                 where = f" ({g.name})" if g.name else ""
                 out.append(f"{pc.id}{where}: no deciding evidence (every evidence claim is 'new' or missing)")
         if not any(p.startswith(f"{pc.id}: ") and "not in the ledger" in p for p in out):
-            try:
-                render_caveat(pc.caveat, index)
-            except (KeyError, ValueError, TypeError) as err:
-                out.append(f"{pc.id}: caveat cannot be filled ({err})")
+            for name in ("caveat", "reason"):
+                try:
+                    render_caveat(getattr(pc, name), index)
+                except (KeyError, ValueError, TypeError) as err:
+                    out.append(f"{pc.id}: {name} cannot be filled ({err})")
     return out

@@ -16,8 +16,8 @@ from typing import Iterable, Mapping
 
 from ..claims import format_value
 
-__all__ = ["VERDICTS", "READER_LABELS", "reader_label", "routing_gate", "Definition", "PaperClaim", "Verdict", "verdict_from_statuses", "combine_definitions",
-           "render_caveat", "caveat_claim_ids"]
+__all__ = ["VERDICTS", "READER_LABELS", "reader_label", "STATUS_READER_LABELS", "status_label", "routing_gate", "Definition", "PaperClaim", "Verdict", "verdict_from_statuses", "combine_definitions",
+           "render_caveat", "render_parts", "caveat_claim_ids"]
 
 #: The verdicts, from best to worst. "not tested here": the task that would decide the claim is solved as well with
 #: its routing removed (the same model with uniform attention), so it cannot test a claim about what routing does.
@@ -29,6 +29,19 @@ READER_LABELS = {"reproduces": "holds", "reproduces where decided": "holds", "pa
                  "depends on the definition": "holds in part", "not decided at this scale": "open at this scale",
                  "not tested here": "not tested here", "does not reproduce where decided": "does not hold",
                  "does not reproduce": "does not hold"}
+
+
+#: What a reader sees for the status of one number of the ledger (the popover beside a glued number says it).
+STATUS_READER_LABELS = {"pass": "holds", "fail": "does not hold", "undecided": "open at this scale",
+                        "new": "the book's own number"}
+
+
+def status_label(status: str) -> str:
+    """Return the reader's words for one ledger number's status: holds, does not hold, open at this scale, the book's
+    own number."""
+    if status not in STATUS_READER_LABELS:
+        raise ValueError(f"unknown claim status {status!r}")
+    return STATUS_READER_LABELS[status]
 
 
 def reader_label(verdict: str) -> str:
@@ -70,6 +83,8 @@ class PaperClaim:
     deciding claims measured at a plateau or on a run at least four times the chapter's, whose failure is a finding
     even in a budget-limited row. ``caveat``: what a reader must
     know to read the verdict, a template whose ``{claim.id:format}`` fields :func:`render_caveat` fills.
+    ``reason``: the verdict in one short sentence for a reader (what the book finds and why it reads as it does), a
+    template filled the same way; the verdict page leads with it, and folds the caveat and the rule's wording away.
     """
 
     id: str
@@ -84,8 +99,11 @@ class PaperClaim:
     parts: tuple[Definition, ...] = ()
     findings: tuple[str, ...] = ()
     requires_routing: tuple[str, ...] = ()
+    reason: str | None = None
 
     def __post_init__(self) -> None:
+        if self.reason is not None and (not self.reason.strip() or "\n" in self.reason):
+            raise ValueError(f"paper claim {self.id!r}: a reason is one non-empty sentence on one line")
         if self.requires_routing and (self.definitions or self.parts):
             raise ValueError(f"paper claim {self.id!r}: with definitions or parts, give requires_routing per group")
         given = [name for name in ("evidence", "definitions", "parts") if getattr(self, name)]
@@ -119,7 +137,8 @@ class Verdict:
     """The verdict on one :class:`PaperClaim`, with the statuses it was decided from.
 
     ``by_group``: definition or part name → its own verdict (empty for plain evidence); ``summary``: the verdict
-    in words, naming what is decided and what is not; ``caveat``: the claim's caveat filled from the ledger.
+    in words, naming what is decided and what is not; ``caveat``: the claim's caveat filled from the ledger;
+    ``reason``: the claim's reason filled from the ledger (None when the row gives none).
     """
 
     claim: PaperClaim
@@ -129,6 +148,7 @@ class Verdict:
     summary: str = ""
     caveat: str | None = None
     undecided: tuple[str, ...] = ()
+    reason: str | None = None
 
     @property
     def label(self) -> str:
@@ -269,18 +289,42 @@ def render_caveat(template: str | None, ledger: Mapping[str, Mapping[str, object
     """
     if template is None:
         return None
+    return _FIELD.sub(lambda m: _fill(m, ledger), template)
 
-    def fill(m: re.Match) -> str:
-        claim = ledger[m["id"]]
-        if m["choices"] is not None:
-            choices = m["choices"].split("|")
-            if len(choices) != 3:
-                raise ValueError(f"{m.group(0)!r}: give three texts, for pass, fail and undecided")
-            status = claim["status"]
-            if status not in ("pass", "fail", "undecided"):
-                raise ValueError(f"{m['id']} is {status!r}: only a decided or undecided claim chooses a text")
-            return choices[("pass", "fail", "undecided").index(status)]
-        value = claim["value"] if m["end"] is None else claim["interval"][0 if m["end"] == "low" else 1]
-        return format(value, m["spec"]) if m["spec"] else format_value(value)
 
-    return _FIELD.sub(fill, template)
+def _fill(m: re.Match, ledger: Mapping[str, Mapping[str, object]]) -> str:
+    """Return the text of one template field (see :func:`render_caveat`)."""
+    claim = ledger[m["id"]]
+    if m["choices"] is not None:
+        choices = m["choices"].split("|")
+        if len(choices) != 3:
+            raise ValueError(f"{m.group(0)!r}: give three texts, for pass, fail and undecided")
+        status = claim["status"]
+        if status not in ("pass", "fail", "undecided"):
+            raise ValueError(f"{m['id']} is {status!r}: only a decided or undecided claim chooses a text")
+        return choices[("pass", "fail", "undecided").index(status)]
+    value = claim["value"] if m["end"] is None else claim["interval"][0 if m["end"] == "low" else 1]
+    return format(value, m["spec"]) if m["spec"] else format_value(value)
+
+
+def render_parts(template: str, ledger: Mapping[str, Mapping[str, object]]) -> list[tuple[str, str | None]]:
+    """Return a template filled from the ledger as pieces ``(text, claim id)``: the id of the claim whose number a
+    piece states (a ``{id}``, ``{id:spec}`` or ``{id@low:spec}`` field), None for the words between (and for a text
+    chosen by status). ``"".join`` of the texts is :func:`render_caveat`'s result; a page links each number to its
+    claim."""
+    parts: list[tuple[str, str | None]] = []
+    at = 0
+    for m in _FIELD.finditer(template):
+        if m.start() > at:
+            parts.append((template[at:m.start()], None))
+        parts.append((_fill(m, ledger), m["id"] if m["choices"] is None else None))
+        at = m.end()
+    if at < len(template):
+        parts.append((template[at:], None))
+    merged: list[tuple[str, str | None]] = []
+    for text, cid in parts:  # words next to words (a chosen text) read as one piece
+        if merged and cid is None and merged[-1][1] is None:
+            merged[-1] = (merged[-1][0] + text, None)
+        else:
+            merged.append((text, cid))
+    return merged
