@@ -156,13 +156,18 @@ def test_record_freeze_claims_against_hand_computed_costs(monkeypatch):
     recorded = {}
     monkeypatch.setattr(claims, "record", lambda cid, value, **kw: recorded.setdefault(cid, value))
     steps = (0, 100, 200)
-    # initial 2.0, unfrozen 1.0 → gap 1.0, margin 0.01; seed 1 is outside the margin at step 100
+    # unfrozen 1.0: the head's frozen runs end at 1.5 and 1.9 times it at step 0, within 1.25 times from step 100
     head = _freeze_result("head", [[1.5, 1.005, 1.0], [1.9, 1.02, 1.001]], [1.0, 1.0], [2.0, 2.0], steps)
     tunnel = _freeze_result("tunnel", [[0.3, 0.3, 0.3], [0.3, 0.3, 0.3]], [0.1, 0.1], [1.0, 1.0], steps)
-    costs = report.record_freeze_claims({"head": head, "tunnel": tunnel, "provenance": {}}, 0.01)
-    assert recorded["frame_precision.freeze_frame_step"] == 200
+    costs = report.record_freeze_claims({"head": head, "tunnel": tunnel, "provenance": {}}, 1.25)
+    # at step 100 the ratios 1.005 and 1.02: the interval's upper end, e^(mean + t·sem) of their logs, is below 1.25
+    logs = np.log([1.005, 1.02])
+    import scipy.stats
+
+    assert np.exp(logs.mean() + scipy.stats.t.ppf(0.975, 1) * scipy.stats.sem(logs)) < 1.25
+    assert recorded["frame_precision.freeze_frame_step"] == 100
     assert_book_close(recorded["frame_precision.freeze_frame_cost_bits"], ((0.5 + 0.9) / 2) / math.log(2))
-    assert recorded["frame_precision.tunnel_freeze_frame_step"] == 300  # never within: the run's length
+    assert recorded["frame_precision.tunnel_freeze_frame_step"] == 300  # three times the trained KL: the run's length
     assert_book_close(recorded["frame_precision.tunnel_freeze_frame_cost_bits"], 0.2)  # already bits
     assert_book_close(costs["head"][100], round(((0.005 + 0.02) / 2) / math.log(2), 4))
 

@@ -25,19 +25,22 @@ def _result(kind, finals, unfrozen, initial, steps):
             "runs": runs}
 
 
-def test_freeze_frame_step_is_the_first_step_from_which_every_seed_is_within_the_margin():
+def test_freeze_frame_step_is_the_first_step_from_which_every_seed_is_within_the_bound():
     steps = [0, 10, 20, 40]
-    # gap 1.0 per seed, margin 0.01
-    res = _result("tunnel", [[0.9, 0.05, 0.005, 0.0], [0.8, 0.005, 0.02, 0.001]], [0.0, 0.0], [1.0, 1.0], steps)
-    assert freeze.freeze_frame_step(res, 0.01) == 40  # seed 1 leaves the margin again at 20
-    assert freeze.freeze_frame_step(res, 0.1) == 10
-    assert freeze.freeze_frame_step(_result("tunnel", [[0.5, 0.5, 0.5, 0.5]], [0.0], [1.0], steps), 0.01) is None
-    s = freeze.freeze_frame_summary(res, 0.01)
-    assert_book_close(s["cost_mean_bits"][0], 0.85)
+    # unfrozen finals 0.1 and 0.2: the frozen runs' ratios are 9, 1.1, 1.05, 1 and 4, 1.05, 1.5, 1
+    res = _result("tunnel", [[0.9, 0.11, 0.105, 0.1], [0.8, 0.21, 0.3, 0.2]], [0.1, 0.2], [1.0, 1.0], steps)
+    assert freeze.freeze_frame_step(res, 1.25) == 40  # seed 1 leaves the bound again at 20
+    assert freeze.freeze_frame_step(res, 2000.0) == 0  # two seeds: the interval at step 0 reaches about 1035
+    one_seed = _result("tunnel", [[0.5, 0.5, 0.5, 0.5]], [0.1], [1.0], steps)
+    assert freeze.freeze_frame_step(one_seed, 1.25) is None  # five times the trained error: never free
+    s = freeze.freeze_frame_summary(res, 1.25)
+    assert_book_close(s["cost_mean_bits"][0], (0.8 + 0.6) / 2)
+    assert_book_close(s["ratio_point"][0], np.sqrt(9 * 4))  # the geometric mean over seeds
     assert s["total_steps"] == 100
     assert s["n_seeds"] == 2
-    head = freeze.freeze_frame_summary(_result("head", [[np.log(2)] * 4], [0.0], [2 * np.log(2)], steps), 0.01)
-    assert_book_close(head["cost_mean_bits"][0], 1.0)  # nats → bits
+    head = freeze.freeze_frame_summary(_result("head", [[np.log(2)] * 4], [np.log(2) / 2], [2 * np.log(2)], steps))
+    assert_book_close(head["cost_mean_bits"][0], 0.5)  # nats → bits
+    assert_book_close(head["ratio_point"][0], 2.0)
 
 
 def test_jobs_cover_every_kind_seed_and_freeze_step_with_the_unfrozen_reference():

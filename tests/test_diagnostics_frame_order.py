@@ -96,14 +96,29 @@ def test_the_frame_row_verdict_from_the_stored_result():
     assert x.verdict in verdicts.VERDICTS and x.claim.id == "frame_precision_toy"
 
 
+def _ratio_interval_high(ratios):
+    """The upper end of the geometric mean's 95% Student-t interval, computed independently with scipy."""
+    import scipy.stats
+
+    logs = np.log(np.asarray(ratios, dtype=float))
+    sem = scipy.stats.sem(logs)
+    return float(np.exp(logs.mean() + scipy.stats.t.ppf(0.975, len(logs) - 1) * sem))
+
+
 def test_freeze_frame_step_on_known_results():
     runs = []
-    for s, (row, u, i) in enumerate(zip([[0.9, 0.05, 0.005, 0.0], [0.8, 0.005, 0.02, 0.001]], [0.0, 0.0], [1.0, 1.0])):
-        runs.append({"seed": s, "freeze_at": None, "initial": i, "final": u})
-        runs += [{"seed": s, "freeze_at": t, "initial": i, "final": f} for t, f in zip([0, 10, 20, 40], row)]
+    rows, unfrozen = [[0.9, 0.11, 0.105, 0.1], [0.8, 0.21, 0.3, 0.2]], [0.1, 0.2]
+    for s, (row, u) in enumerate(zip(rows, unfrozen)):
+        runs.append({"seed": s, "freeze_at": None, "initial": 1.0, "final": u})
+        runs += [{"seed": s, "freeze_at": t, "initial": 1.0, "final": f} for t, f in zip([0, 10, 20, 40], row)]
     result = {"kind": "tunnel", "settings": {"steps": 100}, "seeds": [0, 1], "freeze_steps": [0, 10, 20, 40],
               "runs": runs}
-    assert fo.freeze_frame_step(result, 0.01) == 40  # seed 1 leaves the margin again at 20
-    assert fo.freeze_frame_step(result, 0.1) == 10
-    assert fo.freeze_frame_summary(result, 0.01)["total_steps"] == 100
+    highs = [_ratio_interval_high([rows[0][k] / unfrozen[0], rows[1][k] / unfrozen[1]]) for k in range(4)]
+    assert_book_close(fo.freeze_ratios(result)["high"], highs)
+    assert highs[1] < 1.5 < highs[2]  # seed 1 leaves the bound again at 20
+    assert fo.freeze_frame_step(result, 1.25) == 40
+    assert fo.freeze_frame_step(result, highs[2] + 1.0) == 10
+    summary = fo.freeze_frame_summary(result, 1.25)
+    assert summary["total_steps"] == 100 and summary["free_ratio"] == 1.25
+    assert_book_close(summary["ratio_point"][-1], 1.0)
     assert fr.load_frame_freeze()["tunnel"]["kind"] == "tunnel"

@@ -77,3 +77,17 @@ def test_paired_ratio_interval_against_a_direct_resampling_loop():
 def test_intervals_separate():
     assert speedup.intervals_separate({"low": 1, "high": 2}, {"low": 2.5, "high": 3})
     assert not speedup.intervals_separate({"low": 1, "high": 2.6}, {"low": 2.5, "high": 3})
+
+
+def test_paired_speedups_ratio_is_one_for_identical_experiments_and_the_ratio_of_the_paper_metrics():
+    from attention_dynamics.science.speedup import bootstrap_paired_speedups_ratio_ci, paper_speedup
+
+    rng = np.random.default_rng(3)
+    curves = np.cumsum(-rng.random((6, 40)) * 0.01, axis=1) + 2.0
+    slow = curves + 0.05
+    finals = slow[:, -1]
+    same = bootstrap_paired_speedups_ratio_ci(finals, curves, finals, curves, n_resamples=200)
+    assert same["low"] == same["high"] == same["point"] == 1.0
+    other = bootstrap_paired_speedups_ratio_ci(finals, curves, finals + 0.02, curves, n_resamples=200)
+    expected = paper_speedup(finals, curves)["speedup"] / paper_speedup(finals + 0.02, curves)["speedup"]
+    assert other["point"] == expected and other["low"] <= other["point"] <= other["high"]

@@ -7,8 +7,6 @@ same bytes and produces no diff.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path

@@ -9,7 +9,8 @@ the two under several definitions; each definition gives, per run, a frame step 
   decides the order (an interval straddling 1/2 leaves it undecided); :func:`paired_gap`: the mean ``t_P − t_F``
   with a paired t interval; :func:`ratio_of_means_ci`: how a gap changes between two run lengths;
 - the freeze intervention read from freeze runs (``W_Q``, ``W_K`` stopped at step t, the rest trained to the end):
-  :func:`freeze_frame_step` and :func:`freeze_frame_summary`.
+  :func:`freeze_frame_step` and :func:`freeze_frame_summary`, against :data:`FREE_FREEZE_RATIO` times the trained
+  model's own error.
 
 Chapter 4's stored freeze runs and definitions, and the verdict of its frame row read from them, are in
 :mod:`attention_dynamics.ledger.frame_results` (they read stored results and decide claims: the ledger's layer).
@@ -26,7 +27,9 @@ import torch
 
 __all__ = [
     "BITS",
+    "FREE_FREEZE_RATIO",
     "ORDER_VERDICTS",
+    "freeze_ratios",
     "order_share",
     "paired_gap",
     "ratio_of_means_ci",
@@ -41,6 +44,9 @@ __all__ = [
 
 #: Bits per nat.
 BITS = 1.0 / math.log(2.0)
+#: Freezing the frame "costs nothing" when the frozen model ends within this factor of the trained model's error (the
+#: whole interval over seeds): a bound relative to the trained model, not a share of the untrained model's gap.
+FREE_FREEZE_RATIO = 1.25
 #: The order an interval of the frame-first share decides: above 1/2, below 1/2, straddling it.
 ORDER_VERDICTS = ("frame first", "precision first", "undecided")
 
@@ -128,40 +134,62 @@ def freeze_table(result: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.
     return np.array(steps), frozen, unfrozen, initial
 
 
-def freeze_frame_step(result: Mapping[str, Any], margin_fraction: float = 0.01) -> int | None:
-    """Return the earliest freeze step from which on every seed's frozen run ends within the margin.
+def freeze_ratios(result: Mapping[str, Any], *, confidence: float = 0.95) -> dict[str, np.ndarray]:
+    """Return, per freeze step, the frozen run's final value over the unfrozen run's: per seed (``ratios`` (seeds,
+    steps)) and their geometric mean with its Student-t interval on the log scale (``point``, ``low``, ``high``;
+    with one seed the interval is the value itself)."""
+    steps, frozen, unfrozen, _ = freeze_table(result)
+    ratios = frozen / unfrozen[:, None]
+    logs = np.log(ratios)
+    mean = logs.mean(0)
+    if len(unfrozen) > 1:
+        half = scipy.stats.t.ppf(0.5 + confidence / 2, len(unfrozen) - 1) * logs.std(0, ddof=1) / math.sqrt(len(unfrozen))
+    else:
+        half = np.zeros_like(mean)
+    return {"steps": steps, "ratios": ratios, "point": np.exp(mean), "low": np.exp(mean - half),
+            "high": np.exp(mean + half)}
 
-    The margin, per seed, is ``margin_fraction`` of that seed's untrained gap (initial − final of the
-    unfrozen run): a frozen run is "within" when its final value exceeds the unfrozen one's by at most
-    that. The step must hold for every later freeze step too. None if no freeze step qualifies.
+
+def freeze_frame_step(result: Mapping[str, Any], ratio: float = FREE_FREEZE_RATIO) -> int | None:
+    """Return the earliest freeze step from which on freezing costs nothing: the frozen runs end within ``ratio``
+    times the unfrozen runs' final value (the upper end of the geometric mean's interval over seeds), at that step and
+    every later one. None if no freeze step qualifies.
+
+    The bound is relative to the trained model's own error (a freeze that multiplies the error is not free, however
+    small the error is against the untrained model's).
     """
-    steps, frozen, unfrozen, initial = freeze_table(result)
-    margin = margin_fraction * (initial - unfrozen)  # (seeds,)
-    ok = ((frozen - unfrozen[:, None]) <= margin[:, None]).all(axis=0)  # (steps,)
-    for k in range(len(steps)):
+    r = freeze_ratios(result)
+    ok = r["high"] <= ratio
+    for k in range(len(r["steps"])):
         if ok[k:].all():
-            return int(steps[k])
+            return int(r["steps"][k])
     return None
 
 
-def freeze_frame_summary(result: Mapping[str, Any], margin_fraction: float = 0.01) -> dict[str, Any]:
-    """Return the freeze curve's numbers: the cost of freezing at each step (mean, min, max over seeds).
+def freeze_frame_summary(result: Mapping[str, Any], ratio: float = FREE_FREEZE_RATIO) -> dict[str, Any]:
+    """Return the freeze curve's numbers: the cost of freezing at each step.
 
-    ``cost`` is the frozen run's final value minus the unfrozen one's (per seed), in bits;
-    ``margin_bits`` the mean margin of :func:`freeze_frame_step`; ``unfrozen_sd_bits`` the seed-to-seed
-    standard deviation of the unfrozen runs' final values; ``gap_bits`` the mean untrained gap.
+    ``ratio_point`` / ``ratio_low`` / ``ratio_high``: the frozen over the unfrozen final value (geometric mean over
+    seeds and its interval, :func:`freeze_ratios`), which decides :func:`freeze_frame_step` against ``ratio``;
+    ``cost`` (mean, min, max over seeds) is the frozen run's final value minus the unfrozen one's, in bits, and
+    ``gap_share`` the same as a share of the untrained gap (stated beside the ratio); ``unfrozen_sd_bits`` the
+    seed-to-seed standard deviation of the unfrozen runs' final values; ``gap_bits`` the mean untrained gap.
     """
     steps, frozen, unfrozen, initial = freeze_table(result)
     to_bits = BITS if result["kind"] == "head" else 1.0
     cost = (frozen - unfrozen[:, None]) * to_bits
+    r = freeze_ratios(result)
     return {
         "steps": steps.tolist(),
+        "ratio_point": r["point"].tolist(),
+        "ratio_low": r["low"].tolist(),
+        "ratio_high": r["high"].tolist(),
         "cost_mean_bits": cost.mean(0).tolist(),
         "cost_min_bits": cost.min(0).tolist(),
         "cost_max_bits": cost.max(0).tolist(),
-        "freeze_frame_step": freeze_frame_step(result, margin_fraction),
-        "margin_fraction": margin_fraction,
-        "margin_bits": float(margin_fraction * (initial - unfrozen).mean() * to_bits),
+        "gap_share": ((frozen - unfrozen[:, None]) / (initial - unfrozen)[:, None]).mean(0).tolist(),
+        "freeze_frame_step": freeze_frame_step(result, ratio),
+        "free_ratio": ratio,
         "gap_bits": float((initial - unfrozen).mean() * to_bits),
         "unfrozen_final_bits": float(unfrozen.mean() * to_bits),
         "unfrozen_sd_bits": float(unfrozen.std(ddof=1) * to_bits) if len(unfrozen) > 1 else float("nan"),

@@ -24,7 +24,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..science import calibration
-from ..science.speedup import bootstrap_speedup_ci, paper_speedup
+from .frame_order import FREE_FREEZE_RATIO
+from ..science.speedup import bootstrap_paired_speedups_ratio_ci, bootstrap_speedup_ci, paper_speedup
 from ..science.stats import moving_average, t_interval
 from ..tasks import specialization as recall
 from ..tasks import sticky_chain
@@ -50,8 +51,8 @@ __all__ = [
 ]
 
 #: A control within this factor of the trained model's KL costs nothing; above it (its whole interval over seeds),
-#: the task needs routing.
-NEEDS_ROUTING_RATIO = 1.25
+#: the task needs routing: the same bound as a free freeze (:data:`~attention_dynamics.diagnostics.frame_order.FREE_FREEZE_RATIO`).
+NEEDS_ROUTING_RATIO = FREE_FREEZE_RATIO
 #: What :func:`routing_verdict` says of a task.
 ROUTING_VERDICTS = ("needs routing", "does not need routing", "undecided")
 #: Every how many steps a run's smoothed training loss is kept.
@@ -208,4 +209,14 @@ def sticky_speedups(runs: Sequence[Mapping[str, Any]], seeds: Sequence[int], *, 
                         "threshold": metric["threshold"], "low": ci["low"], "high": ci["high"],
                         "sgd_final_loss": float(np.mean(finals)), "em_like_final_loss":
                         float(np.mean([r["final_loss"] for r in em])), "n_seeds": len(seeds)}
+    if "learned" in out:  # each routing's speed-up over learned routing's, paired over seeds
+        base = ([by[("learned", "sgd", s)]["final_loss"] for s in seeds], [by[("learned", "em_like", s)]["losses"]
+                                                                            for s in seeds])
+        for routing in out:
+            if routing == "learned":
+                continue
+            out[routing]["over_learned"] = bootstrap_paired_speedups_ratio_ci(
+                [by[(routing, "sgd", s)]["final_loss"] for s in seeds], [by[(routing, "em_like", s)]["losses"]
+                                                                         for s in seeds],
+                *base, n_resamples=n_resamples, confidence=confidence)
     return out

@@ -20,6 +20,7 @@ __all__ = [
     "em_like_speedup_over",
     "bootstrap_speedup_ci",
     "bootstrap_speedup_ratio_ci",
+    "bootstrap_paired_speedups_ratio_ci",
     "intervals_separate",
 ]
 
@@ -139,6 +140,44 @@ def bootstrap_speedup_ratio_ci(
     a, b = paper_speedup(finals, curves_a), paper_speedup(finals, curves_b)
     return {"low": float(res.confidence_interval.low), "high": float(res.confidence_interval.high),
             "point": b["mean_first_step"] / a["mean_first_step"], "confidence": confidence}
+
+
+def bootstrap_paired_speedups_ratio_ci(
+    finals_a: Sequence[float],
+    curves_a: Sequence[Sequence[float]],
+    finals_b: Sequence[float],
+    curves_b: Sequence[Sequence[float]],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Return a paired percentile bootstrap interval of speed-up(a) / speed-up(b), each against its own baseline.
+
+    Two experiments on the same seeds (row k of every argument is seed k), each with its own baseline
+    (``finals_a``, ``finals_b``: the baseline's final losses) and its own fast schedule (``curves_a``, ``curves_b``):
+    each resample draws seeds with replacement and recomputes both thresholds, both speed-ups and their ratio (above
+    1: the paper's metric gives a the larger speed-up). Keys: ``low``, ``high``, ``point``, ``confidence``.
+    """
+    fa, fb = (np.asarray(f, dtype=np.float64) for f in (finals_a, finals_b))
+    mins = [np.minimum.accumulate(np.asarray(c, dtype=np.float64), axis=1) for c in (curves_a, curves_b)]
+    n_steps = mins[0].shape[1]
+
+    def statistic(index: np.ndarray, axis: int = -1) -> np.ndarray:
+        idx = np.atleast_2d(index).astype(int)  # (batch, n)
+        speedups = []
+        for finals, m in ((fa, mins[0]), (fb, mins[1])):
+            first = np.take_along_axis(_first_crossings(m, finals[idx].mean(axis=1)), idx, axis=1).mean(axis=1)
+            speedups.append(n_steps / np.maximum(first, 1e-12))
+        return speedups[0] / speedups[1]
+
+    res = scipy.stats.bootstrap(
+        (np.arange(len(fa)),), statistic, vectorized=True, n_resamples=n_resamples,
+        confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed),
+    )
+    point = paper_speedup(fa, curves_a)["speedup"] / paper_speedup(fb, curves_b)["speedup"]
+    return {"low": float(res.confidence_interval.low), "high": float(res.confidence_interval.high),
+            "point": float(point), "confidence": confidence}
 
 
 def intervals_separate(a: Mapping[str, float], b: Mapping[str, float]) -> bool:

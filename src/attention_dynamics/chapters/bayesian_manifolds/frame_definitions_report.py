@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...diagnostics.frame_order import freeze_frame_summary, order_explanation
+from ...diagnostics.frame_order import FREE_FREEZE_RATIO, freeze_frame_summary, order_explanation
 from ...ledger import claims
 from ...ledger.frame_results import FRAME_FREEZE_FILE
 from ...ledger.verdicts import render_caveat
@@ -30,7 +30,7 @@ TUNNEL_DEFINITION_WORDS = {
 
 
 def record_tunnel_order_claims(result: Mapping[str, Any], freeze: Mapping[str, Any],
-                               margin_fraction: float = 0.01) -> dict[str, claims.Claim]:
+                               ratio: float = FREE_FREEZE_RATIO) -> dict[str, claims.Claim]:
     """Record chapter 6's order claims on the wind tunnel (path, function, the chapter's similarity rules) and the
     freeze intervention re-read from ``freeze`` (``data/frame_freeze.json``,
     :func:`~attention_dynamics.ledger.frame_results.load_frame_freeze`); return them by id."""
@@ -51,22 +51,23 @@ def record_tunnel_order_claims(result: Mapping[str, Any], freeze: Mapping[str, A
     order("frame_precision.tunnel_order_path_adam", "path")
     order("frame_precision.tunnel_order_function_adam", "function")
     order("frame_precision.tunnel_order_similarity_adam", "similarity")
-    summary = freeze_frame_summary(freeze["tunnel"], margin_fraction)
+    summary = freeze_frame_summary(freeze["tunnel"], ratio)
     in_place_at_start = summary["freeze_frame_step"] == 0
     claims.glue("ch6.fd_freeze_cost_bits", summary["cost_mean_bits"][0])
-    claims.glue("ch6.fd_freeze_margin_bits", summary["margin_bits"])
+    claims.glue("ch6.fd_freeze_ratio", summary["ratio_point"][0])
+    claims.glue("ch6.fd_freeze_free_ratio", ratio)
     out["frame_precision.tunnel_order_intervention_adam"] = claims.record(
         "frame_precision.tunnel_order_intervention_adam", 1.0 if in_place_at_start else 0.0,
         unit="fraction of seeds", lower=0.5,
         description="the freeze intervention on the wind tunnel (stored runs, a quarter of chapter 6's budget): "
-        "1 if freezing every layer's W_Q, W_K at initialisation already ends within 1 % of the untrained gap on every "
-        "seed (the frame 'in place' at step 0, before anything else), else 0",
-        undecided_because="a frame frozen at initialisation costs less than the margin "
-        f"({summary['cost_mean_bits'][0]:.4f} bits against {summary['margin_bits']:.4f}): the intervention cannot time "
-        "the frame at this budget, so it decides no order" if in_place_at_start else
+        f"1 if freezing every layer's W_Q, W_K at initialisation already ends within {ratio}× the trained model's KL "
+        "(the frame 'in place' at step 0, before anything else), else 0",
+        undecided_because="a frame frozen at initialisation ends within the bound of the trained model's KL "
+        f"({summary['ratio_point'][0]:.2f}× against {ratio}×): the task does not need the frame, so the intervention "
+        "cannot time it and decides no order" if in_place_at_start else
         "the stored freeze runs hold final values only, not the calibration curve the order needs",
         params={"seeds": freeze["tunnel"]["seeds"], "freeze_steps": freeze["tunnel"]["freeze_steps"],
-                "settings": freeze["tunnel"]["settings"], "margin_fraction": margin_fraction,
+                "settings": freeze["tunnel"]["settings"], "free_ratio": ratio,
                 "data": FRAME_FREEZE_FILE})
     return out
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...core import plotting
 from .report import TASK_LABELS, binding_costs, freeze_table
-from .settings import FREE_FREEZE_RATIO, LONGER_FACTOR
+from .settings import FREE_FREEZE_RATIO
 
 __all__ = ["plot_routing_need", "plot_frame_before_precision", "plot_freeze_sweep", "plot_em_like"]
 
@@ -26,8 +26,9 @@ def plot_routing_need(controls: Mapping[str, Any], tunnel: Mapping[str, Any]):
     model's (log scale, 95 % intervals over seeds) against the bound above which a task needs routing."""
     rows = [("recall_head", controls["recall_head"]["costs"]),
             ("bijection", controls["tunnels"]["bijection"]["costs"]), ("hmm", controls["tunnels"]["hmm"]["costs"]),
+            *((f"architectures_{t}", b["costs"]) for t, b in controls["architectures"].items()),
             ("binding", {k.split("-x")[0]: v for k, v in binding_costs(tunnel).items() if k.endswith("-x1")})]
-    fig, ax = plotting.new_figure(width=6.4, height=3.2)
+    fig, ax = plotting.new_figure(width=6.4, height=0.45 * len(rows) + 1.2)
     y = np.arange(len(rows))
     for offset, control in ((-0.17, "uniform"), (0.17, "frozen")):
         point = np.array([c[control]["ratio"]["point"] for _, c in rows])
@@ -42,7 +43,7 @@ def plot_routing_need(controls: Mapping[str, Any], tunnel: Mapping[str, Any]):
     ax.set_yticks(y, [TASK_LABELS[t][0] for t, _ in rows])
     ax.invert_yaxis()
     ax.set_xlabel("error with routing removed ÷ trained model's (log scale)")
-    ax.set_title("Only binding and the recall head need routing")
+    ax.set_title("Which tasks need routing")
     ax.legend(loc="lower right")
     return fig
 

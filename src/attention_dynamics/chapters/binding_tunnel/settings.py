@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.settings import ChapterSettings, resolve as _resolve
+# freezing routing "costs nothing" within this factor of the trained model's KL (the interval over seeds); the same
+# bound decides whether a task needs routing (the library's rule)
+from ...diagnostics.frame_order import FREE_FREEZE_RATIO
 from ...training.wind_tunnels import BINDING_TUNNELS, BindingTraining
 
 __all__ = ["FREE_FREEZE_RATIO", "LONGER_FACTOR", "EM_LIKE_VALUE_FACTOR", "BindingTunnelSettings", "SETTINGS",
            "resolve"]
 
-#: Freezing the routing "costs nothing" when the frozen model's KL is within this factor of the trained model's
-#: (its interval over seeds); the same bound decides whether a task needs routing.
-FREE_FREEZE_RATIO = 1.25
 #: The longer runs are this many times the chapter's budget (a failure is a finding only on a plateau or a run
 #: four times as long).
 LONGER_FACTOR = 4

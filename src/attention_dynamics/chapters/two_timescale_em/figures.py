@@ -21,6 +21,7 @@ __all__ = [
     "plot_settling_comparison",
     "plot_freeze_frame",
     "plot_frame_definitions",
+    "FIGURES",
 ]
 
 
@@ -130,32 +131,34 @@ def plot_settling_comparison(comparison: Mapping[str, Any]):
     return fig
 
 
-def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], margin_fraction: float = 0.01):
-    """Return the figure: per setting, the cost in bits of freezing W_Q, W_K at step t against t (seeds and mean,
-    symlog steps from 0), the margin and the step from which the frame is in place; one legend below the panels."""
+def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], ratio: float = freeze.FREE_FREEZE_RATIO):
+    """Return the figure: per setting, the frozen run's final loss (or KL) over the unfrozen run's against the step t
+    at which W_Q, W_K were frozen (seeds and their geometric mean, symlog steps from 0), the bound below which
+    freezing costs nothing and the step from which the frame is in place; one legend below the panels."""
     from matplotlib.lines import Line2D
 
     fig, axes = plotting.new_figure(len(results), width=4.2, height=3.2)
     axes = np.atleast_1d(axes)
     for ax, (title, result) in zip(axes, results.items()):
-        s = freeze.freeze_frame_summary(result, margin_fraction)
+        s = freeze.freeze_frame_summary(result, ratio)
         steps = np.array(s["steps"], dtype=float)
-        _, frozen, unfrozen, _ = freeze.freeze_table(result)
-        to_bits = freeze.BITS if result["kind"] == "head" else 1.0
-        for row, base in zip(frozen, unfrozen):
-            ax.plot(steps, np.maximum((row - base) * to_bits, 1e-6), color=plotting.PALETTE[0], lw=0.8, alpha=0.4)
-        ax.plot(steps, np.maximum(s["cost_mean_bits"], 1e-6), "o-", color=plotting.PALETTE[0])
-        ax.axhline(s["margin_bits"], color="black", ls="--", lw=1)
+        r = freeze.freeze_ratios(result)
+        for row in r["ratios"]:
+            ax.plot(steps, row, color=plotting.PALETTE[0], lw=0.8, alpha=0.4)
+        point = np.array(s["ratio_point"])
+        ax.errorbar(steps, point, yerr=[point - np.array(s["ratio_low"]), np.array(s["ratio_high"]) - point],
+                    fmt="o-", color=plotting.PALETTE[0], capsize=2)
+        ax.axhline(ratio, color="black", ls="--", lw=1)
         if s["freeze_frame_step"] is not None:
             ax.axvline(s["freeze_frame_step"], color=plotting.PALETTE[2], lw=1)
         ax.set_xscale("symlog", linthresh=1)
         ax.set_xlim(-0.3, steps.max() * 1.5)  # a little room left of 0, where the frame may already be in place
         ax.set_yscale("log")
         ax.set(title=title, xlabel=r"step $t$ at which $W_Q, W_K$ are frozen",
-               ylabel="final cost over the unfrozen run (bits)")
+               ylabel="frozen ÷ trained final error (log)")
     handles = [Line2D([], [], color=plotting.PALETTE[0], lw=0.8, alpha=0.4, label="one seed"),
-               Line2D([], [], color=plotting.PALETTE[0], marker="o", label="mean over seeds"),
-               Line2D([], [], color="black", ls="--", lw=1, label=f"margin: {margin_fraction:.0%} of the untrained gap"),
+               Line2D([], [], color=plotting.PALETTE[0], marker="o", label="geometric mean, 95% interval"),
+               Line2D([], [], color="black", ls="--", lw=1, label=f"free below {ratio}×"),
                Line2D([], [], color=plotting.PALETTE[2], lw=1, label="frame in place")]
     fig.legend(handles=handles, loc="outside lower center", ncols=4 if len(results) > 1 else 2)
     return fig
@@ -163,6 +166,9 @@ def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], margin_fraction:
 
 #: Panel titles of the optimisers the stored frame result holds.
 OPTIMISER_TITLES = {"sgd": "plain SGD", "adam": "Adam"}
+#: The definitions' names in the legend.
+DEFINITION_LABELS = {"path": "parameter path", "function": "function", "function_log": "function, log errors",
+                     "intervention": "freeze"}
 
 
 def plot_frame_definitions(result: Mapping[str, Any]):
@@ -180,7 +186,7 @@ def plot_frame_definitions(result: Mapping[str, Any]):
             y = np.array([r["share"] for r in rows])
             shift = np.array(hs) * (1 + 0.04 * (k - 1.5))  # side by side, so the intervals do not hide each other
             ax.errorbar(shift, y, yerr=[y - [r["low"] for r in rows], np.array([r["high"] for r in rows]) - y],
-                        marker="o", capsize=3, color=plotting.PALETTE[k], label=d.replace("_", ", "))
+                        marker="o", capsize=3, color=plotting.PALETTE[k], label=DEFINITION_LABELS.get(d, d))
         ax.axhline(0.5, color="0.4", ls=":", lw=1)
         ax.set(xscale="log", title=f"{OPTIMISER_TITLES.get(opt, opt)}: which settles first",
                xlabel="run length (steps)",
@@ -190,3 +196,14 @@ def plot_frame_definitions(result: Mapping[str, Any]):
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False)
     return fig
+
+
+#: The name each figure is glued under for the chapter's ``{glue:figure}`` directives, with the function that draws it.
+FIGURES = {
+    "fig-em-gmm": plot_gmm_em,
+    "fig-em-settling-rates": plot_settling_rates,
+    "fig-em-settling-paths": plot_settling_comparison,
+    "fig-em-ratio-sweep": plot_ratio_sweep,
+    "fig-em-freeze-frame": plot_freeze_frame,
+    "fig-em-frame-definitions": plot_frame_definitions,
+}

@@ -50,7 +50,13 @@ import numpy as np
 import torch
 
 from ...core.seeding import stream, torch_generator
-from ...diagnostics.frame_order import attention_entropy_nats, order_share, paired_gap, ratio_of_means_ci
+from ...diagnostics.frame_order import (
+    FREE_FREEZE_RATIO,
+    attention_entropy_nats,
+    order_share,
+    paired_gap,
+    ratio_of_means_ci,
+)
 from ...ledger.frame_results import FRAME_DEFINITIONS_FILE
 from ...ledger.results import Job, StoredResult, save_results
 from ...models.single_head import SingleHeadModule
@@ -347,14 +353,35 @@ def _mean_curve(runs: Sequence[Mapping[str, Any]], key: str, every: int) -> list
 
 
 
+def intervention_steps(run: Mapping[str, Any], horizon: int, ratio: float = FREE_FREEZE_RATIO) -> dict[str, int]:
+    """Return the intervention's frame and precision steps of one run at ``horizon``, against the trained run's own
+    loss: the frame is in place from the earliest freeze step from which every frozen run (at that step and each
+    later one tried) ends within ``ratio`` times the unfrozen run's final probe loss; the precision has settled
+    from the first recorded step from which the probe loss stays within the same factor of its final value."""
+    steps, loss = np.asarray(run["steps"]), np.asarray(run["probe_loss"], dtype=float)
+    i_h = int(np.searchsorted(steps, horizon))
+    final = float(loss[i_h])
+    frozen = sorted((int(t), float(v)) for t, v in run["freeze"][str(horizon)].items())
+    ok = [v <= ratio * final for _, v in frozen]
+    frame = next((t for k, (t, _) in enumerate(frozen) if all(ok[k:])), int(horizon))
+    precision = int(steps[first_true_for_good(loss[: i_h + 1] <= ratio * final)])
+    return {"frame": int(frame), "precision": precision}
+
+
 def assemble_frame_definitions(scale: str, outputs: Mapping[str, Any], folder: Path) -> None:
     """Write ``frame_definitions.json``: settings, and per optimiser, horizon and definition the per-seed steps, the
     share of seeds whose frame settles first (:func:`~attention_dynamics.diagnostics.frame_order.order_share`) and
-    the paired gap; the gaps' growth from the shortest to the longest horizon; mean curves and the freeze costs."""
+    the paired gap; the gaps' growth from the shortest to the longest horizon; mean curves and the freeze costs.
+
+    The intervention definition is read here from each run's freeze results (:func:`intervention_steps`), against the
+    trained run's own loss (:data:`~attention_dynamics.diagnostics.frame_order.FREE_FREEZE_RATIO`)."""
     s = FRAME_DEFINITIONS.spec(scale)
     toy: dict[str, Any] = {}
     for opt in OPTIMISERS:
         runs = sorted((o for k, o in outputs.items() if k.startswith(f"{opt}-")), key=lambda r: r["seed"])
+        for r in runs:
+            for h in s.horizons:
+                r["settle"][str(h)]["intervention"] = intervention_steps(r, h)
         if not runs:
             continue
         block: dict[str, Any] = {"seeds": [r["seed"] for r in runs], "lr": runs[0]["lr"], "horizons": {}}
@@ -379,7 +406,8 @@ def assemble_frame_definitions(scale: str, outputs: Mapping[str, Any], folder: P
         toy[opt] = block
     save_results({"about": "Frame versus precision under four definitions on chapter 4's recall head; written by "
                            "`python -m attention_dynamics compute frame_definitions`.",
-                  "scale": scale, "settings": dataclasses.asdict(s), "definitions": list(DEFINITIONS),
+                  "scale": scale, "settings": dataclasses.asdict(s), "free_ratio": FREE_FREEZE_RATIO,
+                  "definitions": list(DEFINITIONS),
                   "main_horizon": s.horizons[len(s.horizons) // 2], "toy": toy}, folder / FILE)
 
 

@@ -10,7 +10,7 @@ verdict without recording its claims, read it from the same file through
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -18,8 +18,9 @@ from ...diagnostics.frame_order import order_explanation
 from ...ledger import claims
 from .frame_definitions import FILE
 
-__all__ = ["DEFINITION_WORDS", "OPTIMISER_WORDS", "record_frame_definition_claims", "glue_frame_definitions",
-           "horizon_stability", "order_table"]
+__all__ = ["DEFINITION_WORDS", "OPTIMISER_WORDS", "DEFINITION_LABELS", "OPTIMISER_LABELS", "FD_GLUE",
+           "FD_GAP_RATIO_GLUE", "record_frame_definition_claims", "glue_frame_definitions", "horizon_stability",
+           "order_table", "glue_frame_row"]
 
 #: What each definition reads, in words (the claims' descriptions).
 DEFINITION_WORDS = {
@@ -28,10 +29,14 @@ DEFINITION_WORDS = {
                 "total change for good",
     "function_log": "attention off the answer's source and the probe loss, both on a log scale, each within 10 % of "
                     "its total change for good",
-    "intervention": "earliest step from which freezing W_Q, W_K costs ≤ 1 % of the untrained gap in final probe loss, "
-                    "against the probe loss within 1 % of the gap of its final value",
+    "intervention": "earliest step from which freezing W_Q, W_K ends within 1.25× the trained run's final probe "
+                    "loss, against the first step from which the probe loss stays within 1.25× of its final value",
 }
 OPTIMISER_WORDS = {"sgd": "plain SGD (lr 0.5, chapter 4's)", "adam": "Adam"}
+#: The reader's names of the definitions and optimisers (tables, figures, sentences).
+DEFINITION_LABELS = {"path": "parameter path", "function": "function", "function_log": "function, log errors",
+                     "intervention": "freeze (intervention)"}
+OPTIMISER_LABELS = {"sgd": "plain SGD", "adam": "Adam"}
 
 
 def record_frame_definition_claims(result: Mapping[str, Any]) -> dict[str, claims.Claim]:
@@ -80,34 +85,166 @@ def record_frame_definition_claims(result: Mapping[str, Any]) -> dict[str, claim
     return out
 
 
+#: Per definition, optimiser and run length, the names its share of seeds with the frame first, the share's interval,
+#: its order in words, the mean gap t_P − t_F and the median frame and precision steps are glued under (written out:
+#: a search for a name the prose uses finds it here). Run lengths the result does not hold are skipped.
+FD_GLUE = {
+    ("path", "sgd", "1000"): {"share": "ch4.fd_path_sgd_h1000_share", "low": "ch4.fd_path_sgd_h1000_low",
+        "high": "ch4.fd_path_sgd_h1000_high", "verdict": "ch4.fd_path_sgd_h1000_verdict",
+        "gap": "ch4.fd_path_sgd_h1000_gap", "frame_median": "ch4.fd_path_sgd_h1000_frame_median",
+        "precision_median": "ch4.fd_path_sgd_h1000_precision_median"},
+    ("function", "sgd", "1000"): {"share": "ch4.fd_function_sgd_h1000_share", "low": "ch4.fd_function_sgd_h1000_low",
+        "high": "ch4.fd_function_sgd_h1000_high", "verdict": "ch4.fd_function_sgd_h1000_verdict",
+        "gap": "ch4.fd_function_sgd_h1000_gap", "frame_median": "ch4.fd_function_sgd_h1000_frame_median",
+        "precision_median": "ch4.fd_function_sgd_h1000_precision_median"},
+    ("function_log", "sgd", "1000"): {"share": "ch4.fd_function_log_sgd_h1000_share",
+        "low": "ch4.fd_function_log_sgd_h1000_low", "high": "ch4.fd_function_log_sgd_h1000_high",
+        "verdict": "ch4.fd_function_log_sgd_h1000_verdict", "gap": "ch4.fd_function_log_sgd_h1000_gap",
+        "frame_median": "ch4.fd_function_log_sgd_h1000_frame_median",
+        "precision_median": "ch4.fd_function_log_sgd_h1000_precision_median"},
+    ("intervention", "sgd", "1000"): {"share": "ch4.fd_intervention_sgd_h1000_share",
+        "low": "ch4.fd_intervention_sgd_h1000_low", "high": "ch4.fd_intervention_sgd_h1000_high",
+        "verdict": "ch4.fd_intervention_sgd_h1000_verdict", "gap": "ch4.fd_intervention_sgd_h1000_gap",
+        "frame_median": "ch4.fd_intervention_sgd_h1000_frame_median",
+        "precision_median": "ch4.fd_intervention_sgd_h1000_precision_median"},
+    ("path", "sgd", "2000"): {"share": "ch4.fd_path_sgd_h2000_share", "low": "ch4.fd_path_sgd_h2000_low",
+        "high": "ch4.fd_path_sgd_h2000_high", "verdict": "ch4.fd_path_sgd_h2000_verdict",
+        "gap": "ch4.fd_path_sgd_h2000_gap", "frame_median": "ch4.fd_path_sgd_h2000_frame_median",
+        "precision_median": "ch4.fd_path_sgd_h2000_precision_median"},
+    ("function", "sgd", "2000"): {"share": "ch4.fd_function_sgd_h2000_share", "low": "ch4.fd_function_sgd_h2000_low",
+        "high": "ch4.fd_function_sgd_h2000_high", "verdict": "ch4.fd_function_sgd_h2000_verdict",
+        "gap": "ch4.fd_function_sgd_h2000_gap", "frame_median": "ch4.fd_function_sgd_h2000_frame_median",
+        "precision_median": "ch4.fd_function_sgd_h2000_precision_median"},
+    ("function_log", "sgd", "2000"): {"share": "ch4.fd_function_log_sgd_h2000_share",
+        "low": "ch4.fd_function_log_sgd_h2000_low", "high": "ch4.fd_function_log_sgd_h2000_high",
+        "verdict": "ch4.fd_function_log_sgd_h2000_verdict", "gap": "ch4.fd_function_log_sgd_h2000_gap",
+        "frame_median": "ch4.fd_function_log_sgd_h2000_frame_median",
+        "precision_median": "ch4.fd_function_log_sgd_h2000_precision_median"},
+    ("intervention", "sgd", "2000"): {"share": "ch4.fd_intervention_sgd_h2000_share",
+        "low": "ch4.fd_intervention_sgd_h2000_low", "high": "ch4.fd_intervention_sgd_h2000_high",
+        "verdict": "ch4.fd_intervention_sgd_h2000_verdict", "gap": "ch4.fd_intervention_sgd_h2000_gap",
+        "frame_median": "ch4.fd_intervention_sgd_h2000_frame_median",
+        "precision_median": "ch4.fd_intervention_sgd_h2000_precision_median"},
+    ("path", "sgd", "4000"): {"share": "ch4.fd_path_sgd_h4000_share", "low": "ch4.fd_path_sgd_h4000_low",
+        "high": "ch4.fd_path_sgd_h4000_high", "verdict": "ch4.fd_path_sgd_h4000_verdict",
+        "gap": "ch4.fd_path_sgd_h4000_gap", "frame_median": "ch4.fd_path_sgd_h4000_frame_median",
+        "precision_median": "ch4.fd_path_sgd_h4000_precision_median"},
+    ("function", "sgd", "4000"): {"share": "ch4.fd_function_sgd_h4000_share", "low": "ch4.fd_function_sgd_h4000_low",
+        "high": "ch4.fd_function_sgd_h4000_high", "verdict": "ch4.fd_function_sgd_h4000_verdict",
+        "gap": "ch4.fd_function_sgd_h4000_gap", "frame_median": "ch4.fd_function_sgd_h4000_frame_median",
+        "precision_median": "ch4.fd_function_sgd_h4000_precision_median"},
+    ("function_log", "sgd", "4000"): {"share": "ch4.fd_function_log_sgd_h4000_share",
+        "low": "ch4.fd_function_log_sgd_h4000_low", "high": "ch4.fd_function_log_sgd_h4000_high",
+        "verdict": "ch4.fd_function_log_sgd_h4000_verdict", "gap": "ch4.fd_function_log_sgd_h4000_gap",
+        "frame_median": "ch4.fd_function_log_sgd_h4000_frame_median",
+        "precision_median": "ch4.fd_function_log_sgd_h4000_precision_median"},
+    ("intervention", "sgd", "4000"): {"share": "ch4.fd_intervention_sgd_h4000_share",
+        "low": "ch4.fd_intervention_sgd_h4000_low", "high": "ch4.fd_intervention_sgd_h4000_high",
+        "verdict": "ch4.fd_intervention_sgd_h4000_verdict", "gap": "ch4.fd_intervention_sgd_h4000_gap",
+        "frame_median": "ch4.fd_intervention_sgd_h4000_frame_median",
+        "precision_median": "ch4.fd_intervention_sgd_h4000_precision_median"},
+    ("path", "adam", "1000"): {"share": "ch4.fd_path_adam_h1000_share", "low": "ch4.fd_path_adam_h1000_low",
+        "high": "ch4.fd_path_adam_h1000_high", "verdict": "ch4.fd_path_adam_h1000_verdict",
+        "gap": "ch4.fd_path_adam_h1000_gap", "frame_median": "ch4.fd_path_adam_h1000_frame_median",
+        "precision_median": "ch4.fd_path_adam_h1000_precision_median"},
+    ("function", "adam", "1000"): {"share": "ch4.fd_function_adam_h1000_share",
+        "low": "ch4.fd_function_adam_h1000_low", "high": "ch4.fd_function_adam_h1000_high",
+        "verdict": "ch4.fd_function_adam_h1000_verdict", "gap": "ch4.fd_function_adam_h1000_gap",
+        "frame_median": "ch4.fd_function_adam_h1000_frame_median",
+        "precision_median": "ch4.fd_function_adam_h1000_precision_median"},
+    ("function_log", "adam", "1000"): {"share": "ch4.fd_function_log_adam_h1000_share",
+        "low": "ch4.fd_function_log_adam_h1000_low", "high": "ch4.fd_function_log_adam_h1000_high",
+        "verdict": "ch4.fd_function_log_adam_h1000_verdict", "gap": "ch4.fd_function_log_adam_h1000_gap",
+        "frame_median": "ch4.fd_function_log_adam_h1000_frame_median",
+        "precision_median": "ch4.fd_function_log_adam_h1000_precision_median"},
+    ("intervention", "adam", "1000"): {"share": "ch4.fd_intervention_adam_h1000_share",
+        "low": "ch4.fd_intervention_adam_h1000_low", "high": "ch4.fd_intervention_adam_h1000_high",
+        "verdict": "ch4.fd_intervention_adam_h1000_verdict", "gap": "ch4.fd_intervention_adam_h1000_gap",
+        "frame_median": "ch4.fd_intervention_adam_h1000_frame_median",
+        "precision_median": "ch4.fd_intervention_adam_h1000_precision_median"},
+    ("path", "adam", "2000"): {"share": "ch4.fd_path_adam_h2000_share", "low": "ch4.fd_path_adam_h2000_low",
+        "high": "ch4.fd_path_adam_h2000_high", "verdict": "ch4.fd_path_adam_h2000_verdict",
+        "gap": "ch4.fd_path_adam_h2000_gap", "frame_median": "ch4.fd_path_adam_h2000_frame_median",
+        "precision_median": "ch4.fd_path_adam_h2000_precision_median"},
+    ("function", "adam", "2000"): {"share": "ch4.fd_function_adam_h2000_share",
+        "low": "ch4.fd_function_adam_h2000_low", "high": "ch4.fd_function_adam_h2000_high",
+        "verdict": "ch4.fd_function_adam_h2000_verdict", "gap": "ch4.fd_function_adam_h2000_gap",
+        "frame_median": "ch4.fd_function_adam_h2000_frame_median",
+        "precision_median": "ch4.fd_function_adam_h2000_precision_median"},
+    ("function_log", "adam", "2000"): {"share": "ch4.fd_function_log_adam_h2000_share",
+        "low": "ch4.fd_function_log_adam_h2000_low", "high": "ch4.fd_function_log_adam_h2000_high",
+        "verdict": "ch4.fd_function_log_adam_h2000_verdict", "gap": "ch4.fd_function_log_adam_h2000_gap",
+        "frame_median": "ch4.fd_function_log_adam_h2000_frame_median",
+        "precision_median": "ch4.fd_function_log_adam_h2000_precision_median"},
+    ("intervention", "adam", "2000"): {"share": "ch4.fd_intervention_adam_h2000_share",
+        "low": "ch4.fd_intervention_adam_h2000_low", "high": "ch4.fd_intervention_adam_h2000_high",
+        "verdict": "ch4.fd_intervention_adam_h2000_verdict", "gap": "ch4.fd_intervention_adam_h2000_gap",
+        "frame_median": "ch4.fd_intervention_adam_h2000_frame_median",
+        "precision_median": "ch4.fd_intervention_adam_h2000_precision_median"},
+    ("path", "adam", "4000"): {"share": "ch4.fd_path_adam_h4000_share", "low": "ch4.fd_path_adam_h4000_low",
+        "high": "ch4.fd_path_adam_h4000_high", "verdict": "ch4.fd_path_adam_h4000_verdict",
+        "gap": "ch4.fd_path_adam_h4000_gap", "frame_median": "ch4.fd_path_adam_h4000_frame_median",
+        "precision_median": "ch4.fd_path_adam_h4000_precision_median"},
+    ("function", "adam", "4000"): {"share": "ch4.fd_function_adam_h4000_share",
+        "low": "ch4.fd_function_adam_h4000_low", "high": "ch4.fd_function_adam_h4000_high",
+        "verdict": "ch4.fd_function_adam_h4000_verdict", "gap": "ch4.fd_function_adam_h4000_gap",
+        "frame_median": "ch4.fd_function_adam_h4000_frame_median",
+        "precision_median": "ch4.fd_function_adam_h4000_precision_median"},
+    ("function_log", "adam", "4000"): {"share": "ch4.fd_function_log_adam_h4000_share",
+        "low": "ch4.fd_function_log_adam_h4000_low", "high": "ch4.fd_function_log_adam_h4000_high",
+        "verdict": "ch4.fd_function_log_adam_h4000_verdict", "gap": "ch4.fd_function_log_adam_h4000_gap",
+        "frame_median": "ch4.fd_function_log_adam_h4000_frame_median",
+        "precision_median": "ch4.fd_function_log_adam_h4000_precision_median"},
+    ("intervention", "adam", "4000"): {"share": "ch4.fd_intervention_adam_h4000_share",
+        "low": "ch4.fd_intervention_adam_h4000_low", "high": "ch4.fd_intervention_adam_h4000_high",
+        "verdict": "ch4.fd_intervention_adam_h4000_verdict", "gap": "ch4.fd_intervention_adam_h4000_gap",
+        "frame_median": "ch4.fd_intervention_adam_h4000_frame_median",
+        "precision_median": "ch4.fd_intervention_adam_h4000_precision_median"},
+}
+#: Per definition and optimiser, the name of its gap's growth from the shortest to the longest run length.
+FD_GAP_RATIO_GLUE = {
+    ("path", "sgd"): "ch4.fd_path_sgd_gap_ratio", ("function", "sgd"): "ch4.fd_function_sgd_gap_ratio",
+    ("function_log", "sgd"): "ch4.fd_function_log_sgd_gap_ratio", ("intervention", "sgd"): "ch4.fd_intervention_sgd_gap_ratio",
+    ("path", "adam"): "ch4.fd_path_adam_gap_ratio", ("function", "adam"): "ch4.fd_function_adam_gap_ratio",
+    ("function_log", "adam"): "ch4.fd_function_log_adam_gap_ratio", ("intervention", "adam"): "ch4.fd_intervention_adam_gap_ratio",
+}
+
+
 def glue_frame_definitions(result: Mapping[str, Any]) -> None:
     """Glue, for chapter 4's prose, every definition's share, interval, verdict, mean gap and median steps per
-    optimiser and horizon, the gaps' growth with the run length, the seeds, Adam's rate and the horizons' agreement."""
+    optimiser and horizon (:data:`FD_GLUE`), the gaps' growth with the run length (:data:`FD_GAP_RATIO_GLUE`), the
+    seeds, Adam's rate, the rule of a free freeze and the horizons' agreement."""
     claims.glue("ch4.fd_n_seeds", len(result["toy"]["sgd"]["seeds"]))
     claims.glue("ch4.fd_adam_lr", result["toy"]["adam"]["lr"])
+    claims.glue("ch4.fd_sgd_lr", result["toy"]["sgd"]["lr"])
     claims.glue("ch4.fd_main_horizon", result["main_horizon"])
-    for opt, block in result["toy"].items():
-        for h, rows in block["horizons"].items():
-            for d, row in rows.items():
-                for key in ("share", "low", "high", "verdict"):
-                    claims.glue(f"ch4.fd_{d}_{opt}_h{h}_{key}", row[key])
-                claims.glue(f"ch4.fd_{d}_{opt}_h{h}_gap", row["gap"]["mean"])
-                claims.glue(f"ch4.fd_{d}_{opt}_h{h}_frame_median", float(np.median(row["frame"])))
-                claims.glue(f"ch4.fd_{d}_{opt}_h{h}_precision_median", float(np.median(row["precision"])))
-        for d, ratio in block["gap_horizon_ratio"].items():
-            if ratio["point"] is not None:
-                claims.glue(f"ch4.fd_{d}_{opt}_gap_ratio", ratio["point"])
+    claims.glue("ch4.fd_short_horizon", result["settings"]["horizons"][0])
+    claims.glue("ch4.fd_long_horizon", result["settings"]["horizons"][-1])
+    for (d, opt, h), names in FD_GLUE.items():
+        row = result["toy"].get(opt, {}).get("horizons", {}).get(h, {}).get(d)
+        if row is None:
+            continue
+        values = {"share": row["share"], "low": row["low"], "high": row["high"], "verdict": row["verdict"],
+                  "gap": row["gap"]["mean"], "frame_median": float(np.median(row["frame"])),
+                  "precision_median": float(np.median(row["precision"]))}
+        for key, name in names.items():
+            claims.glue(name, values[key])
+    for (d, opt), name in FD_GAP_RATIO_GLUE.items():
+        ratio = result["toy"].get(opt, {}).get("gap_horizon_ratio", {}).get(d)
+        if ratio is not None and ratio["point"] is not None:
+            claims.glue(name, ratio["point"])
     claims.glue("ch4.fd_horizon_stability", horizon_stability(result))
 
 
 def horizon_stability(result: Mapping[str, Any]) -> str:
     """Return, in words, whether every definition's verdict under each optimiser is the same at every run length,
     and if not, which change."""
-    changed = [f"{d} ({opt})" for opt, block in result["toy"].items() for d in result["definitions"]
+    changed = [f"the {DEFINITION_LABELS.get(d, d)} under {OPTIMISER_LABELS.get(opt, opt)}"
+               for opt, block in result["toy"].items() for d in result["definitions"]
                if len({rows[d]["verdict"] for rows in block["horizons"].values()}) > 1]
     if not changed:
-        return "every definition's verdict is the same at every run length"
-    return "the verdict changes with the run length for " + ", ".join(changed)
+        return "every definition gives the same order at every run length"
+    return "the order changes with the run length only for " + " and ".join(changed)
 
 
 def order_table(result: Mapping[str, Any]):
@@ -118,9 +255,20 @@ def order_table(result: Mapping[str, Any]):
     rows = []
     for opt, block in result["toy"].items():
         for d in result["definitions"]:
-            row: dict[str, Any] = {"optimiser": opt, "definition": d}
+            row: dict[str, Any] = {"optimiser": OPTIMISER_LABELS.get(opt, opt),
+                                   "definition": DEFINITION_LABELS.get(d, d)}
             for h, by_def in block["horizons"].items():
                 r = by_def[d]
                 row[f"{h} steps"] = f"{r['share']:.0%} [{r['low']:.0%}, {r['high']:.0%}] {r['verdict']}"
             rows.append(row)
     return pd.DataFrame(rows).set_index(["optimiser", "definition"])
+
+
+def glue_frame_row(recorded: Sequence[claims.Claim]) -> Any:
+    """Glue the frame row's finding in the reader's words (``ch4.frame_row_label``: holds, holds in part, …), read
+    from the claims just recorded, and return the row's verdict."""
+    from ...ledger import verdicts
+
+    row = verdicts.verdict_of("frame_precision_toy", recorded)
+    claims.glue("ch4.frame_row_label", row.label)
+    return row

@@ -18,7 +18,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ...diagnostics.frame_order import BITS, freeze_frame_step, freeze_frame_summary, freeze_table, total_steps
+from ...diagnostics.frame_order import (
+    BITS,
+    FREE_FREEZE_RATIO,
+    freeze_frame_step,
+    freeze_frame_summary,
+    freeze_ratios,
+    freeze_table,
+    total_steps,
+)
 from ...ledger.frame_results import FRAME_FREEZE_FILE, FRAME_FREEZE_FULL_FILE
 from ...ledger.results import Job, StoredResult, save_results
 from ...science import calibration

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...core.settings import ChapterSettings, check_positive_int, resolve as _resolve
+# a frozen run costs nothing when it ends within this factor of the trained model's final loss (or KL)
+from ...diagnostics.frame_order import FREE_FREEZE_RATIO
 
 __all__ = ["GMM_K", "GMM_D", "GMM_SIGMA", "PLAIN_FACTORS", "TAU", "SENSITIVITY_THRESHOLDS", "DISTANCE_TOLERANCE",
-           "PATH_FRACTIONS", "CLAIM_FRACTION", "FREEZE_MARGIN", "TwoTimescaleSettings", "SETTINGS", "resolve"]
+           "PATH_FRACTIONS", "CLAIM_FRACTION", "FREE_FREEZE_RATIO", "TwoTimescaleSettings", "SETTINGS", "resolve"]
 
 GMM_K = 3  # the mixture of the bridge: components
 GMM_D = 2  # its dimensions
@@ -19,7 +21,6 @@ SENSITIVITY_THRESHOLDS = (0.03, 0.01, 0.003)
 DISTANCE_TOLERANCE = 0.1  # the distance-to-final criterion's fraction
 PATH_FRACTIONS = (0.3, 0.2, 0.1, 0.05, 0.02, 0.01)  # the unit-free criterion's thresholds shown
 CLAIM_FRACTION = 0.1  # the unit-free criterion's threshold the claims use, chosen before the runs
-FREEZE_MARGIN = 0.01  # a frozen run matches when it costs at most this fraction of the untrained gap
 
 
 @dataclass(frozen=True)
