@@ -53,7 +53,7 @@ class BindingTunnelSettings(ChapterSettings):
         if len(self.seeds) < 2:
             raise ValueError(f"an interval over seeds needs at least two seeds, got {self.seeds}")
         if any(not 0 < t < self.tunnel.steps for t in self.freeze_points):
-            raise ValueError(f"freeze steps must lie inside the run (1..{self.tunnel.steps - 1}), got {self.freeze_points}")
+            raise ValueError(f"freeze points must lie inside the run (1..{self.tunnel.steps - 1}), got {self.freeze_points}")
 
     def replace(self, **overrides: Any) -> "BindingTunnelSettings":
         """Return a copy with ``overrides`` (its own fields, or ``steps`` for the tunnel's steps)."""

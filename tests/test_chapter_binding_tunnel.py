@@ -1,0 +1,132 @@
+"""Chapter 9: which tasks need routing and the binding tunnel — the controls' costs against hand computations, the
+library's dynamics measures against autograd, the chapter's settings, its stored results regenerated at the fast
+scale through ``compute`` and read by its report into the claims it writes out."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+
+from attention_dynamics.book import compute
+from attention_dynamics.book.nbcompare import assert_book_close
+from attention_dynamics.chapters.binding_tunnel import binding_tunnel, report, routing_controls, settings
+from attention_dynamics.diagnostics import routing_need, tunnel_dynamics
+from attention_dynamics.ledger import claims
+from attention_dynamics.tasks import binding
+from attention_dynamics.training import wind_tunnels as wt
+
+
+def test_control_cost_is_the_geometric_mean_ratio_and_the_gap_share_with_their_t_intervals():
+    trained, control, untrained = [0.1, 0.2, 0.15], [0.5, 0.4, 0.6], [1.5, 1.6, 1.4]
+    cost = routing_need.control_cost(trained, control, untrained)
+    logs = np.log(np.array(control) / np.array(trained))
+    half = scipy.stats.t.ppf(0.975, 2) * scipy.stats.sem(logs)
+    assert_book_close([cost["ratio"]["point"], cost["ratio"]["low"], cost["ratio"]["high"]],
+                      [math.exp(logs.mean()), math.exp(logs.mean() - half), math.exp(logs.mean() + half)])
+    gaps = (np.array(control) - trained) / (np.array(untrained) - trained)
+    assert_book_close(cost["gap_lost"]["point"], gaps.mean())
+    assert routing_need.routing_verdict(cost["ratio"]) == "undecided"  # the interval reaches below 1.25
+    assert routing_need.routing_verdict({"low": 1.3, "high": 9.0}) == "needs routing"
+    assert routing_need.routing_verdict({"low": 0.8, "high": 1.2}) == "does not need routing"
+    with pytest.raises(ValueError, match="positive"):
+        routing_need.control_cost([0.0, 0.1], [0.1, 0.1], [1, 1])
+    with pytest.raises(ValueError, match="paired"):
+        routing_need.control_cost([0.1], [0.2], [1.0])
+
+
+def test_the_value_step_of_attention_signals_is_the_value_law_by_autograd():
+    s = wt.BINDING_TUNNELS["fast"]
+    model = wt.untrained_model(s, 0).double()
+    batch = wt.binding_probe_batch(s, seed=0, n=8)
+    signals = tunnel_dynamics.attention_signals(model, batch.tokens, batch.posterior)
+    # autograd of the same loss with respect to layer 0's values (the probe's output)
+    captured = {}
+    attn = model.attention_modules()[0]
+    attn.fused = False
+    handle = attn.values.register_forward_hook(lambda _m, _i, out: captured.setdefault("v", out))
+    logits = model(batch.tokens)[:, 0::2]
+    from attention_dynamics.science import calibration
+
+    loss = calibration.soft_cross_entropy_nats(logits, batch.posterior) * logits.shape[0] * logits.shape[1]
+    grad_v = torch.autograd.grad(loss, captured["v"])[0]
+    handle.remove()
+    law = signals[0]["alpha"].transpose(-1, -2) @ signals[0]["u"]  # Σ_i α_ij u_i, per head
+    assert_book_close(law.numpy(), grad_v.detach().numpy(), rtol=1e-8)
+
+
+def test_source_advantage_shares_are_shares_and_the_transition_is_half_the_rise():
+    s = wt.BINDING_TUNNELS["fast"]
+    run = wt.train_binding(s, seed=1)
+    probe = wt.binding_probe_batch(s, seed=1, n=32)
+    sources = binding.answer_source_positions(probe.keys)
+    out = tunnel_dynamics.source_advantage(run.model(), probe.tokens, probe.posterior, sources, layer=0, head=0)
+    for key in ("routes_to_source", "routes_to_other", "feedback_source", "feedback_other"):
+        assert 0.0 <= out[key] <= 1.0
+    assert_book_close(out["routing_margin"], out["routes_to_source"] - out["routes_to_other"])
+    assert out["queries"] <= int(probe.repeated.sum())
+    on_source = tunnel_dynamics.attention_on_source(run.model(), probe.tokens, sources)
+    assert on_source.shape == (s.n_layers, s.n_heads) and np.all((0 <= on_source) & (on_source <= 1))
+    assert tunnel_dynamics.transition_step([0, 10, 20, 30], [0.1, 0.12, 0.4, 0.5]) == 20
+    assert tunnel_dynamics.transition_step([0, 10, 20], [1.0, 0.2, 0.1]) == 10
+
+
+def test_settings_are_validated_and_name_their_scales():
+    assert settings.SETTINGS["book"].tunnel == wt.BINDING_TUNNELS["book"]
+    assert settings.SETTINGS["book"].two_hop.layout == "separate"
+    with pytest.raises(ValueError, match="freeze points"):
+        settings.BindingTunnelSettings(freeze_points=(0,))
+    with pytest.raises(ValueError, match="two seeds"):
+        settings.BindingTunnelSettings(seeds=(0,))
+    keys = [j.key for j in binding_tunnel.binding_tunnel_jobs("book")]
+    assert len(keys) == 81 and len(set(keys)) == 81
+    assert "learned-seed0" in keys and "uniform-x4-seed4" in keys and "freeze375-seed2" in keys
+
+
+@pytest.fixture(scope="module")
+def fast_results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compute")
+    out = {}
+    for name, file in (("binding_tunnel", binding_tunnel.FILE), ("routing_controls", "routing_controls.json")):
+        folder = compute.compute(name, "fast", root=root, processes=1, log=lambda m: None)
+        out[name] = json.loads((folder / file).read_text())
+    return out
+
+
+@pytest.mark.slow
+def test_the_fast_results_feed_every_claim_the_chapter_writes_out(fast_results, monkeypatch):
+    recorded = {}
+    real = claims.record
+
+    def record(cid, value, **kw):
+        recorded[cid] = real(cid, value, **kw)
+        return recorded[cid]
+
+    monkeypatch.setattr(claims, "record", record)
+    tunnel, controls = fast_results["binding_tunnel"], fast_results["routing_controls"]
+    report.record_routing_need_claims(controls, tunnel)
+    report.record_binding_claims(tunnel)
+    assert set(recorded) <= set(report.ROUTING_NEED_CLAIM_IDS) | set(report.BINDING_CLAIM_IDS)
+    fast_freeze = {f"binding.freeze_kl_ratio_t{t}" for t in settings.SETTINGS["fast"].freeze_points}
+    assert fast_freeze <= set(recorded)
+    for claim in recorded.values():
+        assert claim.status not in ("fail", "undecided") or claim.explanation
+    table = report.routing_need_table(controls, tunnel)
+    assert "binding (this chapter)" in table.index and "Needs routing?" in table.columns
+    levels = report.reference_levels(tunnel["settings"]["tunnel"], seed=0, n=200)
+    assert 0 <= levels["pairing_blind_kl_bits"] <= levels["context_blind_kl_bits"] + 1e-9
+
+
+def test_the_chapters_claim_tables_are_written_out_and_cover_the_book_scale():
+    book = settings.SETTINGS["book"]
+    expected = {f"binding.freeze_kl_ratio_t{t}" for t in book.freeze_points}
+    expected |= {f"binding.freeze_cost_gap_fraction_t{t}" for t in book.freeze_points}
+    assert expected <= set(report.BINDING_CLAIM_IDS)
+    assert len(set(report.ROUTING_NEED_CLAIM_IDS)) == len(report.ROUTING_NEED_CLAIM_IDS)
+    tasks = {cid.split(".")[1] for cid in report.ROUTING_NEED_CLAIM_IDS}
+    assert {"bijection", "hmm", "recall_head", "binding", "sticky"} <= tasks
+    assert routing_controls.ROUTING_CONTROLS.committed_scale == "book"
