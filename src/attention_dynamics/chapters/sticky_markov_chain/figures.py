@@ -31,7 +31,8 @@ __all__ = [
 
 
 def plot_transition_rows(P: Mapping[str, torch.Tensor], row: int = 0):
-    """Return the figure: row ``row`` of the nominal and the reference transition matrices as paired bars."""
+    """Return the figure: row ``row`` of the nominal and the reference transition matrices as paired bars.
+    Glued as ``fig-sticky-transition-rows``."""
     fig, ax = plotting.new_figure(width=6.0, height=3.0)
     width, n = 0.4, sticky_chain.N_SYMBOLS
     for offset, kind in ((-width / 2, "nominal"), (width / 2, "reference")):
@@ -46,7 +47,8 @@ def plot_transition_rows(P: Mapping[str, torch.Tensor], row: int = 0):
 
 def plot_protocol(runs: Mapping[tuple[str, int], Any], seeds: Sequence[int], speedup: Mapping[str, Any]):
     """Return the figure: each schedule's training loss (mean and range over ``seeds``), the paper's threshold,
-    ln 8 and EM-like's mean first step below the threshold; the legend below the panel."""
+    ln 8 and EM-like's mean first step below the threshold; the legend below the panel.
+    Glued as ``fig-sticky-protocol``."""
     fig, ax = plotting.new_figure(width=6.4, height=4.2)
     for name in SCHEDULE_PAIR:
         curves = np.array([runs[(name, s)].losses for s in seeds])  # (seeds, steps)
@@ -68,7 +70,8 @@ def plot_protocol(runs: Mapping[tuple[str, int], Any], seeds: Sequence[int], spe
 def plot_long_runs(heavy: Mapping[str, Any], hmin: float, protocol_steps: int):
     """Return the figure: each schedule's long run of the first seed, (a) on its training sequence,
     (b) on the held-out sequences, against H_min, ln 8 and (b) the exact filter; a grey line marks ``protocol_steps``;
-    one legend below both panels."""
+    one legend below both panels.
+    Glued as ``fig-sticky-long-runs``."""
     long_runs = heavy["long_run"]["runs"]
     fig, axes = plotting.new_figure(2, width=3.8, height=3.4, sharey=True)
     for name, rs in long_runs.items():
@@ -96,7 +99,8 @@ def plot_long_runs(heavy: Mapping[str, Any], hmin: float, protocol_steps: int):
 
 def plot_value_trajectories(runs: Mapping[tuple[str, int], Any], seed: int, steps: int):
     """Return the figure: the 8 value prototypes' displacements of ``seed``'s run under each of the paper's two
-    schedules, projected on the first two principal components of both (:func:`~attention_dynamics.chapters.sticky_markov_chain.runs.trajectory_pca`)."""
+    schedules, projected on the first two principal components of both (:func:`~attention_dynamics.chapters.sticky_markov_chain.runs.trajectory_pca`).
+    Glued as ``fig-sticky-value-trajectories``."""
     projected, explained = trajectory_pca({name: runs[(name, seed)].value_prototypes for name in SCHEDULE_PAIR})
     fig, axes = plotting.new_figure(2, width=3.6, height=3.4, sharex=True, sharey=True)
     for ax, name in zip(axes, SCHEDULE_PAIR):
@@ -115,7 +119,7 @@ def plot_value_trajectories(runs: Mapping[tuple[str, int], Any], seed: int, step
 
 def plot_deep(heavy: Mapping[str, Any], loss_every: int = 10):
     """Return the figure: the deep variant's first run, training loss (recorded every ``loss_every`` steps)
-    and test loss on its held-out sequence, against H_min (log scale)."""
+    and test loss on its held-out sequence, against H_min (log scale). Glued as ``fig-sticky-deep``."""
     deep = heavy["deep"]
     run = deep["runs"][0]
     fig, ax = plotting.new_figure(width=6.4, height=3.4)
@@ -134,6 +138,7 @@ def plot_deep(heavy: Mapping[str, Any], loss_every: int = 10):
 
 def plot_values_axis(results: Mapping[str, Any], m_step: Mapping[float, tuple[float, float]]):
     """Plot the values-only speed-up against η_V / 0.01 and the M-step at its first step's size; return the figure.
+    Glued as ``fig-sticky-values-axis``.
 
     ``m_step`` maps rho to (value-step ratio at initialisation, speed-up) on the same seeds.
     """
@@ -168,6 +173,7 @@ def plot_values_axis(results: Mapping[str, Any], m_step: Mapping[float, tuple[fl
 
 def plot_condition_speedups(results: Mapping[str, Any], *, m_step: Mapping[str, float] | None = None):
     """Plot the speed-up of every ×10 condition with its 95% interval, on 5 and 20 seeds; return the figure.
+    Glued as ``fig-sticky-condition-speedups``.
 
     ``m_step`` (optional) maps a label to a speed-up drawn as a horizontal line (the closed-form M-step).
     """
@@ -207,43 +213,55 @@ def plot_condition_speedups(results: Mapping[str, Any], *, m_step: Mapping[str, 
 
 
 def plot_lr_surface(results: Mapping[str, Any]):
-    """Plot the grid's speed-ups as one (η_V, η_O) heat map per routing ratio; return the figure.
+    """Plot the grid's speed-ups as one (η_V, η_O) heat map per routing ratio; return the figure (glued as
+    ``fig-sticky-lr-surface``).
 
-    Points not computed are left blank (a frame around each panel shows where the grid is).
+    Only the grid's levels that some computed point uses are drawn: a panel per routing ratio with a point, a row per
+    value ratio and a column per readout ratio that occur. A cell inside those that was not run is hatched and marked
+    "not run", so that no panel is empty.
     """
-    levels = list(results["config"]["grid_levels"])
     points = {tuple(p["ratios"]): p["speedup"] for p in results["grid"]}
-    fig, axes = plotting.new_figure(len(levels), width=2.5, height=2.6, sharey=True)
-    vmax = max(points.values()) if points else 1.0
-    for ax, qk in zip(np.atleast_1d(axes), levels):
-        grid = np.full((len(levels), len(levels)), np.nan)
-        for i, v in enumerate(levels):
-            for j, o in enumerate(levels):
+    levels = [lv for lv in results["config"]["grid_levels"]]
+    used = [[lv for lv in levels if any(point[axis] == lv for point in points)] for axis in range(3)]
+    qk_levels, v_levels, o_levels = used
+    if not qk_levels:
+        raise ValueError("the learning-rate surface has no computed grid point to draw")
+    fig, axes = plotting.new_figure(len(qk_levels), width=2.9, height=2.9, sharey=True)
+    vmax = max(points.values())
+    missing = 0
+    for ax, qk in zip(np.atleast_1d(axes), qk_levels):
+        grid = np.full((len(v_levels), len(o_levels)), np.nan)
+        for i, v in enumerate(v_levels):
+            for j, o in enumerate(o_levels):
                 grid[i, j] = points.get((qk, v, o), np.nan)
-        ax.imshow(grid, origin="lower", cmap=plotting.SEQUENTIAL_CMAP, vmin=1.0, vmax=vmax,
-                  norm=None, aspect="equal")
-        for i in range(len(levels)):
-            for j in range(len(levels)):
-                if not math.isnan(grid[i, j]):  # points not run stay blank
-                    ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=10,
+        ax.imshow(grid, origin="lower", cmap=plotting.SEQUENTIAL_CMAP, vmin=1.0, vmax=vmax, aspect="equal")
+        for i in range(len(v_levels)):
+            for j in range(len(o_levels)):
+                if math.isnan(grid[i, j]):  # inside the drawn levels but not run: say so
+                    missing += 1
+                    ax.add_patch(plotting.plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
+                                                        edgecolor="0.7", lw=0))
+                    ax.text(j, i, "not run", ha="center", va="center", fontsize=9, color="0.4")
+                else:
+                    ax.text(j, i, f"{grid[i, j]:.1f}×", ha="center", va="center", fontsize=11,
                             color="white" if grid[i, j] < 0.6 * vmax else "black")
-        ax.set_xticks(range(len(levels)), [f"{o:g}" for o in levels])
-        ax.set_yticks(range(len(levels)), [f"{v:g}" for v in levels])
-        ax.set_xlabel(r"$\eta_O / 0.01$")
-        ax.set_title(rf"$\eta_{{QK}} / 0.01$ = {qk:g}", fontsize=10)
+        ax.set_xticks(range(len(o_levels)), [f"×{o:g}" for o in o_levels])
+        ax.set_yticks(range(len(v_levels)), [f"×{v:g}" for v in v_levels])
+        ax.set_xlabel(r"readout rate $\eta_O / 0.01$")
+        ax.set_title(rf"routing rate $\eta_{{QK}} / 0.01$: ×{qk:g}", fontsize=10)
         ax.grid(False)
         for spine in ax.spines.values():
             spine.set_visible(True)
             spine.set_color("0.6")
-    np.atleast_1d(axes)[0].set_ylabel(r"$\eta_V / 0.01$")
-    fig.suptitle("Speed-up over SGD on the paper's five seeds (blank: not run)")
+    np.atleast_1d(axes)[0].set_ylabel(r"value rate $\eta_V / 0.01$")
+    fig.suptitle("Speed-up over SGD, paper's five seeds" + (" (hatched: not run)" if missing else ""))
     return fig
 
 
 def plot_speedup_budget(result: Mapping[str, Any]):
     """Return the figure: (a) the paper's metric against the budget, per schedule, with intervals; (b) SGD's steps
     over each schedule's to reach each loss level, with intervals (stored result
-    :mod:`~attention_dynamics.chapters.sticky_markov_chain.speedup_budget`)."""
+    :mod:`~attention_dynamics.chapters.sticky_markov_chain.speedup_budget`). Glued as ``fig-sticky-speedup-budget``."""
     fig, axes = plotting.new_figure(2, width=4.2, height=3.4)
     budgets = sorted(int(b) for b in result["budgets"])
     labels = {"em_like": r"EM-like (×10 on $W_V$)", "sgd_matched": "×10 on every matrix",

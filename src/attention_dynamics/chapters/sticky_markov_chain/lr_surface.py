@@ -36,6 +36,8 @@ from . import paper_scale
 
 __all__ = [
     "CONDITIONS",
+    "CONDITION_LABELS",
+    "SURFACE_GLUES",
     "CLAIM_CONDITIONS",
     "SURFACE_FILE",
     "SURFACE_CONFIG",
@@ -64,6 +66,86 @@ CONDITIONS: dict[str, tuple[float, float, float]] = {
     "routing_values": (10, 10, 1),
     "routing_readout": (10, 1, 10),
     "all_three": (10, 10, 10),  # the matched control, sgd_matched
+}
+#: The reader's name of each condition: which matrices take the tenfold learning rate.
+CONDITION_LABELS = {"sgd": "none (SGD)", "values_only": "W_V (the paper's EM-like)", "readout_only": "W_O",
+                    "routing_only": "W_Q, W_K", "values_readout": "W_V, W_O", "routing_values": "W_Q, W_K, W_V",
+                    "routing_readout": "W_Q, W_K, W_O", "all_three": "all four"}
+#: The surface's glue names, by (block: the paper's five seeds or twenty, condition or paired comparison): (point,
+#: low end, high end of its 95% interval).
+SURFACE_GLUES = {
+    ("paper_seeds", "sgd"): ("sticky.surface_sgd_5", "sticky.surface_sgd_5_low", "sticky.surface_sgd_5_high"),
+    ("paper_seeds", "values_only"):
+        ("sticky.surface_values_only_5", "sticky.surface_values_only_5_low", "sticky.surface_values_only_5_high"),
+    ("paper_seeds", "readout_only"):
+        ("sticky.surface_readout_only_5", "sticky.surface_readout_only_5_low", "sticky.surface_readout_only_5_high"),
+    ("paper_seeds", "routing_only"):
+        ("sticky.surface_routing_only_5", "sticky.surface_routing_only_5_low", "sticky.surface_routing_only_5_high"),
+    ("paper_seeds", "values_readout"):
+        ("sticky.surface_values_readout_5", "sticky.surface_values_readout_5_low",
+         "sticky.surface_values_readout_5_high"),
+    ("paper_seeds", "routing_values"):
+        ("sticky.surface_routing_values_5", "sticky.surface_routing_values_5_low",
+         "sticky.surface_routing_values_5_high"),
+    ("paper_seeds", "routing_readout"):
+        ("sticky.surface_routing_readout_5", "sticky.surface_routing_readout_5_low",
+         "sticky.surface_routing_readout_5_high"),
+    ("paper_seeds", "all_three"):
+        ("sticky.surface_all_three_5", "sticky.surface_all_three_5_low", "sticky.surface_all_three_5_high"),
+    ("paper_seeds", "values_only_over_readout_only"):
+        ("sticky.surface_values_only_over_readout_only_5", "sticky.surface_values_only_over_readout_only_5_low",
+         "sticky.surface_values_only_over_readout_only_5_high"),
+    ("paper_seeds", "values_only_over_routing_only"):
+        ("sticky.surface_values_only_over_routing_only_5", "sticky.surface_values_only_over_routing_only_5_low",
+         "sticky.surface_values_only_over_routing_only_5_high"),
+    ("paper_seeds", "values_only_over_values_readout"):
+        ("sticky.surface_values_only_over_values_readout_5", "sticky.surface_values_only_over_values_readout_5_low",
+         "sticky.surface_values_only_over_values_readout_5_high"),
+    ("paper_seeds", "values_only_over_routing_values"):
+        ("sticky.surface_values_only_over_routing_values_5", "sticky.surface_values_only_over_routing_values_5_low",
+         "sticky.surface_values_only_over_routing_values_5_high"),
+    ("paper_seeds", "values_only_over_routing_readout"):
+        ("sticky.surface_values_only_over_routing_readout_5", "sticky.surface_values_only_over_routing_readout_5_low",
+         "sticky.surface_values_only_over_routing_readout_5_high"),
+    ("paper_seeds", "values_only_over_all_three"):
+        ("sticky.surface_values_only_over_all_three_5", "sticky.surface_values_only_over_all_three_5_low",
+         "sticky.surface_values_only_over_all_three_5_high"),
+    ("twenty_seeds", "sgd"): ("sticky.surface_sgd_20", "sticky.surface_sgd_20_low", "sticky.surface_sgd_20_high"),
+    ("twenty_seeds", "values_only"):
+        ("sticky.surface_values_only_20", "sticky.surface_values_only_20_low", "sticky.surface_values_only_20_high"),
+    ("twenty_seeds", "readout_only"):
+        ("sticky.surface_readout_only_20", "sticky.surface_readout_only_20_low", "sticky.surface_readout_only_20_high"),
+    ("twenty_seeds", "routing_only"):
+        ("sticky.surface_routing_only_20", "sticky.surface_routing_only_20_low", "sticky.surface_routing_only_20_high"),
+    ("twenty_seeds", "values_readout"):
+        ("sticky.surface_values_readout_20", "sticky.surface_values_readout_20_low",
+         "sticky.surface_values_readout_20_high"),
+    ("twenty_seeds", "routing_values"):
+        ("sticky.surface_routing_values_20", "sticky.surface_routing_values_20_low",
+         "sticky.surface_routing_values_20_high"),
+    ("twenty_seeds", "routing_readout"):
+        ("sticky.surface_routing_readout_20", "sticky.surface_routing_readout_20_low",
+         "sticky.surface_routing_readout_20_high"),
+    ("twenty_seeds", "all_three"):
+        ("sticky.surface_all_three_20", "sticky.surface_all_three_20_low", "sticky.surface_all_three_20_high"),
+    ("twenty_seeds", "values_only_over_readout_only"):
+        ("sticky.surface_values_only_over_readout_only_20", "sticky.surface_values_only_over_readout_only_20_low",
+         "sticky.surface_values_only_over_readout_only_20_high"),
+    ("twenty_seeds", "values_only_over_routing_only"):
+        ("sticky.surface_values_only_over_routing_only_20", "sticky.surface_values_only_over_routing_only_20_low",
+         "sticky.surface_values_only_over_routing_only_20_high"),
+    ("twenty_seeds", "values_only_over_values_readout"):
+        ("sticky.surface_values_only_over_values_readout_20", "sticky.surface_values_only_over_values_readout_20_low",
+         "sticky.surface_values_only_over_values_readout_20_high"),
+    ("twenty_seeds", "values_only_over_routing_values"):
+        ("sticky.surface_values_only_over_routing_values_20", "sticky.surface_values_only_over_routing_values_20_low",
+         "sticky.surface_values_only_over_routing_values_20_high"),
+    ("twenty_seeds", "values_only_over_routing_readout"):
+        ("sticky.surface_values_only_over_routing_readout_20", "sticky.surface_values_only_over_routing_readout_20_low",
+         "sticky.surface_values_only_over_routing_readout_20_high"),
+    ("twenty_seeds", "values_only_over_all_three"):
+        ("sticky.surface_values_only_over_all_three_20", "sticky.surface_values_only_over_all_three_20_low",
+         "sticky.surface_values_only_over_all_three_20_high"),
 }
 #: The conditions with a ledger claim, in the order they are computed on twenty seeds.
 CLAIM_CONDITIONS = ("values_only", "readout_only", "routing_only", "values_readout")
@@ -265,19 +347,20 @@ def with_values_only_from(twenty: Mapping[str, Any] | None, paper_scale_block: M
 def surface_table(results: Mapping[str, Any], digits: int = 3):
     """Return a pandas DataFrame of the speed-up of every condition with its 95% interval, on 5 and on 20 seeds.
 
-    One row per condition (its ratios on routing, values, readout); the values-only-over-condition
-    column is the paired bootstrap ratio (above 1: values only is faster).
+    One row per condition, by the reader's name (:data:`CONDITION_LABELS`), with its ratios on routing, values,
+    readout.
     """
     rows = []
     for name, ratios in CONDITIONS.items():
-        row: dict[str, Any] = {"condition": name, "lr ratios (QK, V, O)": "({:g}, {:g}, {:g})".format(*ratios)}
+        row: dict[str, Any] = {"×10 on": CONDITION_LABELS[name],
+                               "rate ratios (W_Q W_K, W_V, W_O)": "({:g}, {:g}, {:g})".format(*ratios)}
         for key, label in (("paper_seeds", "5 seeds"), ("twenty_seeds", "20 seeds")):
             block = results.get(key) or {"conditions": {}, "comparisons": {}}
             cond = block["conditions"].get(name)
             row[f"speed-up, {label}"] = cond["speedup"] if cond else np.nan
             row[f"95% CI, {label}"] = f"{cond['ci']['low']:.2f}–{cond['ci']['high']:.2f}" if cond else ""
         rows.append(row)
-    return pd.DataFrame(rows).set_index("condition").round(digits)
+    return pd.DataFrame(rows).set_index("×10 on").round(digits)
 
 
 def m_step_value_step_ratio(seed: int, rho: float, *, length: int = sticky_chain.SEQUENCE_LENGTH) -> float:

@@ -1,5 +1,6 @@
 """Chapter 5's ledger claims and glued numbers: the chain's floors, the paper's protocol, its controls, the
-learning-rate surface, the long runs and the deep variant."""
+learning-rate surface, the long runs and the deep variant; the reader's tables of the protocol; what the page says of
+the paper's claims it tests, in the reader's words. Every glue name the prose uses is written out."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ...core.seeding import stream
 from ...ledger import claims
 from ...ledger.results import StoredData
+from ...ledger.verdicts import reader_label, verdict_of
 from ...models.single_head import HEAD_SHAPE, INIT_STD, initial_head
 from ...science.speedup import intervals_separate
 from ...tasks import sticky_chain
@@ -25,6 +28,11 @@ from .settings import CHAIN_PARAMS, LN8, SCHEDULE_PAIR, StickySettings
 __all__ = [
     "describe_machine",
     "STICKY_CHAIN_BENCHMARK",
+    "glue_settings",
+    "per_seed_table",
+    "summary_table",
+    "ROW_GLUES",
+    "glue_rows",
     "record_chains",
     "record_floors",
     "glue_filtered_floor",
@@ -52,6 +60,20 @@ def describe_machine(machine: dict[str, Any]) -> str:
     return ", ".join(part for part in parts if part) or "an unrecorded machine"
 
 
+def glue_settings(cfg: StickySettings) -> None:
+    """Glue the protocol's settings for the chapter's settings table: seeds, steps, sequence length, how often the
+    value prototypes are recorded, the Monte Carlo length of the floor's check, the scale; and the head's number of
+    weights."""
+    claims.glue("sticky.setting_seeds", ", ".join(str(s) for s in cfg.seeds))
+    claims.glue("sticky.setting_steps", cfg.steps)
+    claims.glue("sticky.setting_length", cfg.length)
+    claims.glue("sticky.setting_snapshot_every", cfg.snapshot_every)
+    claims.glue("sticky.setting_monte_carlo_length", cfg.monte_carlo_length)
+    claims.glue("sticky.setting_scale", cfg.scale)
+    shape = HEAD_SHAPE  # W_Q, W_K: d_in × d_k; W_V: d_in × d_v; W_O: d_v × classes
+    claims.glue("sticky.n_weights", shape["d_in"] * (2 * shape["d_k"] + shape["d_v"]) + shape["d_v"] * shape["n_classes"])
+
+
 def record_chains() -> dict[str, torch.Tensor]:
     """Return chain kind → transition matrix, after recording the reference chain's effective self-transition
     probability against its closed form and gluing the nominal one's and the stationary laws' deviation from uniform."""
@@ -72,11 +94,21 @@ def record_chains() -> dict[str, torch.Tensor]:
     return P
 
 
+#: The floors' glue names by chain: (claim id of H_min, its Monte Carlo estimate, that estimate's standard error, H_min
+#: in bits, the stationary-weighted entropy rate).
+FLOOR_GLUES = {
+    "reference": ("sticky.hmin_nats_reference", "sticky.hmin_mc_reference", "sticky.hmin_mc_se_reference",
+                  "sticky.hmin_bits_reference", "sticky.entropy_rate_reference"),
+    "nominal": ("sticky.hmin_nats_nominal", "sticky.hmin_mc_nominal", "sticky.hmin_mc_se_nominal",
+                "sticky.hmin_bits_nominal", "sticky.entropy_rate_nominal"),
+}
+
+
 def record_floors(P: Mapping[str, torch.Tensor], monte_carlo_length: int, *, seed: int) -> dict[str, float]:
     """Return chain kind → Bayes floor H_min (nats), each recorded as a claim against a Monte Carlo conditional
     entropy of a simulated chain (tolerance four standard errors); glues bits, entropy rates and the estimates."""
     floors = {}
-    for kind, claim_id in (("reference", "sticky.hmin_nats_reference"), ("nominal", "sticky.hmin_nats_nominal")):
+    for kind, (claim_id, mc_name, mc_se_name, bits_name, rate_name) in FLOOR_GLUES.items():
         mc = sticky_chain.monte_carlo_entropy_rate(P[kind], monte_carlo_length, seed=stream(seed, "inputs"))
         floors[kind] = claims.record(
             claim_id,
@@ -87,10 +119,10 @@ def record_floors(P: Mapping[str, torch.Tensor], monte_carlo_length: int, *, see
             tolerance=4 * mc["standard_error"],
             params={**CHAIN_PARAMS, "chain": kind, "monte_carlo_length": monte_carlo_length, "seed": seed},
         ).value
-        claims.glue(f"sticky.hmin_mc_{kind}", mc["estimate"])
-        claims.glue(f"sticky.hmin_mc_se_{kind}", mc["standard_error"])
-        claims.glue(f"sticky.hmin_bits_{kind}", sticky_chain.bayes_floor_bits(P[kind]))
-        claims.glue(f"sticky.entropy_rate_{kind}", sticky_chain.entropy_rate_nats(P[kind]))
+        claims.glue(mc_name, mc["estimate"])
+        claims.glue(mc_se_name, mc["standard_error"])
+        claims.glue(bits_name, sticky_chain.bayes_floor_bits(P[kind]))
+        claims.glue(rate_name, sticky_chain.entropy_rate_nats(P[kind]))
     claims.glue("sticky.ln8", LN8)
     claims.glue("sticky.mc_length", monte_carlo_length)
     return floors
@@ -136,8 +168,9 @@ def glue_benchmark(path=None) -> dict[str, Any]:
     """
     benchmark = STICKY_CHAIN_BENCHMARK.load(path=path)
     claims.glue("sticky.engine_speedup_vs_autograd", benchmark["speedup"])
-    for key in ("engine_ms_per_step", "autograd_ms_per_step", "max_abs_loss_difference"):
-        claims.glue(f"sticky.benchmark_{key}", benchmark[key])
+    claims.glue("sticky.benchmark_engine_ms_per_step", benchmark["engine_ms_per_step"])
+    claims.glue("sticky.benchmark_autograd_ms_per_step", benchmark["autograd_ms_per_step"])
+    claims.glue("sticky.benchmark_max_abs_loss_difference", benchmark["max_abs_loss_difference"])
     claims.glue("sticky.benchmark_threads", benchmark["settings"]["threads"])
     claims.glue("sticky.engine_speedup_vs_protocol", benchmark["speedup_vs_protocol"])
     claims.glue("sticky.benchmark_load", benchmark["machine"]["load_average_1min"])
@@ -158,7 +191,8 @@ def record_protocol(runs: Mapping[tuple[str, int], Any], protocol: Mapping[str, 
     gluing the threshold, first steps, paired test and each schedule's share of the way from ln 8 to H_min."""
     params = protocol_params(cfg)
     final_loss = {name: summarise_runs(runs, name, "loss") for name in SCHEDULE_PAIR}
-    for name, claim_id in (("sgd", "sticky.final_loss_sgd"), ("em_like", "sticky.final_loss_em")):
+    for name, claim_id, sd_name in (("sgd", "sticky.final_loss_sgd", "sticky.final_loss_sgd_sd"),
+                                    ("em_like", "sticky.final_loss_em", "sticky.final_loss_em_sd")):
         claims.record(
             claim_id, final_loss[name]["mean"], unit="nats", lower=(LN8 + hmin) / 2, upper=LN8,
             description=f"mean final training loss of {SCHEDULES[name].label} after the paper's "
@@ -168,7 +202,7 @@ def record_protocol(runs: Mapping[tuple[str, int], Any], protocol: Mapping[str, 
             explanation="this schedule has covered more than half of the way from ln 8 to H_min "
             "after 1000 steps: it has left the plateau",
         )
-        claims.glue(f"{claim_id}_sd", final_loss[name]["sd"])
+        claims.glue(sd_name, final_loss[name]["sd"])
     speedup = protocol["speedup"]
     claims.record(
         "sticky.speedup_paper_protocol", speedup["speedup"], unit="×", paper_value=2.3, tolerance=0.23,
@@ -182,13 +216,45 @@ def record_protocol(runs: Mapping[tuple[str, int], Any], protocol: Mapping[str, 
     claims.glue("sticky.mean_first_step", speedup["mean_first_step"])
     claims.glue("sticky.first_step_min", min(speedup["first_steps"]))
     claims.glue("sticky.first_step_max", max(speedup["first_steps"]))
-    for key in ("mean_difference", "t", "t_pvalue", "wilcoxon_pvalue"):
-        claims.glue(f"sticky.paired_{key}", protocol["paired_test"][key])
+    paired = protocol["paired_test"]
+    claims.glue("sticky.paired_mean_difference", paired["mean_difference"])
+    claims.glue("sticky.paired_t", paired["t"])
+    claims.glue("sticky.paired_t_pvalue", paired["t_pvalue"])
+    claims.glue("sticky.paired_wilcoxon_pvalue", paired["wilcoxon_pvalue"])
     claims.glue("sticky.gap_sgd_to_hmin", final_loss["sgd"]["mean"] - hmin)
     claims.glue("sticky.gap_em_to_hmin", final_loss["em_like"]["mean"] - hmin)
-    for name in SCHEDULE_PAIR:  # share of the way from ln 8 down to H_min covered after the protocol
-        claims.glue(f"sticky.gap_covered_{name}", (LN8 - final_loss[name]["mean"]) / (LN8 - hmin))
+    # the share of the way from ln 8 down to H_min covered after the protocol, and where that is in words
+    claims.glue("sticky.gap_covered_sgd", sticky_chain.share_of_way(final_loss["sgd"]["mean"], hmin))
+    claims.glue("sticky.gap_covered_em_like", sticky_chain.share_of_way(final_loss["em_like"]["mean"], hmin))
+    claims.glue("sticky.position_sgd",
+                sticky_chain.position_phrase(sticky_chain.share_of_way(final_loss["sgd"]["mean"], hmin)))
+    claims.glue("sticky.position_em",
+                sticky_chain.position_phrase(sticky_chain.share_of_way(final_loss["em_like"]["mean"], hmin)))
     return speedup
+
+
+#: The reader's names of the protocol's schedules and measures (the tables below).
+SCHEDULE_LABELS = {"sgd": "SGD", "em_like": "EM-like"}
+MEASURE_LABELS = {"loss": "loss (nats)", "entropy": "predictive entropy (nats)", "accuracy": "accuracy"}
+
+
+def per_seed_table(protocol: Mapping[str, Any]) -> pd.DataFrame:
+    """Return the protocol's per-seed table (:func:`~attention_dynamics.chapters.sticky_markov_chain.runs.paper_protocol_summary`)
+    with the reader's column labels: each schedule's final loss, entropy and accuracy, and EM-like's first step below
+    the threshold."""
+    def label(column: str) -> str:
+        name, _, what = column.partition(" ")
+        return f"{SCHEDULE_LABELS.get(name, name)} {MEASURE_LABELS.get(what, what)}"
+
+    return protocol["per_seed"].rename(columns=label)
+
+
+def summary_table(protocol: Mapping[str, Any]) -> pd.DataFrame:
+    """Return the protocol's mean and standard deviation over seeds of each schedule's final loss, entropy and
+    accuracy, with the reader's labels."""
+    table = protocol["summary"].rename(index={**SCHEDULE_LABELS, **MEASURE_LABELS})
+    table.index.names = ["schedule", "after the protocol"]
+    return table.rename(columns={"mean": "mean over seeds", "sd": "standard deviation"})
 
 
 def load_paper_scale() -> dict[str, Any]:
@@ -237,6 +303,10 @@ def record_speedup_interval(heavy: Mapping[str, Any]) -> dict[str, float]:
         description="upper end of the 95% bootstrap interval of the paper's speed-up over 20 seeds "
         "(passes if the interval reaches up to the paper's 2.3)",
         explanation="the whole 95% interval lies below the paper's 2.3", params=params)
+    # where the paper's 2.3× lies, by the same bounds as the two ends' claims
+    claims.glue("sticky.ci_phrase", "the paper's 2.3× lies inside the interval" if ci["low"] <= 2.3 <= ci["high"]
+                else "the paper's 2.3× lies above the interval" if ci["high"] < 2.3
+                else "the paper's 2.3× lies below the interval")
     claims.glue("sticky.ci_point", ci["point"])
     claims.glue("sticky.ci_n_seeds", len(block["seeds"]["em_like"]))
     claims.glue("sticky.ci_paired_p", block["paired_test_vs_sgd"]["em_like"]["t_pvalue"])
@@ -281,15 +351,17 @@ def record_surface(surface: Mapping[str, Any]) -> bool:
                     "reference": "SGD's own speed-up on the paper's seeds", "scale": "paper"},
         )
         claims.glue(f"sticky.surface_n_seeds_{name}", len(cond.get("seeds", block["seeds"])))
-    for key, block in (("5", paper), ("20", twenty)):
+    for key, block in (("paper_seeds", paper), ("twenty_seeds", twenty)):
         for name, cond in block["conditions"].items():
-            claims.glue(f"sticky.surface_{name}_{key}", cond["speedup"])
-            claims.glue(f"sticky.surface_{name}_{key}_low", cond["ci"]["low"])
-            claims.glue(f"sticky.surface_{name}_{key}_high", cond["ci"]["high"])
+            point, low, high = lr_surface.SURFACE_GLUES[(key, name)]
+            claims.glue(point, cond["speedup"])
+            claims.glue(low, cond["ci"]["low"])
+            claims.glue(high, cond["ci"]["high"])
         for pair, ratio in block.get("comparisons", {}).items():
-            claims.glue(f"sticky.surface_{pair}_{key}", ratio["point"])
-            claims.glue(f"sticky.surface_{pair}_{key}_low", ratio["low"])
-            claims.glue(f"sticky.surface_{pair}_{key}_high", ratio["high"])
+            point, low, high = lr_surface.SURFACE_GLUES[(key, pair)]
+            claims.glue(point, ratio["point"])
+            claims.glue(low, ratio["low"])
+            claims.glue(high, ratio["high"])
     single = ("values_only", "readout_only", "routing_only")
     decisive = twenty if set(single) <= set(twenty["conditions"]) else paper
     values = decisive["conditions"]["values_only"]
@@ -340,6 +412,19 @@ def glue_surface_phrases(paper: Mapping[str, Any], twenty: Mapping[str, Any], sg
     claims.glue("sticky.surface_specificity_phrase", reading)
 
 
+#: The linearised M-step's glue names by target distance rho (the stored sweep's, at every scale): its first step on
+#: W_V relative to SGD's, its speed-up, and that speed-up over gradient steps of the same size on the values axis.
+M_STEP_GLUES = {
+    0.1: ("sticky.mstep_step_ratio_0p1", "sticky.mstep_speedup_0p1", "sticky.mstep_over_gradient_0p1"),
+    0.3: ("sticky.mstep_step_ratio_0p3", "sticky.mstep_speedup_0p3", "sticky.mstep_over_gradient_0p3"),
+    1.0: ("sticky.mstep_step_ratio_1", "sticky.mstep_speedup_1", "sticky.mstep_over_gradient_1"),
+    3.0: ("sticky.mstep_step_ratio_3", "sticky.mstep_speedup_3", "sticky.mstep_over_gradient_3"),
+}
+#: The values axis's glue names by the values' learning-rate ratio to SGD's.
+VALUES_AXIS_GLUES = {1.0: "sticky.values_axis_1", 3.0: "sticky.values_axis_3", 10.0: "sticky.values_axis_10",
+                     30.0: "sticky.values_axis_30"}
+
+
 def m_step_points(heavy: Mapping[str, Any], surface: Mapping[str, Any]) -> dict[float, tuple[float, float]]:
     """Return rho → (the closed-form M-step's first step on W_V relative to SGD's, mean over its seeds; its speed-up),
     after gluing both, its speed-up over gradient steps of that size on the values axis where computed, and the axis."""
@@ -349,16 +434,28 @@ def m_step_points(heavy: Mapping[str, Any], surface: Mapping[str, Any]) -> dict[
         for v in heavy["rho_sweep"].values()
     }
     for rho, (ratio, speed) in points.items():
-        tag = f"{rho:g}".replace(".", "p")
-        claims.glue(f"sticky.mstep_step_ratio_{tag}", ratio)
-        claims.glue(f"sticky.mstep_speedup_{tag}", speed)
+        tag = f"{rho:g}".replace(".", "p")  # a rho the book's sweep does not run is glued by the same pattern
+        step_name, speed_name, over_name = M_STEP_GLUES.get(float(rho), (
+            f"sticky.mstep_step_ratio_{tag}", f"sticky.mstep_speedup_{tag}", f"sticky.mstep_over_gradient_{tag}"))
+        claims.glue(step_name, ratio)
+        claims.glue(speed_name, speed)
         on_axis = lr_surface.values_axis_speedup_at(surface, ratio)  # nan beyond the computed points
         if not math.isnan(on_axis):
-            claims.glue(f"sticky.mstep_over_gradient_{tag}", speed / on_axis)
+            claims.glue(over_name, speed / on_axis)
     axis = lr_surface.values_axis(surface)
     for ratio, speed in zip(axis["ratio"], axis["speedup"]):
-        claims.glue(f"sticky.values_axis_{ratio:g}", speed)
+        claims.glue(VALUES_AXIS_GLUES.get(float(ratio), f"sticky.values_axis_{ratio:g}"), speed)
     return points
+
+
+#: The long runs' glue names by schedule: (claim id of the closest held-out gap to H_min, final training loss, final
+#: held-out loss, step of the best held-out loss, final gap to the exact filter).
+LONG_RUN_GLUES = {
+    "em_like": ("sticky.long_run_gap_to_hmin_em", "sticky.long_final_train_em", "sticky.long_final_heldout_em",
+                "sticky.long_best_step_em", "sticky.long_final_gap_filter_em"),
+    "sgd": ("sticky.long_run_gap_to_hmin_sgd", "sticky.long_final_train_sgd", "sticky.long_final_heldout_sgd",
+            "sticky.long_best_step_sgd", "sticky.long_final_gap_filter_sgd"),
+}
 
 
 def record_long_runs(heavy: Mapping[str, Any]):
@@ -370,17 +467,16 @@ def record_long_runs(heavy: Mapping[str, Any]):
     params = {"seeds": long_run["seeds"], "steps": long_run["steps"], "chain": "reference",
               "heldout_sequences": cfg["heldout_sequences"], "heldout_every": cfg["long_heldout_every"],
               "scale": "paper"}
-    for name, short, claim_id in (("em_like", "em", "sticky.long_run_gap_to_hmin_em"),
-                                  ("sgd", "sgd", "sticky.long_run_gap_to_hmin_sgd")):
+    for name, (claim_id, train_name, heldout_name, best_name, filter_name) in LONG_RUN_GLUES.items():
         row = table.loc[SCHEDULES[name].label]
         claims.record(
             claim_id, row["closest gap to H_min"], unit="nats",
             description=f"lowest held-out loss along the long run of {SCHEDULES[name].label} minus H_min",
             params={**params, "schedule": name})
-        claims.glue(f"sticky.long_final_train_{short}", row["final training loss"])
-        claims.glue(f"sticky.long_final_heldout_{short}", row["final held-out loss"])
-        claims.glue(f"sticky.long_best_step_{short}", int(row["at step"]))
-        claims.glue(f"sticky.long_final_gap_filter_{short}", row["final gap to filter"])
+        claims.glue(train_name, row["final training loss"])
+        claims.glue(heldout_name, row["final held-out loss"])
+        claims.glue(best_name, int(row["at step"]))
+        claims.glue(filter_name, row["final gap to filter"])
     claims.glue("sticky.long_filter_floor",
                 float(np.mean([r[0]["heldout"]["filtered_floor"] for r in long_run["runs"].values()])))
     claims.glue("sticky.long_heldout_every", cfg["long_heldout_every"])
@@ -396,6 +492,20 @@ def glue_nominal(heavy: Mapping[str, Any]):
     return paper_scale.controls_table(heavy, "nominal")
 
 
+#: The trajectories' glue names by (schedule, statistic): means over the seeds.
+TRAJECTORY_GLUES = {
+    ("sgd", "length"): "sticky.trajectory_length_sgd", ("em_like", "length"): "sticky.trajectory_length_em_like",
+    ("sgd", "coherence"): "sticky.trajectory_coherence_sgd",
+    ("em_like", "coherence"): "sticky.trajectory_coherence_em_like",
+    ("sgd", "specialization"): "sticky.trajectory_specialization_sgd",
+    ("em_like", "specialization"): "sticky.trajectory_specialization_em_like",
+    ("sgd", "initial_specialization"): "sticky.trajectory_initial_specialization_sgd",
+    ("em_like", "initial_specialization"): "sticky.trajectory_initial_specialization_em_like",
+    ("sgd", "length_per_lr"): "sticky.trajectory_length_per_lr_sgd",
+    ("em_like", "length_per_lr"): "sticky.trajectory_length_per_lr_em_like",
+}
+
+
 def glue_trajectories(runs: Mapping[tuple[str, int], Any], snapshot_every: int) -> dict[str, dict[str, Any]]:
     """Return schedule → :func:`~attention_dynamics.chapters.sticky_markov_chain.runs.trajectory_statistics` for the paper's two schedules, after gluing each
     mean and the path length per unit of value learning rate."""
@@ -403,8 +513,8 @@ def glue_trajectories(runs: Mapping[tuple[str, int], Any], snapshot_every: int) 
     trajectory = {name: trajectory_statistics(runs, name) for name in SCHEDULE_PAIR}
     for name, stats in trajectory.items():
         for key, summary in stats.items():
-            claims.glue(f"sticky.trajectory_{key}_{name}", summary["mean"])
-        claims.glue(f"sticky.trajectory_length_per_lr_{name}", stats["length"]["mean"] / SCHEDULES[name].value_lr)
+            claims.glue(TRAJECTORY_GLUES[(name, key)], summary["mean"])
+        claims.glue(TRAJECTORY_GLUES[(name, "length_per_lr")], stats["length"]["mean"] / SCHEDULES[name].value_lr)
     return trajectory
 
 
@@ -418,8 +528,9 @@ def record_deep(heavy: Mapping[str, Any]) -> dict[str, float]:
         description="held-out test loss of the 4-layer, 4-head, d = 64 transformer minus H_min",
         params={"seeds": [r["seed"] for r in deep["runs"]], "steps": deep["steps"], **deep["settings"],
                 "chain": "reference", "scale": "paper"})
-    for key, value in test.items():
-        claims.glue(f"sticky.deep_test_{key}", value)
+    claims.glue("sticky.deep_test_loss", test["loss"])
+    claims.glue("sticky.deep_test_entropy", test["entropy"])
+    claims.glue("sticky.deep_test_accuracy", test["accuracy"])
     claims.glue("sticky.deep_entropy_gap", test["entropy"] - deep["hmin_nats"])
     claims.glue("sticky.deep_n_parameters", deep["runs"][0]["n_parameters"])
     claims.glue("sticky.deep_n_seeds", len(deep["runs"]))
@@ -431,3 +542,39 @@ def record_deep(heavy: Mapping[str, Any]) -> dict[str, float]:
     claims.glue("sticky.deep_best_test_step", curve["steps"][best])
     claims.glue("sticky.deep_best_gap", curve["loss"][best] - deep["hmin_nats"])
     return test
+
+
+#: The paper's claims this chapter tests (their rows on the verdict page) and the glue names of what the page says of
+#: each: (the reader's label: holds, holds in part, …; its parts grouped by label; the verdict; its readings).
+ROW_GLUES = {
+    "sticky_speedup": ("sticky.speedup_row_label", "sticky.speedup_row_parts", "sticky.speedup_row_verdict",
+                       "sticky.speedup_row_readings"),
+    "sticky_m_step_on_values": ("sticky.mstep_row_label", "sticky.mstep_row_parts", "sticky.mstep_row_verdict",
+                                "sticky.mstep_row_readings"),
+    "sticky_plateau": ("sticky.plateau_row_label", "sticky.plateau_row_parts", "sticky.plateau_row_verdict",
+                       "sticky.plateau_row_readings"),
+    "sticky_trajectories": ("sticky.trajectory_row_label", "sticky.trajectory_row_parts",
+                            "sticky.trajectory_row_verdict", "sticky.trajectory_row_readings"),
+}
+
+
+def glue_rows(recorded) -> dict[str, str]:
+    """Glue, for each paper claim of :data:`ROW_GLUES`, what the verdict page will show, from the claims at hand (e.g.
+    ``claims.recorded_claims()``): the reader's label, the parts (or readings) grouped by the reader's label ("Holds:
+    A; B. Does not hold: C."), the verdict and its readings; return row → reader's label."""
+    order = ("holds", "holds in part", "open at this scale", "not tested here", "does not hold")
+    out = {}
+    for row_id, (label_name, parts_name, verdict_name, readings_name) in ROW_GLUES.items():
+        row = verdict_of(row_id, recorded)
+        grouped: dict[str, list[str]] = {}
+        for name, verdict in row.by_group.items():
+            grouped.setdefault(reader_label(verdict), []).append(name)
+        parts = " ".join(f"{label[0].upper()}{label[1:]}: {'; '.join(grouped[label])}." for label in order
+                         if label in grouped)
+        out[row_id] = reader_label(row.verdict)
+        claims.glue(label_name, out[row_id])
+        claims.glue(verdict_name, row.verdict)
+        if parts:  # a row decided by one group of claims has no parts
+            claims.glue(parts_name, parts)
+            claims.glue(readings_name, row.readings_text())
+    return out

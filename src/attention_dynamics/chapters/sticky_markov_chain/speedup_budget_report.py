@@ -19,8 +19,9 @@ from ...ledger import claims
 from ...ledger.verdicts import render_caveat
 from .speedup_budget import FILE, LONG_SCHEDULES
 
-__all__ = ["PAPER_BAND", "record_speedup_budget_claims", "glue_speedup_budget", "SPEEDUP_DIRECTIONS",
-           "glue_speedup_directions"]
+__all__ = ["PAPER_BAND", "record_speedup_budget_claims", "BUDGET_GLUES", "LEVEL_GLUES", "M_STEP_GLUES", "PAIR_GLUES",
+           "TRAJECTORY_GLUES", "glue_speedup_budget", "SPEEDUP_DIRECTIONS",
+           "BAND_PHRASES", "band_phrase", "glue_speedup_directions"]
 
 
 #: The paper's 2.3× with the tolerance of chapter 5's protocol claim (±10 %): a speed-up that is a property of the
@@ -177,39 +178,210 @@ def record_speedup_budget_claims(result: Mapping[str, Any]) -> dict[str, claims.
     return out
 
 
+#: The glue names of the metric at each of the book's budgets: budget → what → name (threshold, SGD's own
+#: score, and each schedule's speed-up, interval and censored seeds).
+BUDGET_GLUES = {
+    "500": {"threshold": "sticky.budget_500_threshold", "sgd_self": "sticky.budget_500_sgd_self",
+            "em_like_speedup": "sticky.budget_500_em_like_speedup", "em_like_low": "sticky.budget_500_em_like_low",
+            "em_like_high": "sticky.budget_500_em_like_high", "em_like_censored": "sticky.budget_500_em_like_censored",
+            "sgd_matched_speedup": "sticky.budget_500_sgd_matched_speedup",
+            "sgd_matched_low": "sticky.budget_500_sgd_matched_low",
+            "sgd_matched_high": "sticky.budget_500_sgd_matched_high",
+            "sgd_matched_censored": "sticky.budget_500_sgd_matched_censored",
+            "m_step_speedup": "sticky.budget_500_m_step_speedup", "m_step_low": "sticky.budget_500_m_step_low",
+            "m_step_high": "sticky.budget_500_m_step_high", "m_step_censored": "sticky.budget_500_m_step_censored"},
+    "1000": {"threshold": "sticky.budget_1000_threshold", "sgd_self": "sticky.budget_1000_sgd_self",
+             "em_like_speedup": "sticky.budget_1000_em_like_speedup", "em_like_low": "sticky.budget_1000_em_like_low",
+             "em_like_high": "sticky.budget_1000_em_like_high",
+             "em_like_censored": "sticky.budget_1000_em_like_censored",
+             "sgd_matched_speedup": "sticky.budget_1000_sgd_matched_speedup",
+             "sgd_matched_low": "sticky.budget_1000_sgd_matched_low",
+             "sgd_matched_high": "sticky.budget_1000_sgd_matched_high",
+             "sgd_matched_censored": "sticky.budget_1000_sgd_matched_censored",
+             "m_step_speedup": "sticky.budget_1000_m_step_speedup", "m_step_low": "sticky.budget_1000_m_step_low",
+             "m_step_high": "sticky.budget_1000_m_step_high", "m_step_censored": "sticky.budget_1000_m_step_censored"},
+    "2000": {"threshold": "sticky.budget_2000_threshold", "sgd_self": "sticky.budget_2000_sgd_self",
+             "em_like_speedup": "sticky.budget_2000_em_like_speedup", "em_like_low": "sticky.budget_2000_em_like_low",
+             "em_like_high": "sticky.budget_2000_em_like_high",
+             "em_like_censored": "sticky.budget_2000_em_like_censored",
+             "sgd_matched_speedup": "sticky.budget_2000_sgd_matched_speedup",
+             "sgd_matched_low": "sticky.budget_2000_sgd_matched_low",
+             "sgd_matched_high": "sticky.budget_2000_sgd_matched_high",
+             "sgd_matched_censored": "sticky.budget_2000_sgd_matched_censored",
+             "m_step_speedup": "sticky.budget_2000_m_step_speedup", "m_step_low": "sticky.budget_2000_m_step_low",
+             "m_step_high": "sticky.budget_2000_m_step_high", "m_step_censored": "sticky.budget_2000_m_step_censored"},
+    "4000": {"threshold": "sticky.budget_4000_threshold", "sgd_self": "sticky.budget_4000_sgd_self",
+             "em_like_speedup": "sticky.budget_4000_em_like_speedup", "em_like_low": "sticky.budget_4000_em_like_low",
+             "em_like_high": "sticky.budget_4000_em_like_high",
+             "em_like_censored": "sticky.budget_4000_em_like_censored",
+             "sgd_matched_speedup": "sticky.budget_4000_sgd_matched_speedup",
+             "sgd_matched_low": "sticky.budget_4000_sgd_matched_low",
+             "sgd_matched_high": "sticky.budget_4000_sgd_matched_high",
+             "sgd_matched_censored": "sticky.budget_4000_sgd_matched_censored",
+             "m_step_speedup": "sticky.budget_4000_m_step_speedup", "m_step_low": "sticky.budget_4000_m_step_low",
+             "m_step_high": "sticky.budget_4000_m_step_high", "m_step_censored": "sticky.budget_4000_m_step_censored"},
+    "8000": {"threshold": "sticky.budget_8000_threshold", "sgd_self": "sticky.budget_8000_sgd_self",
+             "em_like_speedup": "sticky.budget_8000_em_like_speedup", "em_like_low": "sticky.budget_8000_em_like_low",
+             "em_like_high": "sticky.budget_8000_em_like_high",
+             "em_like_censored": "sticky.budget_8000_em_like_censored",
+             "sgd_matched_speedup": "sticky.budget_8000_sgd_matched_speedup",
+             "sgd_matched_low": "sticky.budget_8000_sgd_matched_low",
+             "sgd_matched_high": "sticky.budget_8000_sgd_matched_high",
+             "sgd_matched_censored": "sticky.budget_8000_sgd_matched_censored",
+             "m_step_speedup": "sticky.budget_8000_m_step_speedup", "m_step_low": "sticky.budget_8000_m_step_low",
+             "m_step_high": "sticky.budget_8000_m_step_high", "m_step_censored": "sticky.budget_8000_m_step_censored"},
+}
+#: The glue names of each loss level: level → what → name (its loss, each schedule's mean step to reach it, and
+#: SGD's steps over each schedule's with its interval).
+LEVEL_GLUES = {
+    "10pct": {"loss": "sticky.level_10pct_loss", "sgd_mean_step": "sticky.level_10pct_sgd_mean_step",
+              "em_like_mean_step": "sticky.level_10pct_em_like_mean_step",
+              "sgd_matched_mean_step": "sticky.level_10pct_sgd_matched_mean_step",
+              "m_step_mean_step": "sticky.level_10pct_m_step_mean_step",
+              "exact_m_step_mean_step": "sticky.level_10pct_exact_m_step_mean_step",
+              "em_like_ratio_point": "sticky.level_10pct_em_like_ratio_point",
+              "em_like_ratio_low": "sticky.level_10pct_em_like_ratio_low",
+              "em_like_ratio_high": "sticky.level_10pct_em_like_ratio_high",
+              "sgd_matched_ratio_point": "sticky.level_10pct_sgd_matched_ratio_point",
+              "sgd_matched_ratio_low": "sticky.level_10pct_sgd_matched_ratio_low",
+              "sgd_matched_ratio_high": "sticky.level_10pct_sgd_matched_ratio_high",
+              "m_step_ratio_point": "sticky.level_10pct_m_step_ratio_point",
+              "m_step_ratio_low": "sticky.level_10pct_m_step_ratio_low",
+              "m_step_ratio_high": "sticky.level_10pct_m_step_ratio_high",
+              "exact_m_step_ratio_point": "sticky.level_10pct_exact_m_step_ratio_point",
+              "exact_m_step_ratio_low": "sticky.level_10pct_exact_m_step_ratio_low",
+              "exact_m_step_ratio_high": "sticky.level_10pct_exact_m_step_ratio_high"},
+    "25pct": {"loss": "sticky.level_25pct_loss", "sgd_mean_step": "sticky.level_25pct_sgd_mean_step",
+              "em_like_mean_step": "sticky.level_25pct_em_like_mean_step",
+              "sgd_matched_mean_step": "sticky.level_25pct_sgd_matched_mean_step",
+              "m_step_mean_step": "sticky.level_25pct_m_step_mean_step",
+              "exact_m_step_mean_step": "sticky.level_25pct_exact_m_step_mean_step",
+              "em_like_ratio_point": "sticky.level_25pct_em_like_ratio_point",
+              "em_like_ratio_low": "sticky.level_25pct_em_like_ratio_low",
+              "em_like_ratio_high": "sticky.level_25pct_em_like_ratio_high",
+              "sgd_matched_ratio_point": "sticky.level_25pct_sgd_matched_ratio_point",
+              "sgd_matched_ratio_low": "sticky.level_25pct_sgd_matched_ratio_low",
+              "sgd_matched_ratio_high": "sticky.level_25pct_sgd_matched_ratio_high",
+              "m_step_ratio_point": "sticky.level_25pct_m_step_ratio_point",
+              "m_step_ratio_low": "sticky.level_25pct_m_step_ratio_low",
+              "m_step_ratio_high": "sticky.level_25pct_m_step_ratio_high",
+              "exact_m_step_ratio_point": "sticky.level_25pct_exact_m_step_ratio_point",
+              "exact_m_step_ratio_low": "sticky.level_25pct_exact_m_step_ratio_low",
+              "exact_m_step_ratio_high": "sticky.level_25pct_exact_m_step_ratio_high"},
+    "50pct": {"loss": "sticky.level_50pct_loss", "sgd_mean_step": "sticky.level_50pct_sgd_mean_step",
+              "em_like_mean_step": "sticky.level_50pct_em_like_mean_step",
+              "sgd_matched_mean_step": "sticky.level_50pct_sgd_matched_mean_step",
+              "m_step_mean_step": "sticky.level_50pct_m_step_mean_step",
+              "exact_m_step_mean_step": "sticky.level_50pct_exact_m_step_mean_step",
+              "em_like_ratio_point": "sticky.level_50pct_em_like_ratio_point",
+              "em_like_ratio_low": "sticky.level_50pct_em_like_ratio_low",
+              "em_like_ratio_high": "sticky.level_50pct_em_like_ratio_high",
+              "sgd_matched_ratio_point": "sticky.level_50pct_sgd_matched_ratio_point",
+              "sgd_matched_ratio_low": "sticky.level_50pct_sgd_matched_ratio_low",
+              "sgd_matched_ratio_high": "sticky.level_50pct_sgd_matched_ratio_high",
+              "m_step_ratio_point": "sticky.level_50pct_m_step_ratio_point",
+              "m_step_ratio_low": "sticky.level_50pct_m_step_ratio_low",
+              "m_step_ratio_high": "sticky.level_50pct_m_step_ratio_high",
+              "exact_m_step_ratio_point": "sticky.level_50pct_exact_m_step_ratio_point",
+              "exact_m_step_ratio_low": "sticky.level_50pct_exact_m_step_ratio_low",
+              "exact_m_step_ratio_high": "sticky.level_50pct_exact_m_step_ratio_high"},
+    "75pct": {"loss": "sticky.level_75pct_loss", "sgd_mean_step": "sticky.level_75pct_sgd_mean_step",
+              "em_like_mean_step": "sticky.level_75pct_em_like_mean_step",
+              "sgd_matched_mean_step": "sticky.level_75pct_sgd_matched_mean_step",
+              "m_step_mean_step": "sticky.level_75pct_m_step_mean_step",
+              "exact_m_step_mean_step": "sticky.level_75pct_exact_m_step_mean_step",
+              "em_like_ratio_point": "sticky.level_75pct_em_like_ratio_point",
+              "em_like_ratio_low": "sticky.level_75pct_em_like_ratio_low",
+              "em_like_ratio_high": "sticky.level_75pct_em_like_ratio_high",
+              "sgd_matched_ratio_point": "sticky.level_75pct_sgd_matched_ratio_point",
+              "sgd_matched_ratio_low": "sticky.level_75pct_sgd_matched_ratio_low",
+              "sgd_matched_ratio_high": "sticky.level_75pct_sgd_matched_ratio_high",
+              "m_step_ratio_point": "sticky.level_75pct_m_step_ratio_point",
+              "m_step_ratio_low": "sticky.level_75pct_m_step_ratio_low",
+              "m_step_ratio_high": "sticky.level_75pct_m_step_ratio_high",
+              "exact_m_step_ratio_point": "sticky.level_75pct_exact_m_step_ratio_point",
+              "exact_m_step_ratio_low": "sticky.level_75pct_exact_m_step_ratio_low",
+              "exact_m_step_ratio_high": "sticky.level_75pct_exact_m_step_ratio_high"},
+}
+#: The glue names of the M-steps compared with EM-like: M-step → what → name.
+M_STEP_GLUES = {
+    "equal_decrease": {"speedup": "sticky.mstep_equal_decrease_speedup",
+                       "mean_first_step": "sticky.mstep_equal_decrease_mean_first_step",
+                       "final_loss": "sticky.mstep_equal_decrease_final_loss",
+                       "over_em_point": "sticky.mstep_equal_decrease_over_em_point",
+                       "over_em_low": "sticky.mstep_equal_decrease_over_em_low",
+                       "over_em_high": "sticky.mstep_equal_decrease_over_em_high",
+                       "rho_mean": "sticky.mstep_equal_decrease_rho_mean"},
+    "equal_norm": {"speedup": "sticky.mstep_equal_norm_speedup",
+                   "mean_first_step": "sticky.mstep_equal_norm_mean_first_step",
+                   "final_loss": "sticky.mstep_equal_norm_final_loss",
+                   "over_em_point": "sticky.mstep_equal_norm_over_em_point",
+                   "over_em_low": "sticky.mstep_equal_norm_over_em_low",
+                   "over_em_high": "sticky.mstep_equal_norm_over_em_high",
+                   "rho_mean": "sticky.mstep_equal_norm_rho_mean"},
+    "exact": {"speedup": "sticky.mstep_exact_speedup", "mean_first_step": "sticky.mstep_exact_mean_first_step",
+              "final_loss": "sticky.mstep_exact_final_loss", "over_em_point": "sticky.mstep_exact_over_em_point",
+              "over_em_low": "sticky.mstep_exact_over_em_low", "over_em_high": "sticky.mstep_exact_over_em_high"},
+}
+#: The glue names of the like-for-like pair: what → name.
+PAIR_GLUES = {"routing_only_speedup": "sticky.pair_routing_only_speedup",
+              "values_readout_speedup": "sticky.pair_values_readout_speedup", "ratio_point": "sticky.pair_ratio_point",
+              "ratio_low": "sticky.pair_ratio_low", "ratio_high": "sticky.pair_ratio_high"}
+#: The glue names of the trajectories: (statistic, schedule or interval end) → name.
+TRAJECTORY_GLUES = {
+    ("length", "sgd"): "sticky.traj_length_sgd", ("length", "em_like"): "sticky.traj_length_em_like",
+    ("coherence", "sgd"): "sticky.traj_coherence_sgd", ("coherence", "em_like"): "sticky.traj_coherence_em_like",
+    ("specialization", "sgd"): "sticky.traj_specialization_sgd",
+    ("specialization", "em_like"): "sticky.traj_specialization_em_like",
+    ("length_ratio", "low"): "sticky.traj_length_ratio_low", ("length_ratio", "high"): "sticky.traj_length_ratio_high",
+    ("length_per_lr_ratio", "low"): "sticky.traj_length_per_lr_ratio_low",
+    ("length_per_lr_ratio", "high"): "sticky.traj_length_per_lr_ratio_high",
+    ("coherence_difference", "low"): "sticky.traj_coherence_difference_low",
+    ("coherence_difference", "high"): "sticky.traj_coherence_difference_high",
+    ("specialization_difference", "low"): "sticky.traj_specialization_difference_low",
+    ("specialization_difference", "high"): "sticky.traj_specialization_difference_high",
+}
+
+
 def glue_speedup_budget(result: Mapping[str, Any]) -> None:
     """Glue, for chapter 5's prose, the metric at every budget (threshold, each schedule's speed-up and interval),
     the steps to each loss level and their ratios, the M-step comparisons, the like-for-like pair and the
-    trajectories' per-schedule means."""
+    trajectories' per-schedule means.
+
+    The names are the tables' above (:data:`BUDGET_GLUES`, :data:`LEVEL_GLUES`, :data:`M_STEP_GLUES`,
+    :data:`PAIR_GLUES`, :data:`TRAJECTORY_GLUES`); a budget or level the book's result does not have (a reduced-size
+    result's) is glued by the same pattern."""
     g = claims.glue
     g("sticky.budget_n_seeds", len(result["seeds"]))
     for B, row in result["budgets"].items():
-        g(f"sticky.budget_{B}_threshold", row["threshold"])
-        g(f"sticky.budget_{B}_sgd_self", row["sgd_self"])
+        names = BUDGET_GLUES.get(B, {})
+        g(names.get("threshold", f"sticky.budget_{B}_threshold"), row["threshold"])
+        g(names.get("sgd_self", f"sticky.budget_{B}_sgd_self"), row["sgd_self"])
         for name in LONG_SCHEDULES[1:]:
             for key in ("speedup", "low", "high", "censored"):
-                g(f"sticky.budget_{B}_{name}_{key}", row[name][key])
+                g(names.get(f"{name}_{key}", f"sticky.budget_{B}_{name}_{key}"), row[name][key])
     for level, row in result["levels"].items():
-        g(f"sticky.level_{level}_loss", row["loss"])
+        names = LEVEL_GLUES.get(level, {})
+        g(names.get("loss", f"sticky.level_{level}_loss"), row["loss"])
         for name, times in row["times"].items():
             if all(t is not None for t in times):
-                g(f"sticky.level_{level}_{name}_mean_step", float(np.mean(times)))
+                g(names.get(f"{name}_mean_step", f"sticky.level_{level}_{name}_mean_step"), float(np.mean(times)))
         for name in row["times"]:
             if name != "sgd" and row.get(name) is not None:
                 for key in ("point", "low", "high"):
-                    g(f"sticky.level_{level}_{name}_ratio_{key}", row[name][key])
+                    g(names.get(f"{name}_ratio_{key}", f"sticky.level_{level}_{name}_ratio_{key}"), row[name][key])
     m = result["m_step"]
     for name in ("equal_decrease", "equal_norm", "exact"):
         if name not in m:
             continue
-        e = m[name]
-        g(f"sticky.mstep_{name}_speedup", e["speedup"])
-        g(f"sticky.mstep_{name}_mean_first_step", float(np.mean(e["first_steps"])))
-        g(f"sticky.mstep_{name}_final_loss", e["final_loss_ci"]["point"])
+        e, names = m[name], M_STEP_GLUES[name]
+        g(names["speedup"], e["speedup"])
+        g(names["mean_first_step"], float(np.mean(e["first_steps"])))
+        g(names["final_loss"], e["final_loss_ci"]["point"])
         for key in ("point", "low", "high"):
-            g(f"sticky.mstep_{name}_over_em_{key}", e["over_em_like"][key])
+            g(names[f"over_em_{key}"], e["over_em_like"][key])
         if "rho" in e:
-            g(f"sticky.mstep_{name}_rho_mean", float(np.mean(e["rho"])))
+            g(names["rho_mean"], float(np.mean(e["rho"])))
     # the M-step's direction, whatever step length it is matched at: its cosine to the gradient, glued once
     cosines = [m[name]["cosine"] for name in ("equal_decrease", "equal_norm") if name in m and "cosine" in m[name]]
     if cosines:
@@ -219,17 +391,17 @@ def glue_speedup_budget(result: Mapping[str, Any]) -> None:
     pair = result["pair"]
     if pair is not None:
         g("sticky.pair_n_seeds", len(pair["seeds"]))
-        for name in ("routing_only", "values_readout"):
-            g(f"sticky.pair_{name}_speedup", pair[name]["speedup"])
+        g(PAIR_GLUES["routing_only_speedup"], pair["routing_only"]["speedup"])
+        g(PAIR_GLUES["values_readout_speedup"], pair["values_readout"]["speedup"])
         for key in ("point", "low", "high"):
-            g(f"sticky.pair_ratio_{key}", pair["routing_over_values_readout"][key])
+            g(PAIR_GLUES[f"ratio_{key}"], pair["routing_over_values_readout"][key])
     traj = result["trajectories"]
     for name, rows in traj["per_seed"].items():
         for key in ("length", "coherence", "specialization"):
-            g(f"sticky.traj_{key}_{name}", float(np.mean([r[key] for r in rows])))
+            g(TRAJECTORY_GLUES[(key, name)], float(np.mean([r[key] for r in rows])))
     for key in ("length_ratio", "length_per_lr_ratio", "coherence_difference", "specialization_difference"):
         for end in ("low", "high"):
-            g(f"sticky.traj_{key}_{end}", traj[key][end])
+            g(TRAJECTORY_GLUES[(key, end)], traj[key][end])
 
 
 #: The directions chapter 5's prose states, each chosen by the status of the claim that decides it (pass | fail |
@@ -246,18 +418,38 @@ SPEEDUP_DIRECTIONS = {
     "sticky.mstep_decrease_phrase": "{sticky.m_step_vs_em_like_equal_decrease?faster than|slower than|as fast as}",
     "sticky.mstep_norm_phrase": "{sticky.m_step_vs_em_like_equal_norm?faster than|slower than|as fast as}",
     "sticky.exact_phrase": "{sticky.exact_m_step_over_em_like?faster than|slower than|as fast as}",
-    "sticky.budget_8000_phrase": "{sticky.speedup_budget_8000?is the paper's 2.3×|is not the paper's 2.3×|"
-                                 "cannot be told from the paper's 2.3×}",
-    "sticky.level_75_phrase": "{sticky.time_to_loss_ratio_75pct?is the paper's 2.3×|is not the paper's 2.3×|"
-                              "cannot be told from the paper's 2.3×}",
 }
+
+#: Where an interval lies against the paper's 2.3× (the band :data:`PAPER_BAND`, ±10 %): phrase name → the claim whose
+#: interval it describes. The phrase follows the claim's status and, where the interval reaches both inside and
+#: outside the band, says on which side of 2.3 it lies (:func:`band_phrase`).
+BAND_PHRASES = {"sticky.budget_8000_phrase": "sticky.speedup_budget_8000",
+                "sticky.level_75_phrase": "sticky.time_to_loss_ratio_75pct"}
+
+
+def band_phrase(claim: Mapping[str, Any]) -> str:
+    """Return where the 95% interval of a claim held to the paper's 2.3× (±10 %) lies, as a predicate of "the
+    interval": within the band (``pass``), clear of it (``fail``), or, when it reaches both inside and outside the
+    band, below, above or around 2.3 itself."""
+    status = claim["status"]
+    if status == "pass":
+        return "lies within 10 % of the paper's 2.3×"
+    if status == "fail":
+        return "lies more than 10 % away from the paper's 2.3×"
+    low, high = claim["interval"]
+    if high < 2.3:
+        return "lies below the paper's 2.3×, though it reaches within 10 % of it"
+    if low > 2.3:
+        return "lies above the paper's 2.3×, though it reaches within 10 % of it"
+    return "contains the paper's 2.3× but reaches more than 10 % away from it"
 
 
 def glue_speedup_directions(recorded: Sequence[claims.Claim]) -> dict[str, str]:
-    """Glue, and return, each phrase of :data:`SPEEDUP_DIRECTIONS` filled from the claims at hand (e.g.
+    """Glue, and return, each phrase of :data:`SPEEDUP_DIRECTIONS` and :data:`BAND_PHRASES` filled from the claims at hand (e.g.
     ``claims.recorded_claims()`` after :func:`record_speedup_budget_claims`)."""
     ledger = {c.id: c.to_json() for c in recorded}
     out = {name: render_caveat(template, ledger) for name, template in SPEEDUP_DIRECTIONS.items()}
+    out.update({name: band_phrase(ledger[claim_id]) for name, claim_id in BAND_PHRASES.items() if claim_id in ledger})
     for name, text in out.items():
         claims.glue(name, text)
     return out
