@@ -186,4 +186,5 @@ def test_horizon_stability_in_words():
                                                                    "2": {"path": {"verdict": "frame first"}}}}}}
     assert report.horizon_stability(same).startswith("every definition")
     same["toy"]["sgd"]["horizons"]["2"]["path"]["verdict"] = "undecided"
-    assert report.horizon_stability(same) == "the verdict changes with the run length for path (sgd)"
+    assert report.horizon_stability(same) == ("the order changes with the run length only for the parameter path "
+                                              "under plain SGD")

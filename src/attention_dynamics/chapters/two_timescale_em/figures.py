@@ -136,6 +136,7 @@ def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], ratio: float = f
     at which W_Q, W_K were frozen (seeds and their geometric mean, symlog steps from 0), the bound below which
     freezing costs nothing and the step from which the frame is in place; one legend below the panels."""
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullFormatter
 
     fig, axes = plotting.new_figure(len(results), width=4.2, height=3.2)
     axes = np.atleast_1d(axes)
@@ -154,6 +155,11 @@ def plot_freeze_frame(results: Mapping[str, Mapping[str, Any]], ratio: float = f
         ax.set_xscale("symlog", linthresh=1)
         ax.set_xlim(-0.3, steps.max() * 1.5)  # a little room left of 0, where the frame may already be in place
         ax.set_yscale("log")
+        low, high = ax.get_ylim()
+        if high / low < 10:  # less than a decade: a few plain tick labels (0.5, 1, 2) rather than 6×10⁻¹
+            ticks = [v for v in (0.5, 1, 2, 5) if low <= v <= high]
+            ax.set_yticks(ticks, [f"{v:g}" for v in ticks])
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set(title=title, xlabel=r"step $t$ at which $W_Q, W_K$ are frozen",
                ylabel="frozen ÷ trained final error (log)")
     handles = [Line2D([], [], color=plotting.PALETTE[0], lw=0.8, alpha=0.4, label="one seed"),
