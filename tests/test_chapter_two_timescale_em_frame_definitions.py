@@ -55,7 +55,7 @@ def test_the_sgd_heads_are_chapter_4s():
     assert book.sgd_lr == chapter.lr and (book.n_train, book.n_probe) == (chapter.n_train, chapter.n_probe)
     assert book.seeds == chapter.seeds and book.path_every == chapter.path_every
     assert book.horizons[len(book.horizons) // 2] == chapter.steps
-    assert book.fraction == chapter_settings.CLAIM_FRACTION and book.margin_fraction == chapter_settings.FREEZE_MARGIN
+    assert book.fraction == chapter_settings.CLAIM_FRACTION and chapter_settings.FREE_FREEZE_RATIO == 1.25
 
 
 def test_path_definition_is_chapter_4s_on_chapter_4s_runs(sgd_run):

@@ -98,7 +98,9 @@ class RecallHeadFrameSettings:
     ``horizons``: the run lengths read (each a multiple of ``record_every`` and ``path_every``);
     ``sgd_lr``: chapter 4's; ``adam_lr``: chosen on a seed outside ``seeds`` for a final probe loss at the middle
     horizon of the same order as SGD's; ``freeze_grid``: the coarse freeze steps (multiples of ``record_every``);
-    ``margin_fraction``: the intervention's margin (chapter 4's 1 % of the untrained gap); ``fraction``: the
+    ``margin_fraction``: the margin the job's freeze search brackets its boundary with (1 % of the untrained gap, a
+    search aid: the intervention definition is read at assembly against 1.25 times the trained run's own loss,
+    :func:`intervention_steps`); ``fraction``: the
     settling rules' 10 %.
     """
 

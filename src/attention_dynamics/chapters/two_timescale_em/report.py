@@ -41,6 +41,9 @@ __all__ = [
     "record_order_claims",
     "glue_order_phrase",
     "glue_reparametrisation_settings",
+    "REPARAMETRISATION_CLAIM_IDS",
+    "REPARAMETRISATION_FUNCTION_GLUE",
+    "record_reparametrisation_claims",
     "ratio_sweep",
     "sweep_path_comparison",
     "PATH_GLUE",
@@ -212,6 +215,48 @@ def glue_reparametrisation_settings() -> None:
     s = REPARAMETRISATION["book"]
     claims.glue("ch4.reparam_scales", " and ".join(f"{c:g}" for c in s.scales))
     claims.glue("ch4.reparam_seeds", len(s.head.seeds))
+
+
+#: The reparametrisation's claims: the path reading's share of seeds with the frame first at each value scale c.
+REPARAMETRISATION_CLAIM_IDS = {("sgd", "0.5"): "frame_precision.order_path_sgd_values_halved",
+                               ("sgd", "2"): "frame_precision.order_path_sgd_values_doubled",
+                               ("adam", "0.5"): "frame_precision.order_path_adam_values_halved",
+                               ("adam", "2"): "frame_precision.order_path_adam_values_doubled"}
+#: The glue names of the reparametrisation's function readings (share of seeds, frame first), by optimiser and c.
+REPARAMETRISATION_FUNCTION_GLUE = {("sgd", "0.5"): "ch4.reparam_function_sgd_halved",
+                                   ("sgd", "2"): "ch4.reparam_function_sgd_doubled",
+                                   ("adam", "0.5"): "ch4.reparam_function_adam_halved",
+                                   ("adam", "2"): "ch4.reparam_function_adam_doubled"}
+
+
+def record_reparametrisation_claims(result: Mapping[str, Any], unscaled: Mapping[str, Any],
+                                    horizon: int) -> dict[str, Any]:
+    """Record the parameter path's order at each value scale c (``result``: the stored ``frame_reparametrisation``;
+    ``unscaled``: ``frame_definitions``, c = 1) at ``horizon`` steps, glue the function readings beside it, and return
+    ``{"moves": bool, "claims": {...}}``: whether the path's order (its share of seeds with the frame first) leaves
+    the c = 1 interval at any c while the function's stays — the sign that the path reads the coordinates."""
+    h = str(horizon)
+    out, moves = {}, False
+    for (opt, c), cid in REPARAMETRISATION_CLAIM_IDS.items():
+        row = result["runs"][opt][c]["horizons"][h]["path"]
+        base = unscaled["toy"][opt]["horizons"][h]["path"]
+        out[cid] = claims.record(
+            cid, row["share"], unit="fraction of seeds",
+            description=f"chapter 4's recall head under {'plain SGD' if opt == 'sgd' else 'Adam'} with its values "
+                        f"scaled by {float(c):g} and its read-out by 1/{float(c):g} (the same function, new coordinates): "
+                        f"share of seeds whose frame settles first by the parameter path at {horizon} steps (95% "
+                        f"Clopper–Pearson interval {row['low']:.2f} to {row['high']:.2f}; at c = 1: {base['share']:.2f})",
+            params={"seeds": result["runs"][opt][c]["seeds"], "value_scale": float(c), "horizon": horizon,
+                    "data": "frame_reparametrisation.json", "interval": [row["low"], row["high"]]})
+        function = result["runs"][opt][c]["horizons"][h]["function"]
+        claims.glue(REPARAMETRISATION_FUNCTION_GLUE[(opt, c)], function["share"])
+        base_fn = unscaled["toy"][opt]["horizons"][h]["function"]
+        path_left = not (base["low"] <= row["share"] <= base["high"])
+        function_left = not (base_fn["low"] <= function["share"] <= base_fn["high"])
+        moves |= path_left and not function_left
+    claims.glue("ch4.reparam_path_moves", "moves" if moves else "does not move")
+    claims.glue("ch4.reparam_horizon", horizon)
+    return {"moves": moves, "claims": out}
 
 
 def _majority(frame_first_fraction: float) -> str:
