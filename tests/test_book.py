@@ -381,9 +381,11 @@ async () => {
 _OVERFLOW_JS = """
 (phone) => {
   const found = [];
-  // Every collapsed input (the theme's hide-input toggle) opens and shows its code.
+  // Every collapsed input (the theme's hide-input toggle) opens and shows its code; a folded output (hide-output)
+  // opens too, and holds no code.
   document.querySelectorAll('details.hide').forEach(d => {
     d.open = true;
+    if (!d.classList.contains('above-input')) return;
     const code = d.querySelector('.cell_input');
     if (!code || code.offsetHeight === 0) found.push('a hidden input does not expand: ' + d.textContent.trim().slice(0, 60));
   });
@@ -664,6 +666,7 @@ BROKEN_PAGE = r"""<!DOCTYPE html>
 <img src="missing.png" alt="a figure that does not exist">
 <article><figure><img src="tiny-text.png" alt="a wide figure with small text" style="width: 600px"></figure><figure><img src="bare.png" alt="a figure from elsewhere"></figure><img src="icon.png" alt="a page icon, not a figure"><div class="cell_input"><div class="highlight"><pre style="overflow-x: auto; width: 300px">claims.record("a.claim", value, description="a description far too long for the column it sits in ....")</pre></div></div>
 <details class="hide above-input"><summary>Show code cell source</summary><div class="output">no code in here</div></details>
+<details class="hide above-output"><summary>Show the table</summary><div class="output">a folded output, not code</div></details>
 <div class="table-wrapper" style="overflow-x: auto; width: 300px"><table><tr><td style="white-space: nowrap">a table whose one row is much wider than its column can ever show</td></tr></table></div>
 <table style="width: 60px"><tr><td style="overflow-wrap: anywhere; width: 40px">2.06473191</td></tr></table>
 <p style="background: #29313d"><span class="verdict" style="color: #b00020">does not reproduce</span></p>
@@ -715,6 +718,7 @@ def test_page_checks_catch_a_broken_page(tmp_path):
                      "figure bare.png records no smallest font or dpi"):
         assert expected in found, f"not reported: {expected!r}; the report was:\n{found}"
     assert "icon.png" not in found, "a page icon is not a figure"
+    assert "does not expand: Show the table" not in found, "a folded output is not a hidden input"
     assert (tmp_path / "broken.png").exists()
 
 

@@ -98,12 +98,12 @@ def test_the_fast_scale_regenerates_through_compute_and_records_its_claims(tmp_p
 
 def test_longmem_readings_follow_the_claim_status():
     read = memory_report.longmem_reading
-    assert read("pass", True, 8).startswith("realises transport")
+    assert read("pass", True, 8).startswith("carries the belief beyond the 8-step window, as Paper I")
     assert read("fail", True, 8).startswith("a short memory even in a run four times as long")
-    assert read("undecided", True, 8, longer=True) == "not decided: its seeds disagree"
-    assert read("undecided", True, 8) == "not decided at this scale"
+    assert read("undecided", True, 8, longer=True) == "open at this scale: its seeds disagree"
+    assert read("undecided", True, 8) == "open at this scale"
     assert read("fail", False, 8).startswith("carries the belief beyond the 8-step window")
     assert "positive control" in read("undecided", False, 8)
-    assert read("new", None, 8) == "no verdict in Paper I"
+    assert read("new", None, 8) == "not tested in Paper I"
     recorded = memory_report.record_longmem_claims()  # the glued reading is the recorded claim's, not the raw status
     assert recorded["claims"]["hmm_longmem.kl_bits_mlp_blind"].status == "undecided"

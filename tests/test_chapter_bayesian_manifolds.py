@@ -75,8 +75,9 @@ def test_settings_take_the_library_tunnels_and_the_notebooks_step_overrides(cfg)
     assert (cfg.n_checkpoints, cfg.n_eval, cfg.n_probe, cfg.scale) == (6, 64, 32, "fast")
     table = settings.scales_table()
     assert list(table.columns) == ["fast", "book", "paper"]
-    assert table.loc["bijection.steps", "book"] == str(wt.BIJECTION_TUNNELS["book"].steps)
-    assert table.loc["hmm.test_lengths", "paper"] == "20, 30, 50"
+    assert table.loc[settings.SETTING_LABELS["bijection.steps"], "book"] == str(wt.BIJECTION_TUNNELS["book"].steps)
+    assert table.loc[settings.SETTING_LABELS["hmm.test_lengths"], "paper"] == "20, 30, 50"
+    assert not any("." in label or "_" in label for label in table.index)  # every setting has a human label
 
 
 def test_params_are_read_from_the_settings(cfg):

@@ -36,6 +36,18 @@ def test_chapter6_memory_claims_state_the_memory_each_length_matches_and_the_win
     assert long_tier["hmm_long.memory_steps_len30"].status == "undecided"  # still moving
 
 
+def test_chapter6_ladder_glue_names_are_the_ones_written_out(monkeypatch):
+    from attention_dynamics.ledger import claims
+
+    glued = {}
+    monkeypatch.setattr(claims, "glue", lambda name, value: glued.__setitem__(name, value))
+    t = HMM_TUNNELS["fast"]
+    ladders = memory_report.chapter6_ladders({K: hmm_batch_for_eval(t, K, seed=0, n=20) for K in t.test_lengths})
+    memory_report.glue_chapter6_ladders(ladders, {K: ladder.level(2) for K, ladder in ladders.items()})
+    assert set(glued) == set(memory_report.LADDER_GLUE_NAMES)
+    assert glued["manifolds.hmm_train_memory_steps"] == 2
+
+
 def test_mechanism_claims_are_the_controls_own_numbers():
     torch.manual_seed(0)
     V, L = 5, 4
@@ -58,6 +70,9 @@ def test_mechanism_claims_are_the_controls_own_numbers():
     direct = mechanism_controls.layer_ablation(trained, batch)
     assert_book_close(ablation["claims"]["geometry_v20.layer_ablation_kl_bits_layer1"].value,
                       direct["ablated"][1]["kl_bits"])
+    table = mechanism_report.ablation_table(ablation)
+    assert list(table.index) == ["layer 0 ablated", "layer 1 ablated", "intact", "context-blind"]
+    assert list(table.columns) == ["KL to the exact posterior (bits)", "entropy error (bits)"]
 
 
 def test_long_tier_ladders_reuse_the_chapters_only_on_the_same_sequences():
@@ -82,21 +97,24 @@ def _freeze_result(finals: dict[int, tuple[float, float]], initial: float = 1.0)
     return {"settings": {"tunnel": {"steps": 2000}}, "runs": runs}
 
 
-def test_freeze_cost_claim_is_the_share_of_the_untrained_gap_against_chapter4s_margin():
-    # gaps 0.9, 0.8, 0.9; costs 0.0009, 0.0016, 0.0018: shares 0.001, 0.002, 0.002
+def test_freeze_cost_claim_is_the_frozen_over_the_trained_kl_against_the_free_ratio():
+    # the frozen runs' final KL over the unfrozen ones': 1.009, 1.008, 1.018; shares of the untrained gap (0.9, 0.8,
+    # 0.9): 0.001, 0.002, 0.002
     result = _freeze_result({0: (0.1, 0.1009), 1: (0.2, 0.2016), 2: (0.1, 0.1018)})
-    got = mechanism_report.record_freeze_frame_cost(result, margin_fraction=0.01, stored_steps=500, source="x")
-    assert_book_close(got["per_seed"], [0.001, 0.002, 0.002])
-    assert_book_close(got["claim"].value, 0.005 / 3)
-    assert got["claim"].lower == 0.01
-    assert got["claim"].status == "fail"  # the whole interval below the margin
-    assert_book_close(got["over_trained"], [0.009, 0.008, 0.018])
+    got = mechanism_report.record_freeze_frame_cost(result, ratio=1.25, stored_steps=500, source="x")
+    assert_book_close(got["per_seed"], [1.009, 1.008, 1.018])
+    assert_book_close(got["claim"].value, (1.009 * 1.008 * 1.018) ** (1 / 3))
+    assert got["claim"].lower == 1.25
+    assert got["claim"].status == "fail"  # the whole interval within 1.25 times: freezing costs nothing
+    assert_book_close(got["gap_share"], [0.001, 0.002, 0.002])
     big = mechanism_report.record_freeze_frame_cost(_freeze_result({0: (0.1, 0.2), 1: (0.1, 0.21), 2: (0.1, 0.19)}),
-                                                    margin_fraction=0.01, stored_steps=500, source="x")
-    assert big["claim"].status == "pass"  # freezing costs a tenth of the gap and more: the frame is needed
+                                                    ratio=1.25, stored_steps=500, source="x")
+    assert big["claim"].status == "pass"  # freezing doubles the KL: the frame is needed
     mixed = mechanism_report.record_freeze_frame_cost(_freeze_result({0: (0.1, 0.1), 1: (0.1, 0.3)}),
-                                                      margin_fraction=0.01, stored_steps=500, source="x")
+                                                      ratio=1.25, stored_steps=500, source="x")
     assert mixed["claim"].status == "undecided"
+    for status in ("pass", "fail", "undecided"):
+        assert mechanism_report.freeze_cost_reading(status)
     with pytest.raises(ValueError, match="two seeds"):
-        mechanism_report.record_freeze_frame_cost(_freeze_result({0: (0.1, 0.2)}), margin_fraction=0.01,
+        mechanism_report.record_freeze_frame_cost(_freeze_result({0: (0.1, 0.2)}), ratio=1.25,
                                                   stored_steps=500, source="x")

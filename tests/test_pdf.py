@@ -120,7 +120,9 @@ def test_pdf_has_every_glued_number(book_pdf):
     glued = [html.unescape(v) for v in re.findall(r'<span class="pasted-text">([^<]*)</span>', book_pdf.page_html)]
     assert len(glued) > 50, f"only {len(glued)} glued values on the printed page"
     flat = _flat(book_pdf.text)
-    missing = [v for v in glued if _flat(v) not in flat]
+    # a long glued phrase may be split by a page break with a figure in between: its two ends are checked
+    missing = [v for v in glued if (_flat(v) not in flat if len(_flat(v)) <= 60
+                                    else _flat(v)[:20] not in flat or _flat(v)[-15:] not in flat)]
     assert not missing, f"{len(missing)} glued values of the HTML page are not in the PDF: {missing[:10]}"
     # A glue role that did not resolve would be printed as written, e.g. {glue:text}`setup.loss:.3f`.
     keys = set()
@@ -283,9 +285,11 @@ def test_pdf_prints_the_ledger_as_a_compact_appendix(book_pdf):
     ids = [c["id"] for c in claims if _flat(c["id"]) in flat and _flat(c["id"]) not in quoted]  # not the prose's own
     assert not ids, f"claim ids printed in the appendix: {ids[:5]}"
     assert not re.search(r"\b[0-9a-f]{40}\b", text), "a code hash is printed in the appendix"
-    for marker in ("▾", "what it measures", "reference and settings"):
+    # a folded block's marker, or what it holds (each number's reference and parameters)
+    for marker in ("▾", "▸", "Reference: ", "Parameters: "):
         assert marker not in text, f"{marker!r} printed in the appendix"
-    described = [c for c in claims if _flat(c["description"])[:40] in flat]
+    straight = _flat(_straight(text))
+    described = [c for c in claims if _flat(_straight(c["description"]))[:40] in straight]
     assert len(described) >= 0.95 * len(claims), f"only {len(described)} of {len(claims)} descriptions printed"
 
 

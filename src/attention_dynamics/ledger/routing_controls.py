@@ -45,6 +45,11 @@ ARCHITECTURE_TASKS: tuple[dict[str, Any], ...] = (
 ARCHITECTURE_TRAINING = {"target_params": 60000, "steps": 800, "batch_size": 64, "lr": 2e-3, "eval_sequences": 1000}
 
 
+#: Controls a scale may leave out (no seeds: not run). The book's committed scale leaves out chapter 6's HMM
+#: transformer and chapter 7's grid, whose controls cost more CPU-hours than the book's budget for this result.
+OPTIONAL_SEEDS = ("hmm_seeds", "architecture_seeds")
+
+
 @dataclass(frozen=True)
 class RoutingControlSettings:
     """What is trained: the sticky chain on ``sticky_seeds`` (its first five are the paper's) for ``sticky_steps``;
@@ -74,6 +79,9 @@ class RoutingControlSettings:
         object.__setattr__(self, "architecture_tasks", tuple(dict(t) for t in self.architecture_tasks))
         for name in ("sticky_seeds", "bijection_seeds", "hmm_seeds", "recall_seeds", "architecture_seeds"):
             seeds = tuple(int(s) for s in getattr(self, name))
+            if not seeds and name in OPTIONAL_SEEDS:  # that control is not run at this scale
+                object.__setattr__(self, name, seeds)
+                continue
             if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
                 raise ValueError(f"{name} must be at least two distinct non-negative seeds, got {seeds}")
             object.__setattr__(self, name, seeds)
@@ -104,7 +112,8 @@ SETTINGS: dict[str, RoutingControlSettings] = {
                                    architecture_training={"target_params": 6000, "steps": 20, "batch_size": 16,
                                                           "lr": 2e-3, "eval_sequences": 64},
                                    architecture_seeds=(0, 1), n_eval=64, bootstrap_resamples=200),
-    "book": RoutingControlSettings(),
+    "book": RoutingControlSettings(sticky_seeds=PAPER_SEEDS, bijection_seeds=(0, 1, 2), hmm_seeds=(),
+                                   recall_seeds=(0, 1, 2), architecture_seeds=()),
 }
 
 
@@ -181,9 +190,11 @@ def assemble_routing_controls(scale: str, outputs: Mapping[str, Any], folder: Pa
         per = {routing: [{k: by[(routing, seed)][k] for k in ("seed", "kl_bits", "entropy_mae_bits",
                                                               "untrained_kl_bits", "final_train_loss")}
                          for seed in seeds] for routing in TUNNEL_ROUTINGS}
+        if not seeds:
+            continue
         tunnels[task] = {"seeds": list(seeds), "runs": per, "costs": _costs(per, "kl_bits", "untrained_kl_bits")}
     architectures: dict[str, Any] = {}
-    for task in s.architecture_tasks:
+    for task in s.architecture_tasks if s.architecture_seeds else ():
         by = {(r["routing"], r["seed"]): r for r in runs if r.get("task") == task["name"] and "task_index" not in r
               and "untrained_kl_bits" in r and "accuracy" in r}
         per = {routing: [by[(routing, seed)] for seed in s.architecture_seeds] for routing in TUNNEL_ROUTINGS}

@@ -277,3 +277,63 @@ def plot_seed_curves(stored: Mapping[str, Any], ladder: MemoryLadder, *, title: 
            title=title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     return fig
+
+
+def plot_primitive_map(data: Mapping[str, Any]):
+    """Return the chapter's key figure: one cell per family (row) and tunnel (column), shaded by the share of what the
+    context is worth that the model recovers (0: the context-blind level, 1: the exact posterior), with that share and
+    the outcome beside Paper I written in it; a thick frame marks a primitive realised here, a dashed one an outcome
+    open at this scale (``data``: :func:`~attention_dynamics.chapters.architectures.summary.primitive_map`)."""
+
+    import matplotlib.patches
+    import matplotlib.pyplot as plt
+
+    rows, columns, cells = data["rows"], data["columns"], data["cells"]
+    fig, ax = plt.subplots(figsize=(6.9, 0.9 * len(rows) + 1.3), layout="constrained")
+    cmap = matplotlib.colormaps["Blues"]
+    for i, row in enumerate(rows):
+        for j, column in enumerate(columns):
+            cell = cells.get((row, column))
+            if cell is None:
+                ax.add_patch(matplotlib.patches.Rectangle((j, i), 1, 1, fc="0.92", ec="white", lw=3))
+                ax.text(j + 0.5, i + 0.5, "not run", ha="center", va="center", fontsize=8, color="0.35")
+                continue
+            shade = float(np.clip(cell.share, 0, 1))
+            ax.add_patch(matplotlib.patches.Rectangle((j, i), 1, 1, fc=cmap(0.08 + 0.8 * shade), ec="white", lw=3))
+            ink = "white" if shade > 0.55 else "black"
+            percent = round(100 * cell.share)
+            ax.text(j + 0.5, i + 0.36, f"{'−' if percent < 0 else ''}{abs(percent)}%", ha="center", va="center",
+                    fontsize=12,
+                    fontweight="bold", color=ink)
+            words = (cell.outcome.replace(" (not tested in Paper I)", "\n(not in Paper I)").replace(", ", ",\n", 1)
+                     .replace("open at this scale", "open at\nthis scale"))
+            ax.text(j + 0.5, i + 0.7, words, ha="center", va="center", fontsize=8, color=ink, linespacing=1.0)
+            if cell.realised or cell.open:
+                ax.add_patch(matplotlib.patches.Rectangle((j + 0.07, i + 0.07), 0.86, 0.86, fill=False,
+                                                          ec="black", lw=2.2 if not cell.open else 1.4,
+                                                          ls="-" if not cell.open else "--"))
+    ax.set(xlim=(0, len(columns)), ylim=(len(rows), 0))
+    ax.set_xticks(np.arange(len(columns)) + 0.5, columns, fontsize=9)
+    ax.set_yticks(np.arange(len(rows)) + 0.5, [r.replace(" (", "\n(") for r in rows], fontsize=9)
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    ax.grid(False)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title("share of what the context is worth that each model recovers\n(0%: the context-blind level, "
+                 "100%: the exact posterior)", fontsize=9)
+    return fig
+
+
+#: The name each figure is glued under for the chapter's ``{glue:figure}`` directives, with the function that draws it.
+FIGURES = {
+    "fig-arch-primitives": plot_primitive_map,
+    "fig-arch-training-losses": plot_training_losses,
+    "fig-arch-hmm-kl-by-position": plot_hmm_kl_by_position,
+    "fig-arch-ch6-setting-kl": plot_seed_curves,
+    "fig-arch-binding-longer": plot_binding_longer,
+    "fig-arch-sticky-kl": plot_sticky_kl_curves,
+    "fig-arch-longmem-kl": plot_seed_curves,
+    "fig-arch-advantage-fits": plot_advantage_fits,
+    "fig-arch-state-clusters": plot_state_clusters,
+}

@@ -23,7 +23,7 @@ from .settings import PAPER_I_RESULTS, STICKY_TRANSPORT_FRACTION_OF_BLIND, TRANS
 __all__ = ["format_kl_claim_id", "format_memory_claim_id", "FORMAT_KL_CLAIM_IDS", "FORMAT_MEMORY_CLAIM_IDS",
            "FORMAT_LABELS", "record_format_claims", "format_verdict", "ch6_setting_kl_claim_id",
            "ch6_setting_memory_claim_id", "CH6_SETTING_KL_CLAIM_IDS", "CH6_SETTING_MEMORY_CLAIM_IDS",
-           "record_ch6_setting_claims"]
+           "record_ch6_setting_claims", "FORMAT_GLUE", "format_finding", "glue_formats", "format_table"]
 
 
 def format_kl_claim_id(tunnel: str, family: str, input_format: str) -> str:
@@ -227,6 +227,58 @@ def format_verdict(recorded: Mapping[str, Any], base: str) -> dict[str, Any]:
     text += (". So the input format is why the LSTM does not realise transport in Paper I" if cause else
              ". So these runs do not show that the input format is why the LSTM does not realise transport in Paper I")
     return {"by_format": by_format, "cause_shown": cause, "text": text, "against_blind": against_blind}
+
+
+#: The glue names of the format runs' numbers, per tunnel, written out (the prose cites them): the finding row by row
+#: (:func:`format_verdict`'s text), where each family stands against the context-blind level in Paper I's header
+#: format, the context-blind level (bits) and, in a few words, what the header format shows about the LSTM.
+FORMAT_GLUE = {
+    "hmm": {"verdict": "architectures.formats_hmm_verdict", "header_vs_blind": "architectures.formats_hmm_header_vs_blind",
+            "blind": "architectures.formats_hmm_blind", "finding": "architectures.formats_hmm_finding"},
+    STICKY_HMM_TASK: {"verdict": "architectures.formats_hmm_sticky_verdict",
+                      "header_vs_blind": "architectures.formats_hmm_sticky_header_vs_blind",
+                      "blind": "architectures.formats_hmm_sticky_blind",
+                      "finding": "architectures.formats_hmm_sticky_finding"},
+}
+
+
+def format_finding(recorded: Mapping[str, Any], base: str) -> str:
+    """Return, in a few of the reader's words, what the LSTM does in Paper I's header format on ``base`` (a clause
+    that follows "in Paper I's header format")."""
+    got = recorded["claims"]
+    lstm = got[format_kl_claim_id(base, "lstm", "header")]
+    control = got[format_kl_claim_id(base, "transformer", "header")]
+    if lstm.status == "fail":
+        return "the LSTM carries the belief there too"
+    if lstm.status == "pass":
+        return "the LSTM does not carry the belief there, while the transformer does"
+    if control.status != "pass":
+        return ("whether the LSTM carries the belief there is open at this scale, since the transformer, the control, "
+                "misses its bound there too")
+    return "whether the LSTM carries the belief there is open at this scale"
+
+
+def glue_formats(recorded: Mapping[str, Any]) -> None:
+    """Glue the format runs' numbers of both tunnels (:data:`FORMAT_GLUE`), and what the header format shows on both
+    (``architectures.formats_finding``)."""
+    findings = {}
+    for base, names in FORMAT_GLUE.items():
+        verdict = format_verdict(recorded, base)
+        claims.glue(names["verdict"], verdict["text"])
+        claims.glue(names["header_vs_blind"], verdict["against_blind"]["header"])
+        claims.glue(names["blind"], recorded["ladders"][base].context_blind_kl_bits)
+        findings[base] = format_finding(recorded, base)
+        claims.glue(names["finding"], findings[base])
+    random, sticky = findings["hmm"], findings[STICKY_HMM_TASK]
+    claims.glue("architectures.formats_finding", f"on both kinds of HMM, {random}" if random == sticky else
+                f"on Paper I's random HMMs {random}; on the sticky ones {sticky}")
+
+
+def format_table(recorded: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Return the format runs' rows with the reader's labels: tunnel, model and input format."""
+    tunnels = {"hmm": "random HMMs", STICKY_HMM_TASK: "sticky HMMs"}
+    return {f"{tunnels[base]}: {label}, {FORMAT_LABELS[fmt]}": row
+            for (base, label, fmt), row in recorded["table"].items()}
 
 
 def ch6_setting_kl_claim_id(family: str) -> str:

@@ -24,7 +24,8 @@ from .settings import PAPER_I_RESULTS
 
 __all__ = ["memory_claim_id", "MEMORY_CLAIM_IDS", "STICKY_WINDOW_CLAIM_IDS", "record_chapter7_memory",
            "longmem_kl_claim_id", "LONGMEM_KL_CLAIM_IDS", "longmem_memory_claim_id", "LONGMEM_MEMORY_CLAIM_IDS",
-           "longmem_design_text", "longmem_reading", "record_longmem_claims"]
+           "longmem_design_text", "longmem_reading", "LONGMEM_GLUE", "LADDER_GLUE", "MEMORY_GLUE", "glue_ladder_numbers",
+           "record_longmem_claims"]
 
 
 def memory_claim_id(tunnel: str, family: str) -> str:
@@ -117,19 +118,90 @@ def _stated_runs(stored: Mapping[str, Any], family: str) -> tuple[dict[str, dict
 
 
 def longmem_reading(status: str, realises: bool | None, window: int, *, longer: bool = False) -> str:
-    """Return what a family's claim status on the long-memory tunnel says, in the chapter's words (``longer``: the
+    """Return what a family's claim status on the long-memory tunnel says, in the reader's words (``longer``: the
     claim is stated at a run four times as long, so an undecided one is left open by its seeds alone)."""
     if realises is None:
-        return "no verdict in Paper I"
+        return "not tested in Paper I"
     if status == "undecided":
         if not realises:  # a "does not realise" row is left open only by its positive control
-            return "not decided: the transformer, the positive control, does not pass on this tunnel"
-        return "not decided: its seeds disagree" if longer else "not decided at this scale"
+            return "open at this scale: the transformer, the positive control, does not pass on this tunnel"
+        return "open at this scale: its seeds disagree" if longer else "open at this scale"
     if realises:
-        return (f"realises transport: below the {window}-step window's level, as Paper I says" if status == "pass" else
-                f"a short memory even in a run four times as long: Paper I's verdict does not reproduce here")
-    return (f"does not carry the belief beyond the {window}-step window, as Paper I says" if status == "pass" else
-            f"carries the belief beyond the {window}-step window, against Paper I's verdict")
+        return (f"carries the belief beyond the {window}-step window, as Paper I reports" if status == "pass" else
+                f"a short memory even in a run four times as long, against Paper I")
+    return (f"does not carry the belief beyond the {window}-step window, as Paper I reports" if status == "pass" else
+            f"carries the belief beyond the {window}-step window, against Paper I")
+
+
+#: The glue names of each family's numbers on the long-memory tunnel, written out (the prose cites them): the steps of
+#: the runs that state its claim, its outcome in words (:func:`longmem_reading`), its seeds' KLs and, where a longer
+#: run states the claim, the mean KL, steps and late change of the chapter's own runs.
+LONGMEM_GLUE = {
+    "transformer": {"steps": "architectures.longmem_steps_transformer",
+                    "reading": "architectures.longmem_reading_transformer",
+                    "seeds": "architectures.longmem_seeds_transformer",
+                    "base_kl": "architectures.longmem_base_kl_transformer",
+                    "base_steps": "architectures.longmem_base_steps_transformer",
+                    "base_late": "architectures.longmem_base_late_transformer"},
+    "mamba": {"steps": "architectures.longmem_steps_mamba", "reading": "architectures.longmem_reading_mamba",
+              "seeds": "architectures.longmem_seeds_mamba", "base_kl": "architectures.longmem_base_kl_mamba",
+              "base_steps": "architectures.longmem_base_steps_mamba", "base_late": "architectures.longmem_base_late_mamba"},
+    "lstm": {"steps": "architectures.longmem_steps_lstm", "reading": "architectures.longmem_reading_lstm",
+             "seeds": "architectures.longmem_seeds_lstm", "base_kl": "architectures.longmem_base_kl_lstm",
+             "base_steps": "architectures.longmem_base_steps_lstm", "base_late": "architectures.longmem_base_late_lstm"},
+    "mlp_window": {"steps": "architectures.longmem_steps_mlp_window",
+                   "reading": "architectures.longmem_reading_mlp_window",
+                   "seeds": "architectures.longmem_seeds_mlp_window",
+                   "base_kl": "architectures.longmem_base_kl_mlp_window",
+                   "base_steps": "architectures.longmem_base_steps_mlp_window",
+                   "base_late": "architectures.longmem_base_late_mlp_window"},
+    "mlp_blind": {"steps": "architectures.longmem_steps_mlp_blind", "reading": "architectures.longmem_reading_mlp_blind",
+                  "seeds": "architectures.longmem_seeds_mlp_blind", "base_kl": "architectures.longmem_base_kl_mlp_blind",
+                  "base_steps": "architectures.longmem_base_steps_mlp_blind",
+                  "base_late": "architectures.longmem_base_late_mlp_blind"},
+}
+
+
+def _glue(names: Mapping[str, str], key: str, value: Any) -> None:
+    if key in names:
+        claims.glue(names[key], value)
+
+
+#: The memory ladders' numbers the prose cites, per tunnel, written out: glue name → (what, window), ``what`` one of
+#: ``level`` (bits), ``ratio`` (× the context-blind level), ``rule_window`` (steps) and ``rule_level`` (bits).
+LADDER_GLUE = {
+    "grid": {"architectures.grid_ladder_k2": ("level", 2), "architectures.grid_ladder_k3": ("level", 3),
+             "architectures.grid_ladder_rule_window": ("rule_window", None),
+             "architectures.grid_ladder_rule_level": ("rule_level", None)},
+    "ch6": {"architectures.ch6_ladder_rule_window": ("rule_window", None)},
+    "sticky": {"architectures.sticky_ladder_k2_ratio": ("ratio", 2), "architectures.sticky_ladder_k3_ratio": ("ratio", 3),
+               "architectures.sticky_ladder_k4_ratio": ("ratio", 4),
+               "architectures.sticky_ladder_rule_window": ("rule_window", None),
+               "architectures.sticky_ladder_rule_level": ("rule_level", None)},
+    "longmem": {"architectures.longmem_ladder_k8_ratio": ("ratio", 8)},
+}
+
+#: The memory each family's KL matches, in words, per tunnel (the grid's random HMMs, the sticky HMMs), written out.
+MEMORY_GLUE = {
+    "grid": {"transformer": "architectures.grid_transformer_memory", "mamba": "architectures.grid_mamba_memory",
+             "lstm": "architectures.grid_lstm_memory", "mlp_window": "architectures.grid_mlp_window_memory",
+             "mlp_blind": "architectures.grid_mlp_blind_memory"},
+    "sticky": {"transformer": "architectures.sticky_transformer_memory", "mamba": "architectures.sticky_mamba_memory",
+               "lstm": "architectures.sticky_lstm_memory", "mlp_window": "architectures.sticky_mlp_window_memory",
+               "mlp_blind": "architectures.sticky_mlp_blind_memory"},
+}
+
+
+def glue_ladder_numbers(tunnel: str, ladder: MemoryLadder, model_kl_bits: Mapping[str, float] | None = None) -> None:
+    """Glue the ladder's numbers of ``tunnel`` (:data:`LADDER_GLUE`) and, given each family's KL, the memory it matches
+    in words (:data:`MEMORY_GLUE`)."""
+    for name, (what, k) in LADDER_GLUE[tunnel].items():
+        value = {"level": lambda: ladder.level(k), "ratio": lambda: ladder.level(k) / ladder.context_blind_kl_bits,
+                 "rule_window": lambda: ladder.rule_window, "rule_level": lambda: ladder.rule_level}[what]()
+        claims.glue(name, value)
+    for family, kl in (model_kl_bits or {}).items():
+        if family in MEMORY_GLUE.get(tunnel, {}):
+            claims.glue(MEMORY_GLUE[tunnel][family], ladder.memory_text(kl))
 
 
 def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -175,13 +247,13 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
             if realises is not None else "new"
         late = max(late_drop(r["kl_curve_bits"]) for r in runs.values())  # of the runs that state the claim
         steps = next(iter(runs.values()))["steps"]
-        claims.glue(f"architectures.longmem_steps_{family}", steps)
+        names = LONGMEM_GLUE.get(family, {})
+        _glue(names, "steps", steps)
         if is_longer:  # the chapter's own runs, beside the longer ones that state the claim
             base = [r["metrics"]["kl_bits"] for r in stored["runs"][family].values()]
-            claims.glue(f"architectures.longmem_base_kl_{family}", seed_interval(base)["mean"])
-            claims.glue(f"architectures.longmem_base_steps_{family}", next(iter(stored["runs"][family].values()))["steps"])
-            claims.glue(f"architectures.longmem_base_late_{family}",
-                        max(late_drop(r["kl_curve_bits"]) for r in stored["runs"][family].values()))
+            _glue(names, "base_kl", seed_interval(base)["mean"])
+            _glue(names, "base_steps", next(iter(stored["runs"][family].values()))["steps"])
+            _glue(names, "base_late", max(late_drop(r["kl_curve_bits"]) for r in stored["runs"][family].values()))
         because = verdict_reason(family, status, realises, control_realises=control, longer=is_longer,
                                  late_drop=late, longer_factor=LONGER_FACTOR)
         explanation = None
@@ -216,10 +288,8 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
         out[longmem_memory_claim_id(family)] = memory_claim(
             longmem_memory_claim_id(family), values, ladder, model=family_label(family), realises=realises,
             params=run_params, tunnel_text=design, undecided_because=because)
-        claims.glue(f"architectures.longmem_reading_{family}",
-                    longmem_reading(out[kl_id].status, realises, ladder.rule_window,
-                                    longer=is_longer))
-        claims.glue(f"architectures.longmem_seeds_{family}", ", ".join(f"{v:.3f}" for v in values))
+        _glue(names, "reading", longmem_reading(out[kl_id].status, realises, ladder.rule_window, longer=is_longer))
+        _glue(names, "seeds", ", ".join(f"{v:.3f}" for v in values))
         rows[family_label(family)] = {
             "KL (bits), mean": ci["mean"], "95% interval": f"{ci['low']:.4f}–{ci['high']:.4f}",
             "× context-blind": ci["mean"] / ladder.context_blind_kl_bits, "memory": ladder.memory_text(ci["mean"]),

@@ -14,6 +14,7 @@ from ...ledger import claims
 from ...models.registry import family_label, family_names
 from ...science.settling import late_drop
 from ...tasks import associative_recall
+from ...tasks.bijection import context_blind_entropy_error_bits
 from ...tasks.wind_tunnels import TASK_PRIMITIVES, TASKS, WindTunnel
 from ...training.families import RunResult
 from .binding_spread import BINDING_SPREAD_FAMILIES
@@ -29,6 +30,7 @@ from .settings import (
     PAPER_I_RESULTS,
     REALISED_BINDING_ACCURACY,
     REALISED_FRACTION_OF_BLIND,
+    SETTINGS,
     TRANSFORMER_BINDING_TARGET,
     TRANSPORT_FRACTION_OF_BLIND,
     ArchitecturesSettings,
@@ -49,6 +51,10 @@ __all__ = [
     "record_state_clusters",
     "record_softmax_routing_law",
     "glue_training_settings",
+    "HMM_BY_POSITION_GLUE",
+    "glue_hmm_by_position",
+    "BINDING_LONGER_GLUE",
+    "outcome_words",
 ]
 
 
@@ -250,24 +256,30 @@ def glue_reference_levels(cfg: ArchitecturesSettings, setup: ChapterSetup) -> No
     blind, paper_blind = setup.levels.context_blind, setup.paper_hmm_levels.context_blind["hmm"]
     paper_i = PAPER_I_RESULTS
     values = {
-        "paper_hmm_blind_mae_bits": paper_blind["entropy_mae_bits"],
-        "paper_hmm_vs_blind": paper_i["transformer"]["hmm_mae_bits"] / paper_blind["entropy_mae_bits"],
-        "paper_hmm_transformer": paper_i["transformer"]["hmm_mae_bits"],
-        "paper_mlp_bijection": paper_i["mlp_blind"]["bijection_mae_bits"],
-        **{f"paper_binding_{f}": paper_i[f]["binding_accuracy"] for f in ("transformer", "mamba", "lstm")},
-        "V": cfg.bijection_V, "L": cfg.bijection_L, "n_states": cfg.hmm_states,
-        "n_symbols": cfg.hmm_symbols, "K": cfg.hmm_length, "N": cfg.binding_pairs,
-        "M": cfg.binding_queries, "n_keys": cfg.binding_keys, "n_values": cfg.binding_values,
-        "blind_bijection_bits": blind["bijection"]["entropy_mae_bits"],
-        "blind_hmm_kl_bits": blind["hmm"]["kl_bits"],
-        "blind_hmm_mae_bits": blind["hmm"]["entropy_mae_bits"],
-        "blind_binding_accuracy": blind["binding"]["accuracy"],
-        "bag_of_values_accuracy": associative_recall.bag_of_values_accuracy(cfg.binding_pairs,
-                                                                            cfg.binding_values),
-        "eval_sequences": cfg.eval_sequences,
+        "architectures.paper_hmm_blind_mae_bits": paper_blind["entropy_mae_bits"],
+        "architectures.paper_hmm_vs_blind": paper_i["transformer"]["hmm_mae_bits"] / paper_blind["entropy_mae_bits"],
+        "architectures.paper_hmm_transformer": paper_i["transformer"]["hmm_mae_bits"],
+        "architectures.paper_mlp_bijection": paper_i["mlp_blind"]["bijection_mae_bits"],
+        "architectures.paper_binding_transformer": paper_i["transformer"]["binding_accuracy"],
+        "architectures.paper_binding_mamba": paper_i["mamba"]["binding_accuracy"],
+        "architectures.paper_binding_lstm": paper_i["lstm"]["binding_accuracy"],
+        "architectures.V": cfg.bijection_V, "architectures.L": cfg.bijection_L,
+        "architectures.n_states": cfg.hmm_states, "architectures.n_symbols": cfg.hmm_symbols,
+        "architectures.K": cfg.hmm_length, "architectures.N": cfg.binding_pairs, "architectures.M": cfg.binding_queries,
+        "architectures.n_keys": cfg.binding_keys, "architectures.n_values": cfg.binding_values,
+        "architectures.blind_bijection_bits": blind["bijection"]["entropy_mae_bits"],
+        "architectures.blind_hmm_kl_bits": blind["hmm"]["kl_bits"],
+        "architectures.blind_hmm_mae_bits": blind["hmm"]["entropy_mae_bits"],
+        "architectures.blind_binding_accuracy": blind["binding"]["accuracy"],
+        "architectures.bag_of_values_accuracy": associative_recall.bag_of_values_accuracy(cfg.binding_pairs,
+                                                                                          cfg.binding_values),
+        "architectures.eval_sequences": cfg.eval_sequences,
+        # the context-blind level of the bijection at Paper I's sizes (its V and L are the paper scale's)
+        "architectures.paper_blind_bijection_bits": context_blind_entropy_error_bits(
+            SETTINGS["paper"].bijection_V, SETTINGS["paper"].bijection_L),
     }
     for name, value in values.items():
-        claims.glue(f"architectures.{name}", value)
+        claims.glue(name, value)
 
 
 def record_results(results: Mapping[tuple[str, str], RunResult], levels: "ReferenceLevels", cfg: ArchitecturesSettings,
@@ -335,10 +347,31 @@ def record_results(results: Mapping[tuple[str, str], RunResult], levels: "Refere
     return verdict_summary(results, levels, statuses=statuses, longer=longer)
 
 
+#: The glue names of the binding runs four times as long, per family and number, written out (the prose cites them).
+BINDING_LONGER_GLUE = {
+    "mamba": {"steps": "architectures.mamba_binding_longer_steps", "factor": "architectures.mamba_binding_longer_factor",
+              "mean": "architectures.mamba_binding_longer_mean", "low": "architectures.mamba_binding_longer_low",
+              "high": "architectures.mamba_binding_longer_high",
+              "still_falling": "architectures.mamba_binding_longer_still_falling",
+              "late_change_max": "architectures.mamba_binding_longer_late_change_max",
+              "short_mean": "architectures.mamba_binding_longer_short_mean",
+              "short_low": "architectures.mamba_binding_longer_short_low",
+              "short_high": "architectures.mamba_binding_longer_short_high"},
+    "lstm": {"steps": "architectures.lstm_binding_longer_steps", "factor": "architectures.lstm_binding_longer_factor",
+             "mean": "architectures.lstm_binding_longer_mean", "low": "architectures.lstm_binding_longer_low",
+             "high": "architectures.lstm_binding_longer_high",
+             "still_falling": "architectures.lstm_binding_longer_still_falling",
+             "late_change_max": "architectures.lstm_binding_longer_late_change_max",
+             "short_mean": "architectures.lstm_binding_longer_short_mean",
+             "short_low": "architectures.lstm_binding_longer_short_low",
+             "short_high": "architectures.lstm_binding_longer_short_high"},
+}
+
+
 def _binding_at_longest_run(family: str, spread: Mapping[str, Any], cfg: ArchitecturesSettings,
                             others: str) -> tuple[dict[str, Any], int, str] | None:
     """Return ``(seed mean, steps, account)`` of ``family``'s binding accuracy at its 4× longer spread runs, and
-    glue their numbers (``architectures.<family>_binding_longer_*``); None where the spread file has none."""
+    glue their numbers (:data:`BINDING_LONGER_GLUE`); None where the spread file has none."""
 
     longer_ci = spread["intervals"].get(f"binding_accuracy_{family}_longer")
     if longer_ci is None:
@@ -369,12 +402,14 @@ def _binding_at_longest_run(family: str, spread: Mapping[str, Any], cfg: Archite
         f"against {short_ci['low']:.1%} to {short_ci['high']:.1%} after the chapter's {cfg.steps} steps "
         f"({others}); {reading}. Over the last 20% of the longer run its training loss changed by at most "
         f"{late_change:.1%} of its level (still falling on {falling} of {longer_ci['n']} seeds).")
+    names = BINDING_LONGER_GLUE.get(family, {})
     for key, value in (("steps", steps_long), ("factor", factor), ("mean", longer_ci["mean"]),
                        ("low", longer_ci["low"]), ("high", longer_ci["high"]), ("still_falling", falling),
                        ("late_change_max", late_change),
                        ("short_mean", short_ci["mean"]), ("short_low", short_ci["low"]),
                        ("short_high", short_ci["high"])):
-        claims.glue(f"architectures.{family}_binding_longer_{key}", value)
+        if key in names:
+            claims.glue(names[key], value)
     return {**longer_ci, "seeds": [r["seed"] for r in longer_runs]}, steps_long, account
 
 
@@ -415,8 +450,10 @@ def record_mamba_routing_fits(results: Mapping[tuple[str, str], RunResult], task
     claims.glue("architectures.mamba_advantage_fit_min", min(trained_r2))
     claims.glue("architectures.mamba_advantage_fit_max", max(trained_r2))
     claims.glue("architectures.mamba_advantage_fit_initial", float(np.mean([f.r2 for f in fits["initial"]])))
-    for name in mamba_runs:
-        claims.glue(f"architectures.mamba_fit_{name}", float(np.mean([f.r2 for f in fits[f"trained on {name}"]])))
+    for name, glue_name in (("bijection", "architectures.mamba_fit_bijection"), ("hmm", "architectures.mamba_fit_hmm"),
+                            ("binding", "architectures.mamba_fit_binding")):
+        if name in mamba_runs:
+            claims.glue(glue_name, float(np.mean([f.r2 for f in fits[f"trained on {name}"]])))
     return fits
 
 
@@ -447,15 +484,17 @@ def record_state_clusters(results: Mapping[tuple[str, str], RunResult], hmm_task
     }
     mamba = clusterings["mamba"]
     for name, value in {
-        "cluster_points": len(posterior_points), "cluster_chance": mamba.chance,
-        "cluster_posterior_purity": mamba.posterior_purity, "cluster_within_observation_purity": mamba.centred_purity,
-        "cluster_observation_variance": mamba.between_group_variance,
-        "cluster_observation_purity": mamba.other_purities["current observation"],
-        "cluster_transformer_purity": clusterings["transformer"].purity,
-        "cluster_transformer_observation_purity": clusterings["transformer"].other_purities["current observation"],
-        "cluster_lstm_purity": clusterings["lstm"].purity,
+        "architectures.cluster_points": len(posterior_points), "architectures.cluster_chance": mamba.chance,
+        "architectures.cluster_posterior_purity": mamba.posterior_purity,
+        "architectures.cluster_within_observation_purity": mamba.centred_purity,
+        "architectures.cluster_observation_variance": mamba.between_group_variance,
+        "architectures.cluster_observation_purity": mamba.other_purities["current observation"],
+        "architectures.cluster_transformer_purity": clusterings["transformer"].purity,
+        "architectures.cluster_transformer_observation_purity":
+            clusterings["transformer"].other_purities["current observation"],
+        "architectures.cluster_lstm_purity": clusterings["lstm"].purity,
     }.items():
-        claims.glue(f"architectures.{name}", value)
+        claims.glue(name, value)
     lower = mamba.chance + 0.5 * (mamba.posterior_purity - mamba.chance)
     not_decided = not_decided_reason(results[("mamba", "hmm")].losses, floor_nats)
     claims.record(
@@ -491,8 +530,11 @@ def record_softmax_routing_law(errors: Mapping[str, float], *, seed: int) -> cla
 def glue_training_settings(cfg: ArchitecturesSettings) -> None:
     """Glue the training settings and the thresholds the prose cites, and the size and step ratios to Paper I's
     (~2.7M parameters, 50k–150k steps)."""
-    for name in ("batch_size", "lr", "steps"):  # target_params: glued with the parameter table
-        claims.glue(f"architectures.{name}", getattr(cfg, name))
+    claims.glue("architectures.batch_size", cfg.batch_size)
+    claims.glue("architectures.lr", cfg.lr)
+    claims.glue("architectures.steps", cfg.steps)
+    claims.glue("architectures.target_params", cfg.target_params)
+    claims.glue("architectures.cluster_sequences", cfg.cluster_sequences)
     claims.glue("architectures.size_ratio", 2.7e6 / cfg.target_params)
     claims.glue("architectures.step_ratio_low", 50_000 / cfg.steps)
     claims.glue("architectures.step_ratio_high", 150_000 / cfg.steps)
@@ -500,3 +542,37 @@ def glue_training_settings(cfg: ArchitecturesSettings) -> None:
     claims.glue("architectures.transport_fraction", TRANSPORT_FRACTION_OF_BLIND)
     claims.glue("architectures.realised_accuracy", REALISED_BINDING_ACCURACY)
     claims.glue("architectures.transformer_binding_target", TRANSFORMER_BINDING_TARGET)
+
+
+#: The glue names of each family's KL to the filter on the grid's HMMs at the first step and averaged over the later
+#: steps, written out (the prose cites them).
+HMM_BY_POSITION_GLUE = {
+    "transformer": ("architectures.hmm_kl_t0_transformer", "architectures.hmm_kl_later_transformer"),
+    "mamba": ("architectures.hmm_kl_t0_mamba", "architectures.hmm_kl_later_mamba"),
+    "lstm": ("architectures.hmm_kl_t0_lstm", "architectures.hmm_kl_later_lstm"),
+    "mlp_window": ("architectures.hmm_kl_t0_mlp_window", "architectures.hmm_kl_later_mlp_window"),
+    "mlp_blind": ("architectures.hmm_kl_t0_mlp_blind", "architectures.hmm_kl_later_mlp_blind"),
+}
+
+
+def glue_hmm_by_position(results: Mapping[tuple[str, str], RunResult], levels: ReferenceLevels) -> None:
+    """Glue each family's KL to the filter on the grid's HMMs at step 0 and its mean over the later steps, beside the
+    context-blind posterior's mean over the later steps (bits)."""
+    for family, (first, later) in HMM_BY_POSITION_GLUE.items():
+        if (family, "hmm") in results:
+            kl = results[(family, "hmm")].kl_by_position
+            claims.glue(first, kl[0])
+            claims.glue(later, kl[1:].mean())
+    claims.glue("architectures.hmm_blind_kl_later", levels.context_blind_kl_by_position["hmm"][1:].mean())
+
+
+def outcome_words(status: str, paper_realises: bool | None, realised: bool) -> str:
+    """Return a row's outcome in the reader's words: whether the model realises the primitive here (``realised``: its
+    value on the realised side of the threshold), beside Paper I's finding (``paper_realises``; None: not tested in
+    Paper I), from the status of its claim (``undecided``: open at this scale)."""
+    if status == "undecided":
+        return "open at this scale"
+    said = "realises" if realised else "does not realise"
+    if paper_realises is None:
+        return f"{said} (not tested in Paper I)"
+    return f"{said}, {'as' if realised == paper_realises else 'against'} Paper I"

@@ -39,6 +39,15 @@ class ArchitecturesSettings(ChapterSettings):
     analysis_sequences: int = 16
     cluster_sequences: int = 400
 
+    #: The reader's label of each setting (the settings table).
+    LABELS = {"bijection_V": "bijection: symbols V", "bijection_L": "bijection: keys shown L",
+              "hmm_states": "HMM: hidden states", "hmm_symbols": "HMM: observation symbols",
+              "hmm_length": "HMM: steps K", "binding_pairs": "binding: stored pairs N",
+              "binding_queries": "binding: queries M", "binding_keys": "binding: key ids",
+              "binding_values": "binding: value ids", "target_params": "parameters per model (about)",
+              "eval_sequences": "held-out sequences per task", "analysis_sequences": "sequences for the routing-law fits",
+              "cluster_sequences": "sequences for the state clusters"}
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.lr > 0:

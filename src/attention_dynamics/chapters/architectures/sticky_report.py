@@ -10,7 +10,7 @@ from ...ledger import claims
 from ...models.registry import family_label
 from ...science.settling import late_drop
 from ...tasks.wind_tunnels import STICKY_HMM_TASK, STICKY_SELF_TRANSITION
-from .report import not_decided_reason, sticky_claim_id
+from .report import not_decided_reason, outcome_words, sticky_claim_id
 from .runs import (
     ChapterSetup,
     paper_verdict_bounds,
@@ -24,7 +24,9 @@ from .sticky_hmm import LONGER_FACTOR
 
 __all__ = [
     "record_sticky_claims",
+    "STICKY_GLUE",
     "glue_sticky",
+    "glue_sticky_outcomes",
 ]
 
 
@@ -111,28 +113,76 @@ def record_sticky_claims(stored: Mapping[str, Any]):
     return pd_table(rows, index_name="model")
 
 
+#: The glue names of each family's numbers on the sticky HMMs, written out (the prose cites them): its KL as a
+#: multiple of the context-blind level, how much its KL still fell over the last 20 % of training, the same multiple
+#: after a run four times as long and that run's steps (where one was made), and its outcome in words.
+STICKY_GLUE = {
+    "transformer": {"ratio": "architectures.sticky_ratio_transformer",
+                    "late_drop": "architectures.sticky_late_drop_transformer",
+                    "longer_ratio": "architectures.sticky_longer_ratio_transformer",
+                    "longer_steps": "architectures.sticky_longer_steps_transformer",
+                    "outcome": "architectures.sticky_outcome_transformer"},
+    "mamba": {"ratio": "architectures.sticky_ratio_mamba", "late_drop": "architectures.sticky_late_drop_mamba",
+              "longer_ratio": "architectures.sticky_longer_ratio_mamba",
+              "longer_steps": "architectures.sticky_longer_steps_mamba",
+              "outcome": "architectures.sticky_outcome_mamba"},
+    "lstm": {"ratio": "architectures.sticky_ratio_lstm", "late_drop": "architectures.sticky_late_drop_lstm",
+             "longer_ratio": "architectures.sticky_longer_ratio_lstm",
+             "longer_steps": "architectures.sticky_longer_steps_lstm", "outcome": "architectures.sticky_outcome_lstm"},
+    "mlp_window": {"ratio": "architectures.sticky_ratio_mlp_window",
+                   "late_drop": "architectures.sticky_late_drop_mlp_window",
+                   "longer_ratio": "architectures.sticky_longer_ratio_mlp_window",
+                   "longer_steps": "architectures.sticky_longer_steps_mlp_window",
+                   "outcome": "architectures.sticky_outcome_mlp_window"},
+    "mlp_blind": {"ratio": "architectures.sticky_ratio_mlp_blind",
+                  "late_drop": "architectures.sticky_late_drop_mlp_blind",
+                  "longer_ratio": "architectures.sticky_longer_ratio_mlp_blind",
+                  "longer_steps": "architectures.sticky_longer_steps_mlp_blind",
+                  "outcome": "architectures.sticky_outcome_mlp_blind"},
+}
+
+
 def glue_sticky(stored: Mapping[str, Any], setup: ChapterSetup) -> None:
     """Glue the numbers of chapter 7's sticky-HMM section: the design, its levels beside Paper I's random HMMs at
     the same length, the threshold, and each family's KL as a multiple of the context-blind level with its late
-    change."""
+    change (:data:`STICKY_GLUE`)."""
 
     blind = stored["reference"]["context_blind"]["kl_bits"]
     random_blind = setup.paper_hmm_levels.context_blind["hmm"]["kl_bits"]
     values = {
-        "sticky_mix": STICKY_SELF_TRANSITION, "sticky_random_share": 1 - STICKY_SELF_TRANSITION,
-        "sticky_K": stored["settings"]["hmm_length"], "sticky_steps": stored["settings"]["steps"],
-        "sticky_steps_mamba": stored["runs"]["mamba"]["steps"] if "mamba" in stored["runs"] else None,
-        "sticky_eval_sequences": stored["settings"]["eval_sequences"],
-        "sticky_random_blind_kl_bits": random_blind, "sticky_vs_random": blind / random_blind,
-        "sticky_blind_mae_bits": stored["reference"]["context_blind"]["entropy_mae_bits"],
-        "sticky_fraction": STICKY_TRANSPORT_FRACTION_OF_BLIND,
-        "sticky_threshold_bits": STICKY_TRANSPORT_FRACTION_OF_BLIND * blind,
+        "architectures.sticky_mix": STICKY_SELF_TRANSITION,
+        "architectures.sticky_random_share": 1 - STICKY_SELF_TRANSITION,
+        "architectures.sticky_K": stored["settings"]["hmm_length"],
+        "architectures.sticky_steps": stored["settings"]["steps"],
+        "architectures.sticky_steps_mamba": stored["runs"]["mamba"]["steps"] if "mamba" in stored["runs"] else None,
+        "architectures.sticky_eval_sequences": stored["settings"]["eval_sequences"],
+        "architectures.sticky_lr": stored["settings"]["lr"],
+        "architectures.sticky_random_blind_kl_bits": random_blind, "architectures.sticky_vs_random": blind / random_blind,
+        "architectures.sticky_blind_mae_bits": stored["reference"]["context_blind"]["entropy_mae_bits"],
+        "architectures.sticky_fraction": STICKY_TRANSPORT_FRACTION_OF_BLIND,
+        "architectures.sticky_threshold_bits": STICKY_TRANSPORT_FRACTION_OF_BLIND * blind,
     }
     for family, run in stored["runs"].items():
-        values[f"sticky_ratio_{family}"] = run["metrics"]["kl_bits"] / blind
-        values[f"sticky_late_drop_{family}"] = late_drop(run["kl_curve_bits"])
+        names = STICKY_GLUE.get(family, {})
+        values[names.get("ratio")] = run["metrics"]["kl_bits"] / blind
+        values[names.get("late_drop")] = late_drop(run["kl_curve_bits"])
     for family, run in stored.get("longer", {}).items():
-        values[f"sticky_longer_ratio_{family}"] = run["metrics"]["kl_bits"] / blind
-        values[f"sticky_longer_steps_{family}"] = run["steps"]
+        names = STICKY_GLUE.get(family, {})
+        values[names.get("longer_ratio")] = run["metrics"]["kl_bits"] / blind
+        values[names.get("longer_steps")] = run["steps"]
     for name, value in values.items():
-        claims.glue(f"architectures.{name}", value)
+        if name is not None:
+            claims.glue(name, value)
+
+
+def glue_sticky_outcomes(recorded: Mapping[str, Any], stored: Mapping[str, Any]) -> None:
+    """Glue each family's outcome on the sticky HMMs in the reader's words
+    (:func:`~attention_dynamics.chapters.architectures.report.outcome_words`), from its recorded claim (``recorded``:
+    the claims by id) at the longest run made: realises transport when its KL is at most the threshold."""
+    threshold = STICKY_TRANSPORT_FRACTION_OF_BLIND * stored["reference"]["context_blind"]["kl_bits"]
+    for family, names in STICKY_GLUE.items():
+        claim = recorded.get(sticky_claim_id(family))
+        if claim is not None:
+            verdict = PAPER_I_RESULTS[family]["realises"]
+            claims.glue(names["outcome"], outcome_words(claim.status, None if verdict is None else bool(verdict["hmm"]),
+                                                        claim.value <= threshold))

@@ -22,6 +22,7 @@ from .long_tier_report import LONG_TRANSPORT_FRACTION, curve
 from .settings import BIJECTION_TARGET_BITS, TRANSPORT_FRACTION as LENGTH_GEN_FRACTION, ManifoldsSettings
 
 __all__ = [
+    "FIGURE_NAMES",
     "hmm_floor_nats",
     "plot_hmm_posterior",
     "plot_training_losses",
@@ -39,6 +40,22 @@ __all__ = [
     "plot_manifold_through_training",
     "plot_long_curves",
 ]
+
+#: The chapter's figures as the notebook glues them (``plotting.glue_figure``) and the prose shows them
+#: (``{glue:figure}``), written out: glue name → the function that draws it.
+FIGURE_NAMES = {
+    "fig-manifold-hmm-posterior": "plot_hmm_posterior",
+    "fig-manifold-training-losses": "plot_training_losses",
+    "fig-manifold-bijection-calibration": "plot_bijection_calibration",
+    "fig-manifold-hmm-calibration": "plot_hmm_calibration",
+    "fig-manifold-hmm-kl-training": "figure_hmm_kl_through_training",
+    "fig-manifold-geometry": "plot_geometry",
+    "fig-manifold-geometry-training": "figure_geometry_through_training",
+    "fig-manifold-value-manifolds": "plot_value_manifolds",
+    "fig-manifold-frame-precision": "plot_frame_and_calibration",
+    "fig-manifold-through-training": "plot_manifold_through_training",
+    "fig-manifold-long-tier": "plot_long_curves",
+}
 
 
 def hmm_floor_nats(batch: hmm.HMMBatch) -> float:

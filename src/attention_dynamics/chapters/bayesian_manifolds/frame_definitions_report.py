@@ -13,11 +13,11 @@ import numpy as np
 from ...diagnostics.frame_order import FREE_FREEZE_RATIO, freeze_frame_summary, order_explanation
 from ...ledger import claims
 from ...ledger.frame_results import FRAME_FREEZE_FILE
-from ...ledger.verdicts import render_caveat
+from ...ledger.verdicts import render_caveat, verdict_of
 from .frame_definitions import FILE
 
-__all__ = ["TUNNEL_DEFINITION_WORDS", "record_tunnel_order_claims", "glue_tunnel_frame_definitions",
-           "INTERVENTION_PHRASE", "tunnel_order_table"]
+__all__ = ["TUNNEL_DEFINITION_WORDS", "record_tunnel_order_claims", "DEFINITION_GLUES", "glue_tunnel_frame_definitions",
+           "INTERVENTION_PHRASE", "glue_frame_row", "tunnel_order_table"]
 
 #: What each definition reads, in words (the claims' descriptions).
 TUNNEL_DEFINITION_WORDS = {
@@ -77,19 +77,45 @@ INTERVENTION_PHRASE = ("{frame_precision.tunnel_order_intervention_adam?puts the
                        "first|cannot time the frame at this budget and decides no order}")
 
 
+#: The glue names of each definition's numbers, written out: definition → number → name (the share of seeds whose
+#: frame settles first, its 95 % interval, the definition's verdict, and the median frame and precision steps).
+DEFINITION_GLUES = {
+    "path": {"share": "ch6.fd_path_share", "low": "ch6.fd_path_low", "high": "ch6.fd_path_high",
+             "verdict": "ch6.fd_path_verdict", "frame_median": "ch6.fd_path_frame_median",
+             "precision_median": "ch6.fd_path_precision_median"},
+    "function": {"share": "ch6.fd_function_share", "low": "ch6.fd_function_low", "high": "ch6.fd_function_high",
+                 "verdict": "ch6.fd_function_verdict", "frame_median": "ch6.fd_function_frame_median",
+                 "precision_median": "ch6.fd_function_precision_median"},
+    "similarity": {"share": "ch6.fd_similarity_share", "low": "ch6.fd_similarity_low",
+                   "high": "ch6.fd_similarity_high", "verdict": "ch6.fd_similarity_verdict",
+                   "frame_median": "ch6.fd_similarity_frame_median",
+                   "precision_median": "ch6.fd_similarity_precision_median"},
+}
+
+
 def glue_tunnel_frame_definitions(result: Mapping[str, Any], recorded=None) -> None:
     """Glue, for chapter 6's prose, the seeds and every definition's share, interval, verdict and median steps; with
     ``recorded`` (the claims at hand, e.g. ``claims.recorded_claims()``) also the intervention's phrase
     (``ch6.fd_intervention_phrase``)."""
     claims.glue("ch6.fd_n_seeds", len(result["seeds"]))
     for d, row in result["definitions"].items():
+        names = DEFINITION_GLUES[d]
         for key in ("share", "low", "high", "verdict"):
-            claims.glue(f"ch6.fd_{d}_{key}", row[key])
-        claims.glue(f"ch6.fd_{d}_frame_median", float(np.median(row["frame"])))
-        claims.glue(f"ch6.fd_{d}_precision_median", float(np.median(row["precision"])))
+            claims.glue(names[key], row[key])
+        claims.glue(names["frame_median"], float(np.median(row["frame"])))
+        claims.glue(names["precision_median"], float(np.median(row["precision"])))
     if recorded is not None:
         claims.glue("ch6.fd_intervention_phrase",
                     render_caveat(INTERVENTION_PHRASE, {c.id: c.to_json() for c in recorded}))
+
+
+def glue_frame_row(recorded) -> None:
+    """Glue the verdict page's row on the wind tunnel's frame and precision (``frame_precision_wind_tunnel``), read
+    from the claims at hand (``recorded``): its verdict (``ch6.frame_row_verdict``) and its per-definition readings
+    (``ch6.frame_row_readings``)."""
+    row = verdict_of("frame_precision_wind_tunnel", recorded)
+    claims.glue("ch6.frame_row_verdict", row.verdict)
+    claims.glue("ch6.frame_row_readings", row.readings_text())
 
 
 def tunnel_order_table(result: Mapping[str, Any]):
@@ -98,7 +124,8 @@ def tunnel_order_table(result: Mapping[str, Any]):
     import pandas as pd
 
     steps = result["settings"]["tunnel"]["steps"]
-    rows = [{"definition": d, f"{steps} steps": f"{r['share']:.0%} [{r['low']:.0%}, {r['high']:.0%}] {r['verdict']}",
+    rows = [{"definition": d, f"seeds whose frame settles first ({steps} steps)":
+             f"{r['share']:.0%} [{r['low']:.0%}, {r['high']:.0%}] {r['verdict']}",
              "frame (median step)": float(np.median(r["frame"])),
              "precision (median step)": float(np.median(r["precision"]))}
             for d, r in result["definitions"].items()]

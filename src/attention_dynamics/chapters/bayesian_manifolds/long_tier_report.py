@@ -33,7 +33,7 @@ from ...training.wind_tunnels import (
     hmm_batch_for_eval,
     hmm_log_probs,
 )
-from . import long_tier
+from . import long_tier, mechanism_report, memory_report
 from .long_tier import LongRun
 
 # As at the book scale: the bijection's target, the HMM's entropy-error bound, the KL ratio's plateau amount,
@@ -51,6 +51,11 @@ __all__ = [
     "MAE_PLATEAU_BITS",
     "GEOMETRY_PLATEAU_OTHER",
     "load_runs",
+    "RUN_LABELS",
+    "RUN_GLUES",
+    "HMM_LENGTH_GLUES",
+    "GEOMETRY_GLUES",
+    "HMM_MANIFOLD_GLUES",
     "runs_table",
     "BijectionV20",
     "record_bijection_v20",
@@ -58,6 +63,7 @@ __all__ = [
     "record_hmm_long",
     "LongGeometry",
     "record_long_geometry",
+    "record_long_mechanism",
     "curve",
 ]
 
@@ -69,6 +75,68 @@ MAE_PLATEAU_BITS = 0.002
 LENGTH_GEN_CLAIMS = {30: "hmm_long.length_gen_kl_bits_30", 50: "hmm_long.length_gen_kl_bits_50"}
 #: The plateau amount of the geometry numbers chapter 6 gives none (the value manifold's PC1 share and ρ).
 GEOMETRY_PLATEAU_OTHER = 0.05
+
+
+#: How the runs table names each stored run.
+RUN_LABELS = {"bijection_v20": "bijection at V = 20", "hmm_long": "HMM, deeper and longer"}
+#: The runs' glue names, written out: run → number → name.
+RUN_GLUES = {
+    "bijection_v20": {"steps": "long_tier.bijection_v20_steps", "cpu_minutes": "long_tier.bijection_v20_cpu_minutes",
+                      "parameters": "long_tier.bijection_v20_parameters"},
+    "hmm_long": {"steps": "long_tier.hmm_long_steps", "cpu_minutes": "long_tier.hmm_long_cpu_minutes",
+                 "parameters": "long_tier.hmm_long_parameters"},
+}
+#: The long HMM model's glue names at the book's test lengths, written out: length → number → name (its KL, its KL
+#: over the context-blind level, that level, and how much the ratio moved over the last 20 % of the run). Other
+#: lengths (the fast scale's) are named the same way.
+HMM_LENGTH_GLUES = {
+    20: {"kl": "long_tier.hmm_kl_20", "ratio": "long_tier.hmm_ratio_20", "blind_kl": "long_tier.hmm_blind_kl_20",
+         "late": "long_tier.hmm_late_change_20"},
+    30: {"kl": "long_tier.hmm_kl_30", "ratio": "long_tier.hmm_ratio_30", "blind_kl": "long_tier.hmm_blind_kl_30",
+         "late": "long_tier.hmm_late_change_30"},
+    50: {"kl": "long_tier.hmm_kl_50", "ratio": "long_tier.hmm_ratio_50", "blind_kl": "long_tier.hmm_blind_kl_50",
+         "late": "long_tier.hmm_late_change_50"},
+}
+#: The V = 20 geometry's glue names, written out: measure → (trained, untrained, scrambled values, late change along
+#: the run; the last only for the four claimed measures).
+GEOMETRY_GLUES = {
+    "key |cos|, layer 0, all positions": (
+        "long_tier.geo_key_cos_layer_0_all_positions", "long_tier.geo_key_cos_layer_0_all_positions_untrained",
+        "long_tier.geo_key_cos_layer_0_all_positions_scrambled", None),
+    "key |cos|, layer 0, key tokens": (
+        "long_tier.geo_key_cos_layer_0_key_tokens", "long_tier.geo_key_cos_layer_0_key_tokens_untrained",
+        "long_tier.geo_key_cos_layer_0_key_tokens_scrambled", "long_tier.geo_key_cos_layer_0_key_tokens_late"),
+    "value PC1 share": (
+        "long_tier.geo_value_pc1_share", "long_tier.geo_value_pc1_share_untrained",
+        "long_tier.geo_value_pc1_share_scrambled", "long_tier.geo_value_pc1_share_late"),
+    "ρ(value PC1, entropy)": (
+        "long_tier.geo_rho_value_pc1_entropy", "long_tier.geo_rho_value_pc1_entropy_untrained",
+        "long_tier.geo_rho_value_pc1_entropy_scrambled", "long_tier.geo_rho_value_pc1_entropy_late"),
+    "attention entropy, layer 0 (bits)": (
+        "long_tier.geo_attention_entropy_layer_0_bits", "long_tier.geo_attention_entropy_layer_0_bits_untrained",
+        "long_tier.geo_attention_entropy_layer_0_bits_scrambled", None),
+    "attention entropy, layer 1 (bits)": (
+        "long_tier.geo_attention_entropy_layer_1_bits", "long_tier.geo_attention_entropy_layer_1_bits_untrained",
+        "long_tier.geo_attention_entropy_layer_1_bits_scrambled", None),
+    "attention entropy, layer 2 (bits)": (
+        "long_tier.geo_attention_entropy_layer_2_bits", "long_tier.geo_attention_entropy_layer_2_bits_untrained",
+        "long_tier.geo_attention_entropy_layer_2_bits_scrambled", None),
+    "attention entropy, layer 3 (bits)": (
+        "long_tier.geo_attention_entropy_layer_3_bits", "long_tier.geo_attention_entropy_layer_3_bits_untrained",
+        "long_tier.geo_attention_entropy_layer_3_bits_scrambled", None),
+    "attention entropy reduction, first → last layer": (
+        "long_tier.geo_attention_entropy_reduction_first_last_layer",
+        "long_tier.geo_attention_entropy_reduction_first_last_layer_untrained",
+        "long_tier.geo_attention_entropy_reduction_first_last_layer_scrambled",
+        "long_tier.geo_attention_entropy_reduction_first_last_layer_late"),
+}
+#: The long HMM model's manifold glue names, written out: condition → number → name.
+HMM_MANIFOLD_GLUES = {
+    "trained": {"pc1": "long_tier.hmm_pc1_ratio_trained", "rho": "long_tier.hmm_pc1_spearman_trained",
+                "within": "long_tier.hmm_pc1_within_trained"},
+    "untrained": {"pc1": "long_tier.hmm_pc1_ratio_untrained", "rho": "long_tier.hmm_pc1_spearman_untrained",
+                  "within": "long_tier.hmm_pc1_within_untrained"},
+}
 
 
 def load_runs(folder: Path | None = None) -> dict[str, LongRun]:
@@ -93,9 +161,10 @@ def runs_table(runs: Mapping[str, LongRun]) -> pd.DataFrame:
             "code commit": (r["provenance"]["code_commit"] or "unknown")[:10],
             "weights file": f"data/{long_tier.DATA_FOLDER}/{lr.weights_file.name}",
         }
-        claims.glue(f"long_tier.{tunnel}_steps", r["steps"])
-        claims.glue(f"long_tier.{tunnel}_cpu_minutes", cpu_min)
-        claims.glue(f"long_tier.{tunnel}_parameters", rows[tunnel]["parameters"])
+        names = RUN_GLUES[tunnel]
+        claims.glue(names["steps"], r["steps"])
+        claims.glue(names["cpu_minutes"], cpu_min)
+        claims.glue(names["parameters"], rows[tunnel]["parameters"])
     return pd.DataFrame(rows)
 
 
@@ -241,10 +310,12 @@ def record_hmm_long(lr: LongRun) -> HMMLong:
             f"transport carried to that length if ≤ {LENGTH_GEN_FRACTION} × the context-blind level there",
             upper=bound_K, params=_params(lr, length=K), undecided_because=undecided(K, bound_K), explanation=note[K])
     for K in s.tunnel.test_lengths:
-        claims.glue(f"long_tier.hmm_kl_{K}", reports[K].kl_bits)
-        claims.glue(f"long_tier.hmm_ratio_{K}", out.ratio(K))
-        claims.glue(f"long_tier.hmm_blind_kl_{K}", blind[K].kl_bits)
-        claims.glue(f"long_tier.hmm_late_change_{K}", late[K])
+        names = HMM_LENGTH_GLUES.get(K) or {what: f"long_tier.hmm_{stem}_{K}" for what, stem in (
+            ("kl", "kl"), ("ratio", "ratio"), ("blind_kl", "blind_kl"), ("late", "late_change"))}
+        claims.glue(names["kl"], reports[K].kl_bits)
+        claims.glue(names["ratio"], out.ratio(K))
+        claims.glue(names["blind_kl"], blind[K].kl_bits)
+        claims.glue(names["late"], late[K])
     claims.glue("long_tier.hmm_curve_mae_bits", reports[K_train].curve_mae_bits)
     claims.glue("long_tier.hmm_transport_fraction", LONG_TRANSPORT_FRACTION)
     claims.glue("long_tier.hmm_length_gen_fraction", LENGTH_GEN_FRACTION)
@@ -304,7 +375,7 @@ def record_long_geometry(bij: LongRun, hmm_run: LongRun) -> LongGeometry:
         met = trained[name] <= bound["upper"] if "upper" in bound else trained[name] >= bound["lower"]
         along = _plateau(moved, amount, "along the run (64 probe sequences), it")
         late[name] = moved
-        claims.glue(f"long_tier.geo_{_slug(name)}_late", moved)
+        claims.glue(_geometry_glue(name, 3), moved)
         out.claims[claim] = claims.record(
             claim, trained[name], unit=unit,
             description=f"{name} of the long tier's V = 20 bijection model (loaded weights, one seed; Paper I's bound); "
@@ -312,14 +383,24 @@ def record_long_geometry(bij: LongRun, hmm_run: LongRun) -> LongGeometry:
             undecided_because=None if met or moved < amount else "not decided at this scale: " + along,
             explanation=f"{along} under a learning rate decaying to zero; one seed of one model size; nulls: {beside[name]}")
     for name, value in trained.items():
-        claims.glue(f"long_tier.geo_{_slug(name)}", value)
-        claims.glue(f"long_tier.geo_{_slug(name)}_untrained", nulls["untrained"][name])
-        claims.glue(f"long_tier.geo_{_slug(name)}_scrambled", nulls["scrambled values"][name])
+        claims.glue(_geometry_glue(name, 0), value)
+        claims.glue(_geometry_glue(name, 1), nulls["untrained"][name])
+        claims.glue(_geometry_glue(name, 2), nulls["scrambled values"][name])
     for condition, m in manifolds.items():
-        claims.glue(f"long_tier.hmm_pc1_ratio_{condition}", m.ratios[0])
-        claims.glue(f"long_tier.hmm_pc1_spearman_{condition}", m.spearman)
-        claims.glue(f"long_tier.hmm_pc1_within_{condition}", m.within_position_spearman)
+        claims.glue(HMM_MANIFOLD_GLUES[condition]["pc1"], m.ratios[0])
+        claims.glue(HMM_MANIFOLD_GLUES[condition]["rho"], m.spearman)
+        claims.glue(HMM_MANIFOLD_GLUES[condition]["within"], m.within_position_spearman)
     return out
+
+
+def _geometry_glue(name: str, which: int) -> str:
+    """Return the glue name of geometry measure ``name`` (``which``: 0 trained, 1 untrained, 2 scrambled values,
+    3 late change): :data:`GEOMETRY_GLUES`'s, or, for a measure it does not list (a model of another depth), the
+    same pattern."""
+    listed = GEOMETRY_GLUES.get(name)
+    if listed is not None and listed[which] is not None:
+        return listed[which]
+    return f"long_tier.geo_{_slug(name)}" + ("", "_untrained", "_scrambled", "_late")[which]
 
 
 def _slug(name: str) -> str:
@@ -327,3 +408,30 @@ def _slug(name: str) -> str:
     return "_".join(part for part in keep.split("_") if part)
 
 
+def record_long_mechanism(runs: Mapping[str, LongRun], hmm_long: HMMLong, *,
+                          chapter_batches: Mapping[int, hmm.HMMBatch] | None = None,
+                          chapter_ladders: Mapping[int, Any] | None = None) -> dict[str, Any]:
+    """Record the long tier's claims beside the chapter's mechanism controls: the long HMM model's memory on the ladder
+    of its held-out sequences (:func:`~.memory_report.record_chapter6_memory`, the chapter's own ladders where the
+    sequences are the same), Paper I's key metric and the layer ablation on the V = 20 bijection model, and what the
+    long HMM model's leading directions encode. Returns ``{"ladders", "memory", "keys", "ablation", "regression"}``."""
+    bij20, h_long = runs["bijection_v20"], runs["hmm_long"]
+    ladders = memory_report.long_tier_ladders(h_long, chapter_batches=chapter_batches, chapter_ladders=chapter_ladders)
+    memory = memory_report.record_chapter6_memory(
+        ladders, {K: r.kl_bits for K, r in hmm_long.reports.items()}, model="long_tier",
+        params={"source": f"data/{long_tier.DATA_FOLDER}/{h_long.weights_file.name}"},
+        ratio_late_change=hmm_long.late_change)
+    v20_params = {"stored_in": f"data/{long_tier.DATA_FOLDER}/{bij20.weights_file.name}"}
+    v20_text = "the long tier's V = 20 bijection model"
+    t = bij20.settings.tunnel
+    keys = mechanism_report.record_paper_key_metric("geometry_v20", bij20.run.model(), bij20.run.model(0), t.V,
+                                                    params=v20_params, model_text=v20_text)
+    ablation = mechanism_report.record_layer_ablation(
+        "geometry_v20", bij20.run.model(), bijection_batch_for_eval(t, seed=0, n=bij20.settings.n_eval),
+        params=v20_params, model_text=v20_text)
+    ht = h_long.settings.tunnel
+    regression = mechanism_report.record_manifold_regression(
+        "hmm_long", h_long.run.model(), hmm_batch_for_eval(ht, ht.length, seed=0, n=h_long.settings.n_probe),
+        params={"stored_in": f"data/{long_tier.DATA_FOLDER}/{h_long.weights_file.name}"},
+        model_text="the long tier's HMM model")
+    return {"ladders": ladders, "memory": memory, "keys": keys, "ablation": ablation, "regression": regression}

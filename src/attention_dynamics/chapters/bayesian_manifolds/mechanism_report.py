@@ -4,11 +4,11 @@
   key-orthogonality metric (:func:`~attention_dynamics.diagnostics.mechanism_controls.paper_key_orthogonality`)
   against Paper I's bound; the untrained model says whether the metric can tell a trained frame from none.
 - ``geometry.layer_ablation_kl_bits_layer<l>`` (and ``geometry_v20.…``): the bijection model's KL with layer l's
-  attention mean-ablated (:func:`~attention_dynamics.diagnostics.mechanism_controls.layer_ablation`), the control of
-  "the first layer does the elimination".
-- ``geometry.freeze_frame_cost_fraction``: the causal definition of "training builds the frame": what freezing every
-  layer's W_Q, W_K at initialisation costs at chapter 6's full budget (``data/frame_freeze_full.json``), as a share of
-  the untrained model's gap, against chapter 4's margin (1 % of that gap).
+  attention mean-ablated (:func:`~attention_dynamics.diagnostics.mechanism_controls.layer_ablation`): which layer's
+  attention output carries what the prediction needs.
+- ``geometry.freeze_frame_kl_ratio``: the causal definition of "training builds the frame": freezing every layer's
+  W_Q, W_K at initialisation for chapter 6's full budget (``data/frame_freeze_full.json``), its final KL over the
+  trained model's, against the ratio below which a freeze costs nothing (1.25, chapter 4's).
 - ``hmm.manifold_pc_r2_<explanation>`` (and ``hmm_long.…``): what the HMM manifold's leading directions encode
   (:func:`~attention_dynamics.diagnostics.mechanism_controls.manifold_regression`), the control of "the dominant
   directions encode the sequence's own HMM".
@@ -31,9 +31,10 @@ from ...models.transformer import CausalTransformer
 from ...science import stats
 from ...tasks import bijection, hmm
 
-__all__ = ["PAPER_KEY_BOUND", "PAPER_KEY_ORTHOGONALITY_CLAIM_IDS", "record_paper_key_metric",
-           "LAYER_ABLATION_CLAIM_IDS", "record_layer_ablation", "MANIFOLD_CLAIM_IDS", "record_manifold_regression", "FREEZE_COST_CLAIM_ID",
-           "record_freeze_frame_cost", "freeze_cost_reading"]
+__all__ = ["PAPER_KEY_BOUND", "PAPER_KEY_ORTHOGONALITY_CLAIM_IDS", "PAPER_KEY_GLUES", "record_paper_key_metric",
+           "LAYER_ABLATION_CLAIM_IDS", "ABLATION_GLUES", "record_layer_ablation", "ablation_table",
+           "MANIFOLD_CLAIM_IDS", "record_manifold_regression", "glue_untrained_regression", "regression_table",
+           "FREEZE_COST_CLAIM_ID", "record_freeze_frame_cost", "freeze_cost_reading", "glue_stored_freeze"]
 
 #: Paper I's bound on layer-0 key orthogonality.
 PAPER_KEY_BOUND = 0.1
@@ -42,6 +43,22 @@ PAPER_KEY_BOUND = 0.1
 PAPER_KEY_ORTHOGONALITY_CLAIM_IDS = {
     "geometry": ("geometry.key_signed_cos_value_tokens", "geometry.key_signed_cos_value_tokens_untrained"),
     "geometry_v20": ("geometry_v20.key_signed_cos_value_tokens", "geometry_v20.key_signed_cos_value_tokens_untrained"),
+}
+
+
+#: The glue names of Paper I's key metric, written out: model → what → name (which side of the bound the trained and
+#: the untrained model fall, what the two say together, and the mean |cos| of the same keys).
+PAPER_KEY_GLUES = {
+    "geometry": {"side_trained": "manifolds.geometry_paper_key_side_trained",
+                 "side_untrained": "manifolds.geometry_paper_key_side_untrained",
+                 "reading": "manifolds.geometry_paper_key_reading",
+                 "abs_trained": "manifolds.key_abs_cos_embedding_keys",
+                 "abs_untrained": "manifolds.key_abs_cos_embedding_keys_untrained"},
+    "geometry_v20": {"side_trained": "manifolds.geometry_v20_paper_key_side_trained",
+                     "side_untrained": "manifolds.geometry_v20_paper_key_side_untrained",
+                     "reading": "manifolds.geometry_v20_paper_key_reading",
+                     "abs_trained": "manifolds.v20_key_abs_cos_embedding_keys",
+                     "abs_untrained": "manifolds.v20_key_abs_cos_embedding_keys_untrained"},
 }
 
 
@@ -69,8 +86,9 @@ def record_paper_key_metric(prefix: str, trained: CausalTransformer, untrained: 
             params={**params, "condition": condition, "by_head": g["signed_by_head"], "abs_by_head": g["abs_by_head"],
                     "tokens": f"value tokens {V}..{2 * V - 1}", "layer": 0},
             explanation=(f"the signed mean cosine is {g['signed']:.3f}: the value tokens' keys share a common direction"))
-        claims.glue(f"manifolds.{prefix}_paper_key_side_{condition}", key_side(g["signed"]))
-    claims.glue(f"manifolds.{prefix}_paper_key_reading",
+        claims.glue(PAPER_KEY_GLUES[prefix][f"side_{condition}"], key_side(g["signed"]))
+        claims.glue(PAPER_KEY_GLUES[prefix][f"abs_{condition}"], g["abs"])
+    claims.glue(PAPER_KEY_GLUES[prefix]["reading"],
                 key_metric_reading(got["trained"]["signed"], got["untrained"]["signed"]))
     return {"claims": out, **got}
 
@@ -104,6 +122,18 @@ LAYER_ABLATION_CLAIM_IDS = {
 }
 
 
+#: The layer ablation's glue names, written out: model → what → name (the intact model's and the context-blind
+#: predictor's KL, and the share of the gain over a context-blind predictor lost by ablating layer 0 and, at most, a
+#: later layer).
+ABLATION_GLUES = {
+    "geometry": {"intact": "manifolds.ablation_intact_kl_bits", "blind": "manifolds.ablation_blind_kl_bits",
+                 "lost_first": "manifolds.ablation_lost_layer0", "lost_later_max": "manifolds.ablation_lost_later_max"},
+    "geometry_v20": {"intact": "manifolds.v20_ablation_intact_kl_bits", "blind": "manifolds.v20_ablation_blind_kl_bits",
+                     "lost_first": "manifolds.v20_ablation_lost_layer0",
+                     "lost_later_max": "manifolds.v20_ablation_lost_later_max"},
+}
+
+
 def record_layer_ablation(prefix: str, model: CausalTransformer, batch: bijection.BijectionBatch, *,
                           params: Mapping[str, Any], model_text: str) -> dict[str, Any]:
     """Record the KL of ``model`` with each layer's attention mean-ablated (:func:`layer_ablation`); return
@@ -123,11 +153,35 @@ def record_layer_ablation(prefix: str, model: CausalTransformer, batch: bijectio
                          f"{blind:.3f}; {lost[l]:.0%} of the gain over a context-blind predictor lost)"),
             params={**params, "layer": l, "intact_kl_bits": intact, "blind_kl_bits": blind, "lost_fraction": lost[l],
                     "ablation": "mean over sequences at each position"})
+    names = ABLATION_GLUES[prefix]
+    claims.glue(names["intact"], intact)
+    claims.glue(names["blind"], blind)
+    claims.glue(names["lost_first"], lost[0])
+    if len(lost) > 1:
+        claims.glue(names["lost_later_max"], max(lost[1:]))
     return {"claims": out, "result": result, "lost_fraction": lost}
+
+
+def ablation_table(ablation: Mapping[str, Any]):
+    """Return a pandas DataFrame of a layer ablation (:func:`record_layer_ablation`'s result): per condition (each
+    layer ablated, intact, context-blind) the KL to the exact posterior and the entropy error, in bits."""
+    import pandas as pd
+
+    result = ablation["result"]
+    rows = {f"layer {layer} ablated": r for layer, r in enumerate(result["ablated"])}
+    rows |= {"intact": result["intact"], "context-blind": result["blind"]}
+    return pd.DataFrame(rows).T.rename(columns={"kl_bits": "KL to the exact posterior (bits)",
+                                                "entropy_mae_bits": "entropy error (bits)"}).rename_axis("model")
 
 
 #: The causal definition's claim: the frame frozen at initialisation, its final KL over the trained model's.
 FREEZE_COST_CLAIM_ID = "geometry.freeze_frame_kl_ratio"
+
+
+def glue_stored_freeze(summary: Mapping[str, Any]) -> None:
+    """Glue what freezing W_Q, W_K at initialisation costs in chapter 4's stored freeze runs on this tunnel (a quarter
+    of chapter 6's budget; ``summary``: :func:`~attention_dynamics.diagnostics.frame_order.freeze_frame_summary`)."""
+    claims.glue("manifolds.tunnel_freeze_frame_cost_bits", summary["cost_mean_bits"][0])
 
 
 def record_freeze_frame_cost(result: Mapping[str, Any], *, ratio: float, stored_steps: int,
@@ -182,10 +236,10 @@ def record_freeze_frame_cost(result: Mapping[str, Any], *, ratio: float, stored_
 
 def freeze_cost_reading(status: str) -> str:
     """Return what the freeze claim's status says about Paper I's "training builds the frame"."""
-    return {"fail": "within the bound of the trained model's KL across the seeds' whole interval: the task does not "
-                    "need a trained frame (its posterior is a bag of the prefix's tokens)",
-            "pass": "above the bound: the model needs the frame that training builds",
-            "undecided": "an interval that reaches both sides of the bound: not decided"}[status]
+    return {"fail": "the whole interval lies within that factor, so freezing the frame costs nothing: the task "
+                    "needs no trained frame",
+            "pass": "the whole interval lies above that factor, so the model needs the frame that training builds",
+            "undecided": "the interval reaches both sides of that factor"}[status]
 
 
 #: The manifold regression's claims, written out: model → explanation → id.
@@ -215,3 +269,25 @@ def record_manifold_regression(prefix: str, model: CausalTransformer, batch: hmm
             params={**params, "n_components": n_components, "n_sequences": int(batch.observations.shape[0]),
                     "explanation": name})
     return {"claims": out, "result": result}
+
+
+def glue_untrained_regression(model: CausalTransformer, batch: hmm.HMMBatch) -> dict[str, float]:
+    """Return the manifold regression (:func:`manifold_regression`) of the untrained HMM model, gluing how much of its
+    leading directions the sequence's own matrices explain (``manifolds.hmm_pc_r2_matrices_untrained``)."""
+    result = manifold_regression(model, batch)
+    claims.glue("manifolds.hmm_pc_r2_matrices_untrained", result["matrices"])
+    return result
+
+
+#: How the regression table names its rows.
+REGRESSION_ROWS = {"pc_variance_share": "variance share of the two PCs", "matrices": "R²: the sequence's own matrices",
+                   "posterior": "R²: the exact posterior", "observation_step": "R²: the observation and the step",
+                   "matrices_shuffled": "R²: another sequence's matrices (null)"}
+
+
+def regression_table(results: Mapping[str, Mapping[str, float]]):
+    """Return a pandas DataFrame of manifold regressions (``results``: condition → :func:`manifold_regression`'s
+    result), one column per condition, its rows named by :data:`REGRESSION_ROWS`."""
+    import pandas as pd
+
+    return pd.DataFrame(results).rename(index=REGRESSION_ROWS).rename_axis("first two PCs").round(3)

@@ -14,14 +14,14 @@ from typing import Any, Mapping
 import torch
 
 from ...diagnostics.memory_ladder import MemoryLadder, ladder_of_batch
-from ...ledger.memory_claims import memory_claim, window_claims
+from ...ledger.memory_claims import glue_ladder, glue_memory, memory_claim, window_claims
 from ...tasks import hmm
 from ...training.wind_tunnels import hmm_batch_for_eval
 from .long_tier import LongRun
 from .settings import HMM_PLATEAU_RATIO
 
-__all__ = ["WINDOW_CLAIM_IDS", "LENGTH_ROLES", "MEMORY_CLAIM_IDS", "MAX_WINDOW", "chapter6_ladders", "long_tier_ladders", "length_roles",
-           "record_chapter6_memory"]
+__all__ = ["WINDOW_CLAIM_IDS", "LENGTH_ROLES", "MEMORY_CLAIM_IDS", "MAX_WINDOW", "LADDER_GLUES", "chapter6_ladders",
+           "long_tier_ladders", "length_roles", "record_chapter6_memory", "glue_chapter6_ladders"]
 
 #: The random HMMs' ladder claims at the training length, written out: window → id.
 WINDOW_CLAIM_IDS = {2: "hmm.window_kl_bits_k2", 3: "hmm.window_kl_bits_k3", 4: "hmm.window_kl_bits_k4"}
@@ -40,6 +40,47 @@ MEMORY_CLAIM_IDS = {
 #: Chapter 6's ladders go up to this window (enough for every model on Paper I's HMMs, where the 8-step window is
 #: the filter to a millionth of a bit; the cost grows as the square of the longest window).
 MAX_WINDOW = 12
+
+
+#: The glue prefixes of the ladder at each test length, by role, and the names they make, written out
+#: (:func:`~attention_dynamics.ledger.memory_claims.glue_ladder` glues ``<prefix>_k<k>`` in bits and
+#: ``<prefix>_k<k>_ratio`` × the context-blind level for k = 1, 2, 3, 4, 6, 8, then ``<prefix>_rule_window`` and
+#: ``<prefix>_rule_level``; :func:`~attention_dynamics.ledger.memory_claims.glue_memory` glues the model's
+#: ``<name>_memory`` in words and ``<name>_memory_steps``).
+LADDER_GLUES = {
+    "train": ("manifolds.ladder_train", "manifolds.hmm_train"),
+    "mid": ("manifolds.ladder_mid", "manifolds.hmm_mid"),
+    "long": ("manifolds.ladder_long", "manifolds.hmm_long"),
+}
+LADDER_GLUE_NAMES = (
+    "manifolds.ladder_train_k1", "manifolds.ladder_train_k1_ratio", "manifolds.ladder_train_k2",
+    "manifolds.ladder_train_k2_ratio", "manifolds.ladder_train_k3", "manifolds.ladder_train_k3_ratio",
+    "manifolds.ladder_train_k4", "manifolds.ladder_train_k4_ratio", "manifolds.ladder_train_k6",
+    "manifolds.ladder_train_k6_ratio", "manifolds.ladder_train_k8", "manifolds.ladder_train_k8_ratio",
+    "manifolds.ladder_train_rule_window", "manifolds.ladder_train_rule_level",
+    "manifolds.hmm_train_memory", "manifolds.hmm_train_memory_steps",
+    "manifolds.ladder_mid_k1", "manifolds.ladder_mid_k1_ratio", "manifolds.ladder_mid_k2",
+    "manifolds.ladder_mid_k2_ratio", "manifolds.ladder_mid_k3", "manifolds.ladder_mid_k3_ratio",
+    "manifolds.ladder_mid_k4", "manifolds.ladder_mid_k4_ratio", "manifolds.ladder_mid_k6",
+    "manifolds.ladder_mid_k6_ratio", "manifolds.ladder_mid_k8", "manifolds.ladder_mid_k8_ratio",
+    "manifolds.ladder_mid_rule_window", "manifolds.ladder_mid_rule_level",
+    "manifolds.hmm_mid_memory", "manifolds.hmm_mid_memory_steps",
+    "manifolds.ladder_long_k1", "manifolds.ladder_long_k1_ratio", "manifolds.ladder_long_k2",
+    "manifolds.ladder_long_k2_ratio", "manifolds.ladder_long_k3", "manifolds.ladder_long_k3_ratio",
+    "manifolds.ladder_long_k4", "manifolds.ladder_long_k4_ratio", "manifolds.ladder_long_k6",
+    "manifolds.ladder_long_k6_ratio", "manifolds.ladder_long_k8", "manifolds.ladder_long_k8_ratio",
+    "manifolds.ladder_long_rule_window", "manifolds.ladder_long_rule_level",
+    "manifolds.hmm_long_memory", "manifolds.hmm_long_memory_steps",
+)
+
+
+def glue_chapter6_ladders(ladders: Mapping[int, MemoryLadder], model_kl_bits: Mapping[int, float]) -> None:
+    """Glue, at each test length, the ladder's levels and the memory the chapter's transformer matches
+    (:data:`LADDER_GLUES`)."""
+    for K, role in length_roles(ladders).items():
+        ladder_prefix, memory_name = LADDER_GLUES[role]
+        glue_ladder(ladder_prefix, ladders[K])
+        glue_memory(memory_name, ladders[K], float(model_kl_bits[K]))
 
 
 def chapter6_ladders(eval_hmm: Mapping[int, hmm.HMMBatch]) -> dict[int, MemoryLadder]:

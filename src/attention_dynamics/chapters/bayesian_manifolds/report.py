@@ -29,6 +29,7 @@ from ...diagnostics.wind_tunnel_geometry import (
 )
 from ...ledger import claims
 from ...ledger.results import seed_range
+from ...ledger.verdicts import render_caveat
 from ...models.transformer import count_parameters
 from ...science import calibration, geometry, settling
 from ...tasks import bijection, hmm
@@ -57,7 +58,10 @@ __all__ = [
     "bijection_params",
     "hmm_params",
     "geometry_params",
+    "MANIFOLD_COLUMNS",
     "manifold_frame",
+    "nulls_table",
+    "HMM_LENGTH_GLUES",
     "record_reference_levels",
     "glue_training",
     "BijectionCalibration",
@@ -69,6 +73,8 @@ __all__ = [
     "record_bijection_geometry",
     "glue_hmm_manifold",
     "record_frame_and_calibration",
+    "ONE_SEED_ORDER_PHRASE",
+    "glue_one_seed_order",
 ]
 
 
@@ -102,10 +108,21 @@ def geometry_params(settings: ManifoldsSettings, *, seed: int) -> dict[str, Any]
             "d_head": settings.bijection.d_model // settings.bijection.n_heads}
 
 
+#: How a manifold table names its columns.
+MANIFOLD_COLUMNS = {"pc1_ratio": "PC1 share of the variance", "spearman": "ρ(PC1, entropy)",
+                    "within_step_spearman": "ρ within a step"}
+
+
 def manifold_frame(rows):
     """Return a manifold table (rows of layer, representation, PC1 share, ρ …) as a data frame indexed by
-    layer and representation, rounded to 3 digits."""
-    return pd.DataFrame(rows).set_index(["layer", "representation"]).round(3)
+    layer and representation, rounded to 3 digits, its columns named by :data:`MANIFOLD_COLUMNS`."""
+    return pd.DataFrame(rows).set_index(["layer", "representation"]).round(3).rename(columns=MANIFOLD_COLUMNS)
+
+
+def nulls_table(nulls: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """Return the geometry's numbers beside its controls: one row per measure, one column per condition (trained,
+    untrained, scrambled values), rounded to 3 digits."""
+    return pd.DataFrame(nulls).rename_axis("measure").round(3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,6 +211,7 @@ def record_bijection_calibration(settings: ManifoldsSettings, model: torch.nn.Mo
         "bijection.kl_bits", report.kl_bits, unit="bits",
         description="bijection: KL(exact posterior ‖ model), mean over held-out sequences and key positions",
         params=params)
+    claims.glue("manifolds.bij_target_bits", BIJECTION_TARGET_BITS)
     claims.glue("manifolds.bij_curve_mae_bits", report.curve_mae_bits)
     claims.glue("manifolds.bij_model_ce_nats", float(-log_probs.gather(2, eval_bij.targets[..., None]).mean()))
     claims.glue("manifolds.bij_model_top1", float((log_probs.argmax(-1) == eval_bij.targets).double().mean()))
@@ -213,6 +231,21 @@ class HMMCalibration:
     curve: HMMCurve
     late_change: dict[int, float]
     claims: dict[str, claims.Claim] = field(default_factory=dict)
+
+
+#: The HMM numbers glued at each test length, written out: length role (the training length, the middle and the
+#: longest test length) → number → glue name.
+HMM_LENGTH_GLUES = {
+    "train": {"blind_kl": "manifolds.blind_kl_train", "blind_mae": "manifolds.blind_mae_train",
+              "kl_ratio": "manifolds.hmm_kl_ratio_train", "kl": "manifolds.hmm_kl_train",
+              "mae": "manifolds.hmm_mae_train", "curve": "manifolds.hmm_curve_train"},
+    "mid": {"blind_kl": "manifolds.blind_kl_mid", "blind_mae": "manifolds.blind_mae_mid",
+            "kl_ratio": "manifolds.hmm_kl_ratio_mid", "kl": "manifolds.hmm_kl_mid",
+            "mae": "manifolds.hmm_mae_mid", "curve": "manifolds.hmm_curve_mid"},
+    "long": {"blind_kl": "manifolds.blind_kl_long", "blind_mae": "manifolds.blind_mae_long",
+             "kl_ratio": "manifolds.hmm_kl_ratio_long", "kl": "manifolds.hmm_kl_long",
+             "mae": "manifolds.hmm_mae_long", "curve": "manifolds.hmm_curve_long"},
+}
 
 
 def record_hmm_calibration(settings: ManifoldsSettings, run: TrainedRun, eval_hmm: Mapping[int, hmm.HMMBatch], *,
@@ -275,19 +308,20 @@ def record_hmm_calibration(settings: ManifoldsSettings, run: TrainedRun, eval_hm
         "length generalisation of transport if below the context-blind level there "
         "(hmm.context_blind_kl_bits_long)",
         upper=blind_kl_long, params={**params, "length": K_long}, explanation=under_budget)
-    lengths = (("train", K_train), ("mid", K_mid), ("long", K_long))
-    for name, K in lengths:
-        claims.glue(f"manifolds.blind_kl_{name}", blind_reports[K].kl_bits)
-        claims.glue(f"manifolds.blind_mae_{name}", blind_reports[K].entropy_mae_bits)
-        claims.glue(f"manifolds.hmm_kl_ratio_{name}", reports[K].kl_bits / blind_reports[K].kl_bits)
+    for role, K in (("train", K_train), ("mid", K_mid), ("long", K_long)):
+        names = HMM_LENGTH_GLUES[role]
+        claims.glue(names["blind_kl"], blind_reports[K].kl_bits)
+        claims.glue(names["blind_mae"], blind_reports[K].entropy_mae_bits)
+        claims.glue(names["kl_ratio"], reports[K].kl_bits / blind_reports[K].kl_bits)
+        claims.glue(names["kl"], reports[K].kl_bits)
+        claims.glue(names["mae"], reports[K].entropy_mae_bits)
+        claims.glue(names["curve"], reports[K].curve_mae_bits)
     claims.glue("manifolds.transport_target", TRANSPORT_FRACTION * blind_kl)
+    claims.glue("manifolds.transport_fraction", TRANSPORT_FRACTION)
+    claims.glue("manifolds.hmm_entropy_bound_bits", HMM_ENTROPY_BOUND_BITS)
     claims.glue("manifolds.hmm_late_change_train", late[K_train])
     claims.glue("manifolds.hmm_late_change_long", late[K_long])
     claims.glue("manifolds.plateau_ratio", HMM_PLATEAU_RATIO)
-    for name, K in lengths:
-        claims.glue(f"manifolds.hmm_kl_{name}", reports[K].kl_bits)
-        claims.glue(f"manifolds.hmm_mae_{name}", reports[K].entropy_mae_bits)
-        claims.glue(f"manifolds.hmm_curve_{name}", reports[K].curve_mae_bits)
     claims.glue("manifolds.hmm_K_train", K_train)
     claims.glue("manifolds.hmm_K_mid", K_mid)
     claims.glue("manifolds.hmm_K_long", K_long)
@@ -367,14 +401,14 @@ def record_bijection_geometry(settings: ManifoldsSettings, run: TrainedRun, prob
         description="layer-0 keys: mean |cos| between the key vectors of a sequence (all positions), "
         "averaged over probe sequences and heads (Paper I: < 0.1)",
         upper=0.1, params=params,
-        explanation="our layer-0 keys are not orthogonal: they separate token *types* (the key tokens' "
-        f"keys nearly coincide), not individual hypotheses; {plateau_note(KEYS_ALL, late[KEYS_ALL])}")
+        explanation="our layer-0 keys are not orthogonal: they group by token type (the key tokens' "
+        f"keys nearly coincide), not by hypothesis; {plateau_note(KEYS_ALL, late[KEYS_ALL])}")
     out["geometry.key_abs_cos_layer0_key_tokens"] = claims.record(
         "geometry.key_abs_cos_layer0_key_tokens", geo.key_abs_cos_key_tokens[0], unit="mean |cos|",
         description="layer-0 keys at the key-token positions only (Paper I's measure): mean |cos| "
         "between them, over probe sequences and heads (Paper I: < 0.1)",
         upper=0.1, params=params,
-        explanation="the key tokens' layer-0 keys nearly coincide: the model routes by token type; "
+        explanation="training makes the key tokens' layer-0 keys nearly coincide; "
         + plateau_note(KEYS_KEY, late[KEYS_KEY]))
     for condition, suffix in (("untrained", "untrained"), ("scrambled values", "scrambled")):
         for name, unit in ((KEYS_ALL, "mean |cos|"), (KEYS_KEY, "mean |cos|"), ("value PC1 share", "fraction of variance"),
@@ -432,21 +466,28 @@ def record_bijection_geometry(settings: ManifoldsSettings, run: TrainedRun, prob
         description="attention entropy (key-position queries) falls by this fraction from the first to the last "
         "layer (Paper I: 85–90 %)",
         paper_value=0.875, lower=0.85, params=params,
-        explanation="here the first layer does the elimination (its queries attend to the revealed values) and "
-        "the later layers attend broadly, so attention entropy rises with depth instead of falling; "
-        + plateau_note(REDUCTION, late[REDUCTION]))
+        explanation="here the first layer attends most sharply and the later layers almost uniformly, so attention "
+        "entropy rises with depth instead of falling (the task needs no learned routing: uniform attention reaches "
+        "the trained model's KL, chapter 9); " + plateau_note(REDUCTION, late[REDUCTION]))
     claims.glue("manifolds.key_cos_value_tokens", geo.key_abs_cos_value_tokens[0])
     claims.glue("manifolds.key_cos_key_tokens", geo.key_abs_cos_key_tokens[0])
     claims.glue("manifolds.value_pc2_ratio", geo.value_ratios[1])
-    for name, l in (("first", 0), ("last", settings.bijection.n_layers - 1)):
-        claims.glue(f"manifolds.attn_entropy_{name}", geo.attention_entropy_bits[l])
-        claims.glue(f"manifolds.qk_attended_{name}", geo.qk_alignment_attended[l])
-        claims.glue(f"manifolds.qk_visible_{name}", geo.qk_alignment_visible[l])
+    last = settings.bijection.n_layers - 1
+    claims.glue("manifolds.attn_entropy_first", geo.attention_entropy_bits[0])
+    claims.glue("manifolds.qk_attended_first", geo.qk_alignment_attended[0])
+    claims.glue("manifolds.qk_visible_first", geo.qk_alignment_visible[0])
+    claims.glue("manifolds.attn_entropy_last", geo.attention_entropy_bits[last])
+    claims.glue("manifolds.qk_attended_last", geo.qk_alignment_attended[last])
+    claims.glue("manifolds.qk_visible_last", geo.qk_alignment_visible[last])
+    claims.glue("manifolds.attn_entropy_first_untrained", nulls["untrained"]["attention entropy, layer 0 (bits)"])
     claims.glue("manifolds.bij_n_layers", settings.bijection.n_layers)
     claims.glue("manifolds.attn_entropy_uniform", geo.attention_entropy_uniform_bits)
-    for name, key in ((KEYS_ALL, "keys_all"), (KEYS_KEY, "keys_key"), (REDUCTION, "reduction")):
-        claims.glue(f"manifolds.late_change_{key}", late[name])
-        claims.glue(f"manifolds.plateau_{key}", GEOMETRY_PLATEAU[name])
+    claims.glue("manifolds.late_change_keys_all", late[KEYS_ALL])
+    claims.glue("manifolds.plateau_keys_all", GEOMETRY_PLATEAU[KEYS_ALL])
+    claims.glue("manifolds.late_change_keys_key", late[KEYS_KEY])
+    claims.glue("manifolds.plateau_keys_key", GEOMETRY_PLATEAU[KEYS_KEY])
+    claims.glue("manifolds.late_change_reduction", late[REDUCTION])
+    claims.glue("manifolds.plateau_reduction", GEOMETRY_PLATEAU[REDUCTION])
     return BijectionGeometry(report=geo, nulls=nulls, curve=curve, late_change=late, claims=out)
 
 
@@ -509,3 +550,17 @@ def record_frame_and_calibration(settings: ManifoldsSettings, run: TrainedRun, p
     claims.glue("manifolds.rho_at_frame_settle", fp.value_pc1_spearman[at_frame])
     claims.glue("manifolds.rho_final", fp.value_pc1_spearman[-1])
     return fp
+
+
+#: The one-seed order in words, chosen by the calibration claim's status (pass | fail | undecided).
+ONE_SEED_ORDER_PHRASE = ("{frame_precision.calibration_settle_step"
+                         "?the attention is in place before the calibration settles"
+                         "|the calibration settles no later than the attention|the order is not decided}")
+
+
+def glue_one_seed_order(recorded) -> str:
+    """Glue (and return) ``ch6.one_seed_order_phrase``: :data:`ONE_SEED_ORDER_PHRASE` rendered from the claims at
+    hand (``recorded``, e.g. ``claims.recorded_claims()``), so that the sentence follows the ledger."""
+    phrase = render_caveat(ONE_SEED_ORDER_PHRASE, {c.id: c.to_json() for c in recorded})
+    claims.glue("ch6.one_seed_order_phrase", phrase)
+    return phrase

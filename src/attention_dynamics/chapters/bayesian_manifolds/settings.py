@@ -15,7 +15,7 @@ from ...core.settings import ChapterSettings, resolve as _resolve
 from ...training.wind_tunnels import BIJECTION_TUNNELS, HMM_TUNNELS, BijectionTraining, HMMTraining
 
 __all__ = ["TRANSPORT_FRACTION", "HMM_PLATEAU_RATIO", "BIJECTION_TARGET_BITS", "HMM_ENTROPY_BOUND_BITS", "KEYS_ALL",
-           "KEYS_KEY", "REDUCTION", "GEOMETRY_PLATEAU", "ManifoldsSettings", "SETTINGS", "resolve", "scales_table"]
+           "KEYS_KEY", "REDUCTION", "GEOMETRY_PLATEAU", "ManifoldsSettings", "SETTINGS", "SETTING_LABELS", "resolve", "scales_table"]
 
 #: Belief transport shows when the HMM model's KL is at most this multiple of the context-blind level.
 TRANSPORT_FRACTION = 0.6
@@ -69,8 +69,39 @@ def resolve(scale: str = "book", *, device: str = "auto", **overrides) -> Manifo
     return _resolve(SETTINGS, scale, device=device, **overrides)
 
 
+#: How the settings table names each setting (the fields of :class:`ManifoldsSettings` and of its two tunnels).
+SETTING_LABELS = {
+    "bijection.V": "bijection: values V",
+    "bijection.L": "bijection: revealed pairs L",
+    "bijection.d_model": "bijection: model width d",
+    "bijection.n_layers": "bijection: layers",
+    "bijection.n_heads": "bijection: heads",
+    "bijection.steps": "bijection: training steps",
+    "bijection.batch": "bijection: batch size",
+    "bijection.lr": "bijection: learning rate (AdamW)",
+    "bijection.warmup_steps": "bijection: warm-up steps",
+    "bijection.target": "bijection: training target",
+    "hmm.n_states": "HMM: hidden states",
+    "hmm.n_symbols": "HMM: symbols",
+    "hmm.length": "HMM: training length K",
+    "hmm.test_lengths": "HMM: test lengths",
+    "hmm.d_model": "HMM: model width d",
+    "hmm.n_layers": "HMM: layers",
+    "hmm.n_heads": "HMM: heads",
+    "hmm.steps": "HMM: training steps",
+    "hmm.batch": "HMM: batch size",
+    "hmm.lr": "HMM: learning rate (AdamW)",
+    "hmm.warmup_steps": "HMM: warm-up steps",
+    "hmm.grid": "HMM: grid the matrices are rounded to",
+    "hmm.fused_adamw": "HMM: fused AdamW kernel",
+    "n_checkpoints": "checkpoints kept through training",
+    "n_eval": "held-out sequences (calibration)",
+    "n_probe": "probe sequences (geometry)",
+}
+
+
 def scales_table() -> pd.DataFrame:
-    """Return every setting (rows, nested tunnels as ``bijection.*`` and ``hmm.*``) at every scale (columns)."""
+    """Return every setting (rows, labelled by :data:`SETTING_LABELS`) at every scale (columns)."""
     columns = {scale: dict(s.rows()) for scale, s in SETTINGS.items()}
     table = pd.DataFrame(columns).drop(index=["scale", "device"])
-    return table.rename_axis("setting")
+    return table.rename(index=lambda name: SETTING_LABELS.get(name, name)).rename_axis("setting")

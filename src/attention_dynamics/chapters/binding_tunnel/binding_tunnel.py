@@ -1,4 +1,4 @@
-"""Chapter 9's stored result ``binding_tunnel``: the binding tunnel on five seeds, learned and with its routing
+"""Chapter 9's stored result ``binding_tunnel``: the binding tunnel on three seeds, learned and with its routing
 removed, at the chapter's budget and four times as long, frozen from a sweep of steps, with the EM-like step, and the
 authors' two-hop task.
 
@@ -80,12 +80,12 @@ def assemble_binding_tunnel(scale: str, outputs: Mapping[str, Any], folder: Path
 
 BINDING_TUNNEL = StoredResult(
     name="binding_tunnel", chapter="binding_tunnel",
-    about="the binding tunnel on five seeds: learned (with checkpoints, readings, geometry and the advantage law's "
+    about="the binding tunnel on three seeds: learned (with checkpoints, readings, geometry and the advantage law's "
           "predictions), uniform and frozen routing at the budget and four times as long, the freeze sweep, the "
           "EM-like step, and the authors' two-hop task",
     files=(FILE,), specs=SETTINGS, committed_scale="book",
-    expected={"fast": "35 jobs, a few minutes",
-              "book": "81 jobs: 5 seeds × (a checkpointed run ~3 CPU-min, 2 controls ~1, 3 runs 4x as long ~4, "
-                      "7 freezes and 2 EM-like ~1 each), 6 two-hop runs ~4; ~2.5 CPU-hours",
-              "paper": "Paper I's sizes: a GPU's job"},
+    expected={"fast": "22 jobs, a few minutes",
+              "book": "38 jobs: 3 seeds × (a checkpointed run ~3 CPU-min, 2 controls ~1, 3 runs 4x as long ~4, "
+                      "4 freezes and 2 EM-like ~1 each), 2 two-hop runs ~4; ~75 CPU-min",
+              "paper": "44 jobs at Paper I's sizes: a GPU's job"},
     jobs=binding_tunnel_jobs, assemble=assemble_binding_tunnel)

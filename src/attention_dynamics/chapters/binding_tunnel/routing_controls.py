@@ -12,10 +12,10 @@ __all__ = ["ROUTING_CONTROLS"]
 ROUTING_CONTROLS = StoredResult(
     name="routing_controls", chapter="binding_tunnel",
     about="every trained experiment beside the same model with routing removed, frozen or pinned: the sticky chain "
-          "(twenty seeds, learned, frozen, uniform and identity routing, SGD and EM-like), chapter 6's bijection and "
-          "HMM transformers and chapter 4's recall head (learned, uniform, frozen)",
+          "(the paper's five seeds, learned, frozen, uniform and identity routing, SGD and EM-like), chapter 6's "
+          "bijection transformer and chapter 4's recall head (learned, uniform, frozen; three seeds each)",
     files=(FILE,), specs=SETTINGS, committed_scale="book",
-    expected={"fast": "34 jobs, a minute",
-              "book": "214 jobs: 160 sticky-chain heads (~40 CPU-s each, the identity ones seconds), 15 bijection "
-                      "runs (~1 CPU-min), 9 HMM runs (~6 CPU-min), 15 recall heads (~1 CPU-min); ~3 CPU-hours"},
+    expected={"fast": "46 jobs, a minute",
+              "book": "58 jobs: 40 sticky-chain heads (~40 CPU-s each, the identity ones seconds), 9 bijection "
+                      "runs (~1 CPU-min), 9 recall heads (~1 CPU-min); ~40 CPU-min"},
     jobs=routing_controls_jobs, assemble=assemble_routing_controls)

@@ -33,14 +33,14 @@ class BindingTunnelSettings(ChapterSettings):
     tokens, a random function as the map) with its seeds and steps."""
 
     tunnel: BindingTraining = BINDING_TUNNELS["book"]
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = (0, 1, 2)
     n_checkpoints: int = 120
     n_eval: int = 2000
     n_probe: int = 256
-    freeze_points: tuple[int, ...] = (100, 250, 375, 500, 750, 1000, 1500)
+    freeze_points: tuple[int, ...] = (100, 250, 500, 1000)
     two_hop: BindingTraining = BINDING_TUNNELS["book"].replace(layout="separate", value_map="function",
                                                                steps=8000)
-    two_hop_seeds: tuple[int, ...] = (0, 1, 2)
+    two_hop_seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         for name in ("tunnel", "two_hop"):
