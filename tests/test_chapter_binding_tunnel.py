@@ -83,8 +83,24 @@ def test_settings_are_validated_and_name_their_scales():
     with pytest.raises(ValueError, match="two seeds"):
         settings.BindingTunnelSettings(seeds=(0,))
     keys = [j.key for j in binding_tunnel.binding_tunnel_jobs("book")]
-    assert len(keys) == 81 and len(set(keys)) == 81
-    assert "learned-seed0" in keys and "uniform-x4-seed4" in keys and "freeze375-seed2" in keys
+    assert len(keys) == 34 and len(set(keys)) == 34
+    assert "learned-seed0" in keys and "uniform-x4-seed2" in keys and "freeze500-seed2" in keys
+    assert "two_hop-learned-seed0" in keys and not any(k.endswith("seed3") for k in keys)
+    assert "frozen-x4-seed0" not in keys and "two_hop-uniform-seed0" not in keys  # did not fit the budget
+
+
+def test_the_book_scale_leaves_out_the_controls_it_names_and_no_others():
+    from attention_dynamics.ledger import routing_controls as rc
+
+    book = rc.SETTINGS["book"]
+    assert book.hmm_seeds == () and book.architecture_seeds == ()
+    assert book.sticky_seeds[:5] == tuple(rc.PAPER_SEEDS) and len(book.bijection_seeds) >= 2
+    keys = [j.key for j in rc.routing_controls_jobs("book")]
+    assert not any(k.startswith(("hmm-", "architectures-")) for k in keys)
+    assert sum(k.startswith("sticky-") for k in keys) == 5 * 2 * len(rc.STICKY_ROUTINGS)
+    with pytest.raises(ValueError, match="recall_seeds"):
+        rc.RoutingControlSettings(recall_seeds=())  # only the named controls may be left out
+
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +135,26 @@ def test_the_fast_results_feed_every_claim_the_chapter_writes_out(fast_results, 
     assert "binding (this chapter)" in table.index and "Needs routing?" in table.columns
     levels = report.reference_levels(tunnel["settings"]["tunnel"], seed=0, n=200)
     assert 0 <= levels["pairing_blind_kl_bits"] <= levels["context_blind_kl_bits"] + 1e-9
+
+
+def test_the_routing_numbers_other_chapters_state_are_the_stored_runs(fast_results):
+    """The numbers chapters 3-8 glue from the controls, recomputed from the per-seed runs by hand."""
+    from attention_dynamics.ledger import routing_controls as rc
+
+    controls = fast_results["routing_controls"]
+    numbers = rc.routing_control_numbers(controls)
+    assert set(numbers) == set(rc.ROUTING_GLUE)
+    runs = controls["tunnels"]["bijection"]["runs"]
+    ratio = np.exp(np.mean(np.log([u["kl_bits"] / t["kl_bits"] for u, t in zip(runs["uniform"], runs["learned"])])))
+    assert_book_close(numbers["routing.bijection_uniform_kl_ratio"], ratio)
+    recall = controls["recall_head"]["runs"]
+    gap = np.mean([(f["final"] - t["final"]) / (t["initial"] - t["final"])
+                   for f, t in zip(recall["frozen"], recall["learned"])])
+    assert_book_close(numbers["routing.recall_frozen_gap_lost"], gap)
+    five = [str(s) for s in controls["sticky"]["paper_seeds"]]
+    assert_book_close(numbers["routing.sticky_sgd_loss_identity"],
+                      np.mean([controls["sticky"]["final_loss"]["identity-sgd"][s] for s in five]))
+    assert numbers["routing.sticky_speedup_frozen"] == controls["sticky"]["speedup"]["paper_seeds"]["frozen"]["speedup"]
 
 
 def test_the_chapters_claim_tables_are_written_out_and_cover_the_book_scale():

@@ -69,29 +69,30 @@ FINDINGS: tuple[Finding, ...] = (
             "training (the predicted change is {dynamics.db_prediction_rel_err_init:.1%} off) but not once routing "
             "has formed ({dynamics.db_prediction_rel_err_transition:.0%} off).",
             row="feedback_first_order"),
-    Finding("Whether attention settles before the values depends on how settling is measured: judged by what the "
-            "model computes it does in {frame_precision.order_function_sgd:.0%} of seeds, judged by how far its "
-            "weights still have to move in {frame_precision.order_path_sgd:.0%} under SGD.",
+    Finding("Bijection elimination cannot test what routing does: with uniform attention the same transformer "
+            "ends at {routing_need.bijection.uniform_kl_ratio:.2f} times the trained model's KL, against "
+            "{routing_need.binding.uniform_kl_ratio:.0f} times on a binding tunnel, where a key's value must be found "
+            "by content.",
+            row="frame_precision_wind_tunnel", link=("book/09-binding-tunnel", "which-tasks-need-routing")),
+    Finding("On the binding tunnel routing is in place first: freezing it part-way through training costs nothing, "
+            "and the model's KL still falls {binding.kl_fall_after_free_freeze:.0f}-fold after that step.",
+            row="frame_precision_wind_tunnel"),
+    Finding("Whether attention settles before the values on chapter 4's recall head depends on how settling is "
+            "measured: judged by what the model computes it does in {frame_precision.order_function_sgd:.0%} of "
+            "seeds, judged by how far its weights still have to move in {frame_precision.order_path_sgd:.0%} under "
+            "SGD.",
             row="frame_precision_toy"),
     Finding("The paper's 2.3× speed-up of its EM-like schedule comes out at {sticky.speedup_paper_protocol:.1f}× on "
-            "its own protocol, but it is a step-size effect: SGD with ten times the step on every weight gets "
-            "there {sticky.time_to_loss_ratio_matched_10pct:.0f} times sooner than plain SGD.",
+            "its own protocol and at {routing_need.sticky.speedup_identity_routing:.1f}× with the routing fixed to "
+            "the chain's Bayes routing: a step-size effect, not faster learning of the routing.",
             row="sticky_speedup"),
     Finding("Small transformers match the exact Bayesian posterior on bijection elimination to "
             "{bijection.entropy_mae_bits:.3f} bits, as Paper I reports (0.007 bits).",
             row="bijection_calibration"),
-    Finding("On hidden Markov models the transformer follows the exact filter closely ({hmm.kl_bits:.3f} bits) and "
-            "at longer lengths, but remembers only about {hmm.memory_steps_transformer} steps of the past at this "
-            "scale.",
-            row="hmm_filtering"),
     Finding("The value vectors lie along one curve ordered by uncertainty (its main direction carries "
             "{geometry.value_pc1_ratio:.0%} of their variance), but the keys are not orthogonal (mean |cos| "
             "{geometry.key_abs_cos_layer0:.2f}, Paper I: below 0.1).",
             row="geometry"),
-    Finding("Paper I's ranking of architectures holds only in part: Mamba learns binding when trained longer "
-            "({architectures.binding_accuracy_mamba:.0%}) and the LSTM carries its belief "
-            "{hmm_longmem.memory_steps_lstm} steps back.",
-            row="lstm_primitives"),
 )
 
 

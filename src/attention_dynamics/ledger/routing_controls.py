@@ -25,7 +25,8 @@ from ..training.wind_tunnels import BIJECTION_TUNNELS, HMM_TUNNELS, BijectionTra
 from .results import Job, load_data, save_results
 
 __all__ = ["FILE", "TUNNEL_ROUTINGS", "STICKY_ROUTINGS", "RoutingControlSettings", "SETTINGS",
-           "routing_controls_jobs", "assemble_routing_controls", "load_routing_controls"]
+           "routing_controls_jobs", "assemble_routing_controls", "load_routing_controls",
+           "ROUTING_GLUE", "routing_control_numbers", "glue_routing_controls"]
 
 #: The file the chapters load.
 FILE = "routing_controls.json"
@@ -225,3 +226,57 @@ def _costs(per: Mapping[str, Sequence[Mapping[str, Any]]], error: str, untrained
 def load_routing_controls(path: str | Path | None = None) -> dict[str, Any]:
     """Return the committed controls (``data/routing_controls.json``), or those at ``path``."""
     return load_data(FILE, path)
+
+
+#: The routing controls' numbers the chapters state beside their own experiments (each name written out, so a search
+#: finds it); chapter 9 records them as claims, the other chapters only state them.
+ROUTING_GLUE = ("routing.recall_uniform_loss_ratio", "routing.recall_frozen_loss_ratio",
+                "routing.recall_uniform_gap_lost", "routing.recall_frozen_gap_lost",
+                "routing.bijection_uniform_kl_ratio", "routing.bijection_frozen_kl_ratio",
+                "routing.bijection_uniform_gap_lost", "routing.bijection_frozen_gap_lost",
+                "routing.sticky_speedup_learned", "routing.sticky_speedup_frozen", "routing.sticky_speedup_uniform",
+                "routing.sticky_speedup_identity", "routing.sticky_sgd_loss_learned",
+                "routing.sticky_sgd_loss_identity", "routing.sticky_sgd_loss_frozen", "routing.sticky_sgd_loss_uniform",
+                "routing.sticky_hmin_nats", "routing.sticky_n_seeds", "routing.n_seeds_tunnels")
+
+
+def routing_control_numbers(controls: Mapping[str, Any]) -> dict[str, float]:
+    """Return the numbers of :data:`ROUTING_GLUE` from the stored controls: each control's error over the trained
+    model's (geometric mean over seeds) and the share of the untrained gap it gives back; the sticky chain's speed-up
+    (the paper's metric, its five seeds) and SGD's final loss under each routing."""
+    recall, bijection = controls["recall_head"]["costs"], controls["tunnels"]["bijection"]["costs"]
+    speedup = controls["sticky"]["speedup"]["paper_seeds"]
+    five = [str(s) for s in controls["sticky"]["paper_seeds"]]
+    sgd = {r: float(np.mean([controls["sticky"]["final_loss"][f"{r}-sgd"][s] for s in five]))
+           for r in ("learned", "identity", "frozen", "uniform")}
+    return {
+        "routing.recall_uniform_loss_ratio": recall["uniform"]["ratio"]["point"],
+        "routing.recall_frozen_loss_ratio": recall["frozen"]["ratio"]["point"],
+        "routing.recall_uniform_gap_lost": recall["uniform"]["gap_lost"]["point"],
+        "routing.recall_frozen_gap_lost": recall["frozen"]["gap_lost"]["point"],
+        "routing.bijection_uniform_kl_ratio": bijection["uniform"]["ratio"]["point"],
+        "routing.bijection_frozen_kl_ratio": bijection["frozen"]["ratio"]["point"],
+        "routing.bijection_uniform_gap_lost": bijection["uniform"]["gap_lost"]["point"],
+        "routing.bijection_frozen_gap_lost": bijection["frozen"]["gap_lost"]["point"],
+        "routing.sticky_speedup_learned": speedup["learned"]["speedup"],
+        "routing.sticky_speedup_frozen": speedup["frozen"]["speedup"],
+        "routing.sticky_speedup_uniform": speedup["uniform"]["speedup"],
+        "routing.sticky_speedup_identity": speedup["identity"]["speedup"],
+        "routing.sticky_sgd_loss_learned": sgd["learned"],
+        "routing.sticky_sgd_loss_identity": sgd["identity"],
+        "routing.sticky_sgd_loss_frozen": sgd["frozen"],
+        "routing.sticky_sgd_loss_uniform": sgd["uniform"],
+        "routing.sticky_hmin_nats": controls["sticky"]["hmin_nats"],
+        "routing.sticky_n_seeds": len(five),
+        "routing.n_seeds_tunnels": len(controls["tunnels"]["bijection"]["seeds"]),
+    }
+
+
+def glue_routing_controls(controls: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """Glue the routing controls' numbers (:data:`ROUTING_GLUE`) for a chapter's prose; return them."""
+    from . import claims
+
+    numbers = routing_control_numbers(load_routing_controls() if controls is None else controls)
+    for name in ROUTING_GLUE:
+        claims.glue(name, numbers[name])
+    return numbers

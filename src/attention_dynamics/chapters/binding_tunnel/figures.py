@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...core import plotting
-from .report import TASK_LABELS, binding_costs, freeze_table
+from .report import TASK_LABELS, binding_costs, sticky_costs, freeze_table
 from .settings import FREE_FREEZE_RATIO
 
 __all__ = ["plot_routing_need", "plot_frame_before_precision", "plot_freeze_sweep", "plot_em_like"]
@@ -24,8 +24,8 @@ _CONTROL_COLORS = {"learned": plotting.PALETTE[0], "uniform": plotting.PALETTE[1
 def plot_routing_need(controls: Mapping[str, Any], tunnel: Mapping[str, Any]):
     """Return the figure "Which tasks need routing": per task, the uniform and frozen controls' error over the trained
     model's (log scale, 95 % intervals over seeds) against the bound above which a task needs routing."""
-    rows = [("recall_head", controls["recall_head"]["costs"]),
-            ("bijection", controls["tunnels"]["bijection"]["costs"]), ("hmm", controls["tunnels"]["hmm"]["costs"]),
+    rows = [("recall_head", controls["recall_head"]["costs"]), ("sticky", sticky_costs(controls["sticky"])[0]),
+            *((t, b["costs"]) for t, b in controls["tunnels"].items()),
             *((f"architectures_{t}", b["costs"]) for t, b in controls["architectures"].items()),
             ("binding", {k.split("-x")[0]: v for k, v in binding_costs(tunnel).items() if k.endswith("-x1")})]
     fig, ax = plotting.new_figure(width=6.4, height=0.45 * len(rows) + 1.2)

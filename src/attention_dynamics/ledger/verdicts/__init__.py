@@ -128,11 +128,28 @@ def verdict_of(row_id: str, ledger: Iterable[object]) -> Verdict:
         raise KeyError(f"no paper claim {row_id!r}")
     pc = rows[row_id]
     index = _ledger_index(ledger)
+    pc = _at_hand(pc, set(index))
     if not set(caveat_claim_ids(pc.caveat)) <= set(index):
         pc = dataclasses.replace(pc, caveat=None)
     if not set(caveat_claim_ids(pc.reason)) <= set(index):
         pc = dataclasses.replace(pc, reason=None)
     return assess(index.values(), [pc])[0]
+
+
+def _at_hand(pc: PaperClaim, ids: set[str]) -> PaperClaim:
+    """Return ``pc`` restricted to what a chapter has at hand: definitions or parts whose claims another chapter
+    records are left out, and a routing gate recorded elsewhere (chapter 9) is not applied, so that a chapter states
+    the readings it measured. The verdict page applies every group and gate."""
+    def gate(g: Definition) -> Definition:
+        return dataclasses.replace(g, requires_routing=tuple(c for c in g.requires_routing if c in ids))
+
+    if pc.definitions or pc.parts:
+        kept = tuple(gate(g) for g in pc.groups if set(g.evidence) <= ids)
+        if not kept or len(kept) == len(pc.groups) and all(k == g for k, g in zip(kept, pc.groups)):
+            return pc
+        field = "definitions" if pc.definitions else "parts"
+        return dataclasses.replace(pc, **{field: kept}, findings=tuple(c for c in pc.findings if c in ids))
+    return dataclasses.replace(pc, requires_routing=tuple(c for c in pc.requires_routing if c in ids))
 
 
 def problems(ledger: Iterable[object], paper_claims: Sequence[PaperClaim] | None = None) -> list[str]:
