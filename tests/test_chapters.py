@@ -40,7 +40,7 @@ def _string_literals(folder: Path) -> set[str]:
 
 def test_every_chapter_folder_has_the_same_shape():
     folders = sorted(p for p in CHAPTERS_DIR.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-    assert len(folders) == 8
+    assert len(folders) == 9
     for folder in folders:
         missing = [m for m in ("__init__.py", *SHAPE) if not (folder / m).exists()]
         assert not missing, f"{folder.name} lacks {missing}"
@@ -48,7 +48,7 @@ def test_every_chapter_folder_has_the_same_shape():
 
 def test_every_ledger_chapter_has_its_folder():
     chapters = {c["chapter"] for c in _ledger()}
-    assert len(chapters) == 8
+    assert len(chapters) == 9
     for chapter in chapters:
         assert chapter_folder(chapter).is_dir(), chapter
 
