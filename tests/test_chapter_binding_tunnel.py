@@ -137,6 +137,21 @@ def test_the_fast_results_feed_every_claim_the_chapter_writes_out(fast_results, 
     assert 0 <= levels["pairing_blind_kl_bits"] <= levels["context_blind_kl_bits"] + 1e-9
 
 
+def test_the_chapters_figures_draw_from_the_fast_results_within_the_column(fast_results):
+    import matplotlib.pyplot as plt
+
+    from attention_dynamics.chapters.binding_tunnel import figures
+    from attention_dynamics.core import plotting
+
+    tunnel, controls = fast_results["binding_tunnel"], fast_results["routing_controls"]
+    for fig in (figures.plot_routing_need(controls, tunnel), figures.plot_frame_before_precision(tunnel),
+                figures.plot_freeze_sweep(tunnel), figures.plot_em_like(tunnel)):
+        plotting.check_figure(fig)  # the column's width, no text under the book's smallest size
+        plt.close(fig)
+    freeze = report.freeze_table_for_reading(tunnel)
+    assert list(freeze.index) == [f"{t:,}" for t in settings.SETTINGS["fast"].freeze_points]
+
+
 def test_the_routing_numbers_other_chapters_state_are_the_stored_runs(fast_results):
     """The numbers chapters 3-8 glue from the controls, recomputed from the per-seed runs by hand."""
     from attention_dynamics.ledger import routing_controls as rc

@@ -86,6 +86,9 @@ def test_fingerprint_moves_with_cells_parameters_and_requirements(tmp_path):
     nb.cells[0].source += " (edited)"  # the prose: rendered around the outputs, it does not make them
     nbformat.write(nb, chapter)
     assert chapter_fingerprint(chapter, pkg, {}) == chapter_fingerprint(_toy_chapter(tmp_path / "b.ipynb"), pkg, {})
+    nb.cells[1].source = "from  attention_dynamics  import (used)  # reformatted, commented"
+    nbformat.write(nb, chapter)
+    assert chapter_fingerprint(chapter, pkg, {}) == chapter_fingerprint(_toy_chapter(tmp_path / "b.ipynb"), pkg, {})
     nb.cells[1].source += "\nx = 1"  # a code cell: the outputs may change
     nbformat.write(nb, chapter)
     assert chapter_fingerprint(chapter, pkg, {}) != chapter_fingerprint(_toy_chapter(tmp_path / "b.ipynb"), pkg, {})

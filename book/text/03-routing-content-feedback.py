@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@54ed899d014221fe393d8bdd40bf41a29f15624d"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fe3cd7415fc9c20fd6c4f3ca094d8d58bd89346e"
 
 # %% [markdown] tags=[]
 # # Routing–content feedback
@@ -95,6 +95,10 @@ cfg = settings.resolve(scale, device=device, steps=steps)  # fast / book / paper
 generator = seed_everything(seed)
 plotting.use_book_style()
 
+from attention_dynamics.ledger import routing_controls
+
+routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
+
 # %% [markdown] tags=[]
 # ## A task whose responsibilities are known
 #
@@ -113,9 +117,10 @@ plotting.use_book_style()
 # the $K$ labels present: $\ln K$ = {glue:text}`recall.blind_floor:.3f` nats. A uniform guess over all labels costs
 # $\ln C$ = {glue:text}`recall.chance:.3f` nats.
 #
-# <!-- routing controls: numbers to glue -->
-# The task needs routing. The same head with uniform attention ($W_Q = W_K = 0$), or with its routing frozen at
-# initialisation, cannot solve it, so statements about what routing does can be tested here. Chapter 9, *A tunnel that
+# The task needs routing. The same head with uniform attention ($W_Q = W_K = 0$) ends at
+# {glue:text}`routing.recall_uniform_loss_ratio:.0f` times the trained head's probe loss, and with its routing frozen at
+# initialisation at {glue:text}`routing.recall_frozen_loss_ratio:.0f` times (geometric means over
+# {glue:text}`routing.n_seeds_tunnels` seeds). So statements about what routing does can be tested here. Chapter 9, *A tunnel that
 # needs routing*, gives the book's table of which tasks need routing.
 
 # %% tags=["hide-input"]
@@ -408,7 +413,10 @@ db_changes, db_error_curve = runs.compatibility_changes(run, check, eta_db)
 db_claim = report.record_compatibility_change(
     run, db_changes, db_error_curve, eta=eta_db, common=common, scale=scale, n_check=cfg.n_check
 )
-{f"relative error of the Δb prediction, {name}": round(c.relative_error, 4) for name, c in db_changes.items()}
+{
+    f"relative error of the Δb prediction, {name}": round(c.relative_error, 4)
+    for name, c in db_changes.items()
+}
 
 # %% tags=["hide-input", "trained-output", "remove-output"]
 plotting.glue_figure(
@@ -535,10 +543,14 @@ plotting.glue_figure("fig-recall-advantage-change", figures.plot_advantage_chang
 # interval over the seeds.
 
 # %% tags=["hide-cell"]
-feedback = feedback_predictions.FEEDBACK_PREDICTIONS.load()  # computed once: "Run it yourself" below
+feedback = (
+    feedback_predictions.FEEDBACK_PREDICTIONS.load()
+)  # computed once: "Run it yourself" below
 feedback_claims = report.record_feedback_claims(feedback)
 report.glue_feedback(feedback)
-report.glue_feedback_directions(claims.recorded_claims())  # each direction chosen by its claim's status
+report.glue_feedback_directions(
+    claims.recorded_claims()
+)  # each direction chosen by its claim's status
 feedback_row = report.glue_feedback_row(claims.recorded_claims())
 report.feedback_table(feedback_claims)
 

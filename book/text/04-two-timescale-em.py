@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@54ed899d014221fe393d8bdd40bf41a29f15624d"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fe3cd7415fc9c20fd6c4f3ca094d8d58bd89346e"
 
 # %% [markdown] tags=[]
 # # Two-timescale EM
@@ -69,6 +69,10 @@ from attention_dynamics.ledger import claims
 cfg = settings.resolve(scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
+
+from attention_dynamics.ledger import routing_controls
+
+routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
 
 # %% [markdown] tags=[]
 # ## Where the analogy is exact: EM on a Gaussian mixture
@@ -362,10 +366,11 @@ print(sweep_path_table)
 # {glue:text}`frame_precision.tunnel_freeze_frame_step` of {glue:text}`ch4.freeze_tunnel_steps`. Nearly all of the
 # tunnel's progress is made by the weights that stay free: values, outputs, MLPs and embeddings.
 #
-# That difference is about the tasks. <!-- routing controls: numbers to glue -->
-# The recall head needs routing: the same head with uniform attention, or with its routing frozen at initialisation,
-# cannot solve it. So the recall head can test when routing settles. Chapter 6's bijection tunnel cannot: uniform
-# attention solves it. Chapter 9, *A tunnel that needs routing*, times frame against precision on a binding tunnel that
+# That difference is about the tasks. The recall head needs routing: with uniform attention it ends at
+# {glue:text}`routing.recall_uniform_loss_ratio:.0f` times the trained head's loss, with its routing frozen at
+# initialisation at {glue:text}`routing.recall_frozen_loss_ratio:.0f` times. So the recall head can test when routing
+# settles. Chapter 6's bijection tunnel cannot: with uniform attention it ends at
+# {glue:text}`routing.bijection_uniform_kl_ratio:.2f` times the trained model's KL. Chapter 9, *A tunnel that needs routing*, times frame against precision on a binding tunnel that
 # needs routing.
 #
 # :::{admonition} The freeze costs in bits
@@ -536,7 +541,8 @@ plotting.glue_figure("fig-em-frame-definitions", figures.plot_frame_definitions(
 # the stored result frame_reparametrisation: the path and function readings at value scales c
 report.glue_reparametrisation_settings()
 reparam = report.record_reparametrisation_claims(
-    reparametrisation.FRAME_REPARAMETRISATION.load(), frame_definitions.FRAME_DEFINITIONS.load(),
+    reparametrisation.FRAME_REPARAMETRISATION.load(),
+    frame_definitions.FRAME_DEFINITIONS.load(),
     horizon=2000,
 )
 

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@54ed899d014221fe393d8bdd40bf41a29f15624d"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fe3cd7415fc9c20fd6c4f3ca094d8d58bd89346e"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
@@ -25,10 +25,10 @@ if "google.colab" in sys.modules:
 #   ({glue:text}`sticky.matched_speedup_over_sgd:.1f`×). Ten times the step on the readout alone gives as much as on
 #   the values: {glue:text}`sticky.speedup_readout_only:.2f`× against {glue:text}`sticky.speedup_values_only:.2f`×
 #   over twenty seeds. A genuine closed-form M-step is a different algorithm.
-# - **It does not come from learning the routing (the E-step).** With $W_Q$ and $W_K$ frozen at initialisation, or
-#   with each query pinned to its own input (the chain's Bayes routing), the speed-up persists and grows. The plateau
-#   near $\ln 8$ is the time the routing takes to form.
-#   <!-- routing controls: numbers to glue -->
+# - **It does not come from learning the routing (the E-step).** With $W_Q$ and $W_K$ frozen at initialisation the
+#   speed-up is {glue:text}`routing.sticky_speedup_frozen:.1f`×; with each query pinned to its own input (the chain's
+#   Bayes routing), {glue:text}`routing.sticky_speedup_identity:.1f`×; with the routing learned,
+#   {glue:text}`routing.sticky_speedup_learned:.1f`×. The plateau near $\ln 8$ is the time the routing takes to form.
 #
 # ```{glue:figure} fig-sticky-protocol
 # :name: fig-sticky-protocol
@@ -74,9 +74,13 @@ from attention_dynamics.tasks import sticky_chain
 
 # the protocol runs here; the heavier runs are stored results, loaded below
 cfg = settings.resolve(scale, device=device, steps=steps)
-generator = seed_everything(seed)
+seed_everything(seed)
 plotting.use_book_style()
 report.glue_settings(cfg)
+
+from attention_dynamics.ledger import routing_controls
+
+routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
 
 # %% [markdown] tags=[]
 # ## The task
@@ -595,12 +599,14 @@ paper_scale.rho_sweep_table(heavy)
 # Chapter 9's routing controls train the same head on the same protocol with its routing frozen or fixed. Both schedules
 # run with the same routing, and the paper's metric scores EM-like against SGD.
 #
-# <!-- routing controls: numbers to glue -->
-# With $W_Q$ and $W_K$ frozen at initialisation, the speed-up on the paper's five seeds is larger than with learned
-# routing. With the attention pinned to the identity, so that each query reads only its own input, it is larger still.
-# The identity is the chain's Bayes routing: the posterior over the next symbol needs only the current symbol. SGD does
-# better with it too: after 1000 steps its loss is closer to $H_{\min}$ than with learned routing. Uniform attention,
-# which removes the routing entirely, barely learns within the budget.
+# With $W_Q$ and $W_K$ frozen at initialisation, the speed-up on the paper's five seeds is
+# {glue:text}`routing.sticky_speedup_frozen:.2f`×, against {glue:text}`routing.sticky_speedup_learned:.2f`× with learned
+# routing. With the attention pinned to the identity, so that each query reads only its own input, it is
+# {glue:text}`routing.sticky_speedup_identity:.2f`×. The identity is the chain's Bayes routing: the posterior over the
+# next symbol needs only the current symbol. SGD does better with it too: after 1000 steps its loss is
+# {glue:text}`routing.sticky_sgd_loss_identity:.3f` nats against {glue:text}`routing.sticky_sgd_loss_learned:.3f` with
+# learned routing ($H_{\min}$ = {glue:text}`routing.sticky_hmin_nats:.3f`). Uniform attention, which removes the routing
+# entirely, ends at {glue:text}`routing.sticky_sgd_loss_uniform:.3f` nats, close to $\ln 8$ = 2.079.
 #
 # So the speed-up does not come from the E-step, from learning the routing: it persists, and grows, with the routing
 # removed. The plateau near $\ln 8$ is the time the routing takes to form. At initialisation the attention is spread
@@ -760,8 +766,8 @@ rows = report.glue_rows(claims.recorded_claims())
 #   ten times the step on every matrix is faster still.
 # - **"The speed-up comes from an M-step on the values"** {glue:text}`sticky.mstep_row_label`. Ten times the step on
 #   the readout gives as much, ten times the step on the routing weights gives more, and the speed-up persists with the
-#   routing removed.
-#   <!-- routing controls: numbers to glue -->
+#   routing removed ({glue:text}`routing.sticky_speedup_frozen:.1f`× with the routing frozen,
+#   {glue:text}`routing.sticky_speedup_identity:.1f`× with it pinned to the identity).
 # - **"Both schedules are still near $\ln 8$ after 1000 steps"** {glue:text}`sticky.plateau_row_label`. SGD is; EM-like
 #   has covered {glue:text}`sticky.gap_covered_em_like:.0%` of the way down to $H_{\min}$.
 # - **"The values' trajectories are longer, more coherent and sharper"** {glue:text}`sticky.trajectory_row_label`.

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@54ed899d014221fe393d8bdd40bf41a29f15624d"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fe3cd7415fc9c20fd6c4f3ca094d8d58bd89346e"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures
@@ -76,8 +76,12 @@ from attention_dynamics.training.families import compare_architectures
 
 # fast / book / paper; paper: Paper I's sizes where they are given (GPU-sized)
 cfg = settings.resolve(scale, device=device, steps=steps)
-generator = seed_everything(seed)
+seed_everything(seed)
 plotting.use_book_style()
+
+from attention_dynamics.ledger import routing_controls
+
+routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
 
 # %% [markdown] tags=[]
 # ## Three primitives, three wind tunnels
@@ -674,17 +678,19 @@ runs.pd_table(longmem["ladder"].table((1, 2, 3, 4, 6, 8, 12, 16, 24)), index_nam
 # %% [markdown] tags=[]
 # ## Which primitives need learned routing
 #
-# <!-- routing controls: numbers to glue -->
 # A primitive can show what routing does only if it needs routing at all. The test is the same transformer, with the
 # same data and initialisation, trained on the three tunnels with its routing removed or frozen. Removed means
 # $W_Q = W_K = 0$, kept there, so that every head attends uniformly to the positions it may see. Frozen means $W_Q$ and
-# $W_K$ kept at their initial values. Each control is set against the trained transformer, seed by seed, at the chapter's
-# budget.
+# $W_K$ kept at their initial values. Each control is set against the trained transformer, seed by seed.
 #
 # Accumulation is a bag of tokens: its posterior depends only on the set of values revealed so far, which uniform
-# attention averages without loss. So the transformer without routing should solve it as well as the trained one.
-# Binding should need content routing, since its answer sits at the one position whose key matches the query. Transport
-# lies between the two, and there the controls measure what a prediction cannot settle. Chapter 9, "A tunnel that needs
+# attention averages without loss. So the transformer without routing should solve it as well as the trained one, and in chapter 6's bijection tunnel
+# it does: with uniform attention it ends at {glue:text}`routing.bijection_uniform_kl_ratio:.2f` times the trained
+# model's KL.
+# Binding should need content routing, since its answer sits at the one position whose key matches the query. Chapter 9 shows that it does: on its
+# binding tunnel uniform attention loses most of what training gains. Transport lies between the two; its control was not
+# run at the book's budget, so whether it needs routing is open. These controls ran on chapters 6 and 9's transformers,
+# not on this chapter's grid. Chapter 9, "A tunnel that needs
 # routing", collects these controls for every task of the book in one table.
 #
 # The other families have a different control, or none. For Mamba it would freeze the input-dependent selection, the

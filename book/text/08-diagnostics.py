@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@54ed899d014221fe393d8bdd40bf41a29f15624d"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fe3cd7415fc9c20fd6c4f3ca094d8d58bd89346e"
 
 # %% [markdown] tags=[]
 # # Diagnostics
@@ -34,10 +34,11 @@ if "google.colab" in sys.modules:
 # which the broken run's loss stays behind.
 # ```
 #
-# <!-- routing controls: numbers to glue -->
-# One caution frames everything below: neither task in this chapter needs learned routing. Chapter 9's routing
-# controls solve the bijection tunnel as well with uniform attention, and the sticky chain better with each query's
-# attention pinned to its own position. So the diagnostics here show routing settling, not routing that the task
+# One caution frames everything below: neither task in this chapter needs learned routing. With uniform attention
+# the bijection tunnel ends at {glue:text}`routing.bijection_uniform_kl_ratio:.2f` times the trained model's KL. With
+# each query's attention pinned to its own position, the sticky chain's SGD run ends at
+# {glue:text}`routing.sticky_sgd_loss_identity:.3f` nats, below the learned routing's
+# {glue:text}`routing.sticky_sgd_loss_learned:.3f`. So the diagnostics here show routing settling, not routing that the task
 # requires.
 #
 # We first define the two matrices and check the tool against autograd. Then we watch the paper's sticky-chain head
@@ -69,6 +70,10 @@ from attention_dynamics.training import wind_tunnels
 cfg = settings.resolve(scale, device=device, steps=steps)
 generator = seed_everything(seed)
 plotting.use_book_style()
+
+from attention_dynamics.ledger import routing_controls
+
+routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
 
 # %% [markdown] tags=[]
 # ## What the tool measures

@@ -113,6 +113,20 @@ def _code_cells(nb) -> list[str]:
             and not set(cell.metadata.get("tags", [])) & set(SKIPPED_CELL_TAGS)]
 
 
+def _code_form(source: str) -> str:
+    """Return what a code cell computes, without its layout and comments: the dump of its syntax tree (IPython lines
+    starting with ``%`` or ``!`` kept as they are). Reformatting a cell (``make format``) or editing a comment leaves a
+    chapter current; changing what the cell does makes it stale. A cell that does not parse is taken as written."""
+    lines = source.splitlines()
+    magics = [line.strip() for line in lines if line.lstrip().startswith(("%", "!"))]
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)
+    try:
+        tree = ast.dump(ast.parse(code), annotate_fields=False)
+    except SyntaxError:
+        return source
+    return "\n".join([*magics, tree])
+
+
 def _string_constants(source: str) -> set[str]:
     """Return the string literals of a module's code, docstrings left out (they name files without reading them)."""
     tree = ast.parse(source)
@@ -153,15 +167,16 @@ def chapter_fingerprint(nb_path: Path, package_dir: Path, parameters: dict[str, 
                         extra_files: Iterable[Path] = ()) -> str:
     """Return a hash of everything a chapter's outputs depend on (16 hex digits).
 
-    That is: the chapter's code cells (its prose is rendered around the outputs at build time and does not make
-    them: editing a sentence leaves the chapter current), the package modules it imports and the data files they
+    That is: the chapter's code cells as syntax trees (its prose is rendered around the outputs at build time and
+    does not make them, nor do a cell's layout and comments: editing a sentence or reformatting leaves the chapter
+    current), the package modules it imports and the data files they
     read (:func:`chapter_dependencies`), the ``extra_files`` (the pinned requirements) and the parameters injected into it. Files are hashed by their
     path relative to the package and their bytes, so moving a module changes the fingerprint too.
     """
     h = hashlib.sha256()
     nb = nbformat.read(nb_path, as_version=4)
     for source in _code_cells(nb):  # the prose is rendered around the outputs, it does not make them
-        h.update(source.encode())
+        h.update(_code_form(source).encode())  # nor do the code's layout and comments
         h.update(b"\0")
     deps = chapter_dependencies(nb_path, package_dir)
     for path in [*deps["modules"], *deps["data"]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import matplotlib.ticker
 import numpy as np
 
 from ...core import plotting
@@ -16,6 +17,9 @@ from .report import TASK_LABELS, binding_costs, sticky_costs, freeze_table
 from .settings import FREE_FREEZE_RATIO
 
 __all__ = ["plot_routing_need", "plot_frame_before_precision", "plot_freeze_sweep", "plot_em_like"]
+
+#: Log-axis tick labels as plain multiples ("0.5×", "10×", "1000×").
+_TIMES = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}×")
 
 _CONTROL_COLORS = {"learned": plotting.PALETTE[0], "uniform": plotting.PALETTE[1], "frozen": plotting.PALETTE[2],
                    "identity": plotting.PALETTE[4]}
@@ -37,14 +41,16 @@ def plot_routing_need(controls: Mapping[str, Any], tunnel: Mapping[str, Any]):
         ax.errorbar(point, y + offset, xerr=[point - low, high - point], fmt="o", capsize=3,
                     color=_CONTROL_COLORS[control], label=f"{control} routing")
     ax.axvline(FREE_FREEZE_RATIO, color="0.3", ls="--", lw=1)
-    ax.text(FREE_FREEZE_RATIO * 1.08, len(rows) - 0.45, f"needs routing →\n(above {FREE_FREEZE_RATIO}×)", fontsize=8,
-            va="top")
+    ax.text(FREE_FREEZE_RATIO * 1.08, 0.99, f"needs routing →\n(above {FREE_FREEZE_RATIO}×)", fontsize=8, va="top",
+            transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
     ax.set_yticks(y, [TASK_LABELS[t][0] for t, _ in rows])
     ax.invert_yaxis()
     ax.set_xlabel("error with routing removed ÷ trained model's (log scale)")
+    ax.xaxis.set_major_formatter(_TIMES)
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_title("Which tasks need routing")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2, frameon=False)
     return fig
 
 
@@ -66,7 +72,7 @@ def plot_frame_before_precision(tunnel: Mapping[str, Any]):
     ax.set_xlabel("training step")
     ax.set_ylabel("attention on the source", color=plotting.PALETTE[0])
     kl_ax.set_ylabel("KL (bits, log scale)", color=plotting.PALETTE[3])
-    ax.set_title("Routing forms in a few hundred steps; the KL keeps falling")
+    ax.set_title("Attention on the answer's source and the KL through training")
     handles = ax.get_legend_handles_labels()[0] + kl_ax.get_legend_handles_labels()[0]
     ax.legend(handles=handles, loc="center right")
     return fig
@@ -83,12 +89,14 @@ def plot_freeze_sweep(tunnel: Mapping[str, Any]):
                 color=plotting.PALETTE[2], label="routing frozen from step t: KL ÷ trained")
     ax.plot(steps, table["trained KL at t over final"], "s--", color=plotting.PALETTE[3],
             label="trained model's KL at step t ÷ its final KL")
-    ax.axhline(FREE_FREEZE_RATIO, color="0.3", ls=":", lw=1)
+    ax.axhline(FREE_FREEZE_RATIO, color="0.3", ls="--", lw=1, label=f"free: within {FREE_FREEZE_RATIO}×")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_TIMES)
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("step t at which routing is frozen")
     ax.set_ylabel("ratio (log scale)")
-    ax.set_title("Freezing routing is free early; the KL keeps falling after")
-    ax.legend(loc="upper right")
+    ax.set_title("Freezing routing from step t")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     return fig
 
 

@@ -26,7 +26,7 @@ from .binding_tunnel import FILE as TUNNEL_FILE
 from .settings import FREE_FREEZE_RATIO, LONGER_FACTOR
 
 __all__ = ["ROUTING_NEED_CLAIM_IDS", "BINDING_CLAIM_IDS", "TASK_LABELS", "CHAPTER_GLUE", "record_routing_need_claims",
-           "record_binding_claims", "routing_need_table", "sticky_costs", "freeze_table", "mean_interval", "binding_costs",
+           "record_binding_claims", "routing_need_table", "sticky_costs", "freeze_table_for_reading", "freeze_table", "mean_interval", "binding_costs",
            "reference_levels", "glue_chapter"]
 
 #: Every routing-need claim the chapter records (task, control, measure).
@@ -57,6 +57,7 @@ ROUTING_NEED_CLAIM_IDS = (
 BINDING_CLAIM_IDS = (
     "binding.kl_bits_trained", "binding.entropy_mae_bits_trained", "binding.kl_bits_repeated_trained",
     "binding.kl_bits_trained_x4",
+    "binding.freeze_cost_gap_fraction_t50", "binding.freeze_kl_ratio_t50",  # the fast scale's first freeze step
     "binding.freeze_cost_gap_fraction_t100", "binding.freeze_cost_gap_fraction_t250",
     "binding.freeze_cost_gap_fraction_t375", "binding.freeze_cost_gap_fraction_t500",
     "binding.freeze_cost_gap_fraction_t750", "binding.freeze_cost_gap_fraction_t1000",
@@ -314,6 +315,20 @@ def freeze_table(tunnel: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("frozen from step")
 
 
+def freeze_table_for_reading(tunnel: Mapping[str, Any]) -> pd.DataFrame:
+    """Return :func:`freeze_table` as the page shows it: per freeze step, the frozen model's KL over the trained
+    model's with its 95 % interval, the share of the untrained gap given back, how far the trained model's KL still
+    falls after that step, and whether freezing there costs nothing."""
+    table = freeze_table(tunnel)
+    rows = [{"Frozen from step": f"{t:,}",
+             "Final KL ÷ trained": f"{r['KL ratio']:.3g}× ({r['ratio low']:.3g}–{r['ratio high']:.3g})",
+             "Share of the untrained gap given back": f"{r['gap given back']:.2%}",
+             "Trained KL at that step ÷ final": f"{r['trained KL at t over final']:.3g}×",
+             "Costs nothing?": "yes" if r["free"] else "no"}
+            for t, r in table.iterrows()]
+    return pd.DataFrame(rows).set_index("Frozen from step")
+
+
 def record_binding_claims(tunnel: Mapping[str, Any]) -> dict[str, claims.Claim]:
     """Record the paper's dynamic claims on the binding tunnel; return them by id."""
     out: dict[str, claims.Claim] = {}
@@ -322,9 +337,14 @@ def record_binding_claims(tunnel: Mapping[str, Any]) -> dict[str, claims.Claim]:
     steps = tunnel["settings"]["tunnel"]["steps"]
     params = {"seeds": seeds, "settings": tunnel["settings"]["tunnel"], "data": TUNNEL_FILE}
 
-    def mean_claim(cid: str, values, *, unit: str, description: str, **bounds) -> None:
+    def mean_claim(cid: str, values, *, unit: str, description: str, explanation: str | None = None,
+                   **bounds) -> None:
         m = mean_interval(values)
         kwargs = {"interval": (m["low"], m["high"])} if bounds else {}
+        if bounds:
+            kwargs["explanation"] = explanation or ("the mean over seeds misses the bound, or its interval reaches "
+                                                    "across it: at the book's size the trained binding model does "
+                                                    "not show this as Paper I reports it")
         out[cid] = claims.record(cid, m["point"], unit=unit, description=description + (
             "" if bounds else f" (95% t interval {m['low']:.3g} to {m['high']:.3g})"), params=params, **kwargs,
             **bounds)
@@ -400,13 +420,17 @@ def record_binding_claims(tunnel: Mapping[str, Any]) -> dict[str, claims.Claim]:
                                "in the head that ends up reading the answer: share of repeated-key queries whose score "
                                "gradient pulls attention toward the answer's source, minus the same share for the "
                                "other revealed positions (mean over seeds); above 0: the law routes toward the answer",
-                   lower=0.0)
+                   lower=0.0, explanation="on net the law's gradient does not pull attention toward the answer's "
+                                          "source more often than toward the other revealed positions, or the "
+                                          "seeds disagree")
         mean_claim(f"binding.feedback_margin_{moment}", [r["advantage"][moment]["feedback_margin"] for r in learned],
                    unit="fraction of queries",
                    description=f"positive feedback at {'initialisation' if moment == 'init' else 'the routing transition'}: "
                                "share of repeated-key queries whose answer's source gains advantage under a free value "
                                "step, minus the share for the other revealed positions (mean over seeds); above 0: the "
-                               "values a query reads become better for it", lower=0.0)
+                               "values a query reads become better for it", lower=0.0,
+                   explanation="on net a value step does not favour the answer's source over the other revealed "
+                               "positions, or the seeds disagree")
     for routing, cid in (("learned", "binding.em_like_speedup"), ("frozen", "binding.em_like_speedup_frozen_routing")):
         base = tunnel["learned"] if routing == "learned" else tunnel["controls"]["frozen-x1"]
         em = tunnel["em_like"][routing]
@@ -478,7 +502,10 @@ CHAPTER_GLUE = ("ch9.n_seeds", "ch9.steps", "ch9.steps_x4", "ch9.free_ratio", "c
                 "ch9.uniform_kl_bits", "ch9.frozen_kl_bits", "ch9.uniform_kl_bits_x4", "ch9.frozen_kl_bits_x4",
                 "ch9.untrained_kl_bits", "ch9.two_hop_steps", "ch9.two_hop_entropy_mae_bits",
                 "ch9.sticky_hmin_nats", "ch9.sticky_seeds", "ch9.em_like_factor", "ch9.last_freeze_ratio",
-                "ch9.bijection_uniform_kl_bits", "ch9.bijection_learned_kl_bits")
+                "ch9.first_freeze_step", "ch9.first_freeze_ratio", "ch9.bijection_uniform_kl_bits", "ch9.bijection_learned_kl_bits",
+                "ch9.key_abs_cos_untrained", "ch9.value_pc1_ratio_untrained", "ch9.value_pc1_ratio_uniform",
+                "ch9.value_pc1_entropy_spearman_untrained", "ch9.value_pc1_entropy_spearman_uniform",
+                "ch9.attention_entropy_reduction_untrained", "ch9.sticky_speedup_learned")
 
 
 def glue_chapter(controls: Mapping[str, Any], tunnel: Mapping[str, Any], levels: Mapping[str, float]) -> None:
@@ -497,6 +524,8 @@ def glue_chapter(controls: Mapping[str, Any], tunnel: Mapping[str, Any], levels:
     claims.glue("ch9.L", s["tunnel"]["L"])
     claims.glue("ch9.first_free_step", int(free.index.min()) if len(free) else s["tunnel"]["steps"])
     claims.glue("ch9.last_freeze_ratio", float(table["KL ratio"].iloc[-1]))
+    claims.glue("ch9.first_freeze_step", int(table.index.min()))
+    claims.glue("ch9.first_freeze_ratio", float(table["KL ratio"].iloc[0]))
     claims.glue("ch9.transition_step_median", float(np.median([r["transition_step"] for r in learned])))
     claims.glue("ch9.attention_on_source_end", float(np.mean([r["attention_on_source"]["lookup"][-1] for r in learned])))
     claims.glue("ch9.attention_on_source_init", float(np.mean([r["attention_on_source"]["lookup"][0] for r in learned])))
@@ -516,6 +545,21 @@ def glue_chapter(controls: Mapping[str, Any], tunnel: Mapping[str, Any], levels:
     claims.glue("ch9.sticky_hmin_nats", controls["sticky"]["hmin_nats"])
     claims.glue("ch9.sticky_seeds", len(controls["sticky"]["seeds"]))
     claims.glue("ch9.em_like_factor", EM_LIKE_VALUE_FACTOR)
+    # the geometry's nulls: the untrained model (each seed's initialisation) and the model trained with uniform attention
+    def geometry_mean(runs, key):
+        values = [v for v in (g[key] for g in runs) if v is not None]
+        return float(np.mean(values)) if values else float("nan")
+
+    untrained = [r["geometry"]["untrained"] for r in learned]
+    uniform = [r["geometry"] for r in tunnel["controls"]["uniform-x1"]]
+    claims.glue("ch9.key_abs_cos_untrained", geometry_mean(untrained, "key |cos|, layer 0, key tokens"))
+    claims.glue("ch9.value_pc1_ratio_untrained", geometry_mean(untrained, "value PC1 share"))
+    claims.glue("ch9.value_pc1_ratio_uniform", geometry_mean(uniform, "value PC1 share"))
+    claims.glue("ch9.value_pc1_entropy_spearman_untrained", geometry_mean(untrained, "ρ(value PC1, entropy)"))
+    claims.glue("ch9.value_pc1_entropy_spearman_uniform", geometry_mean(uniform, "ρ(value PC1, entropy)"))
+    claims.glue("ch9.attention_entropy_reduction_untrained",
+                geometry_mean(untrained, "attention entropy reduction, first → last layer"))
+    claims.glue("ch9.sticky_speedup_learned", controls["sticky"]["speedup"]["paper_seeds"]["learned"]["speedup"])
     bij = controls["tunnels"]["bijection"]["runs"]
     claims.glue("ch9.bijection_uniform_kl_bits", float(np.mean([r["kl_bits"] for r in bij["uniform"]])))
     claims.glue("ch9.bijection_learned_kl_bits", float(np.mean([r["kl_bits"] for r in bij["learned"]])))
