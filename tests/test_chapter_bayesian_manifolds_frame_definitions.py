@@ -83,7 +83,11 @@ def test_the_claims_decide_the_tunnel_row():
     recorded = report.record_tunnel_order_claims(tf.BIJECTION_FRAME_DEFINITIONS.load(), load_frame_freeze())
     assert set(recorded) == TUNNEL_IDS
     row = next(pc for pc in verdicts.PAPER_CLAIMS if pc.id == "frame_precision_wind_tunnel")
-    assert set(row.deciding) == TUNNEL_IDS
+    # chapter 6's readings and chapter 9's on the binding tunnel; chapter 6's are gated by whether its tunnel needs routing
+    assert set(row.deciding) == TUNNEL_IDS | {"binding.kl_fall_after_free_freeze", "binding.order_function",
+                                              "binding.order_path", "binding.order_similarity"}
+    assert {g.requires_routing for g in row.definitions if set(g.evidence) <= TUNNEL_IDS} == {
+        ("routing_need.bijection.uniform_kl_ratio",)}
     # the intervention: freezing at initialisation already costs less than the margin, so it cannot time the frame
     summary = freeze_frame_summary(load_frame_freeze()["tunnel"], 0.01)
     intervention = recorded["frame_precision.tunnel_order_intervention_adam"]

@@ -134,7 +134,8 @@ TOY = {"fast": ToySettings(steps=5), "book": ToySettings()}
 
 
 def test_every_chapter_has_typed_settings_at_every_scale():
-    assert CHAPTERS == ["architectures", "bayesian_manifolds", "diagnostics", "gradient_laws", "routing_content_feedback",
+    assert CHAPTERS == ["architectures", "bayesian_manifolds", "binding_tunnel", "diagnostics", "gradient_laws",
+                        "routing_content_feedback",
                         "setup_and_notation", "sticky_markov_chain", "two_timescale_em"]
     for chapter in CHAPTERS:
         module = importlib.import_module(f"attention_dynamics.chapters.{chapter}.settings")

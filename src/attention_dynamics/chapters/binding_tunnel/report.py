@@ -495,6 +495,10 @@ def reference_levels(tunnel_settings: Mapping[str, Any], *, seed: int, n: int = 
             "repeat_share": float(batch.repeated.double().mean()), "n_sequences": n}
 
 
+#: The glue names of the trained model's KL at each book-scale freeze step over its final KL.
+KL_FALL_GLUE = {100: "ch9.kl_fall_after_t100", 250: "ch9.kl_fall_after_t250", 500: "ch9.kl_fall_after_t500",
+                1000: "ch9.kl_fall_after_t1000"}
+
 #: The numbers the chapter's prose states beside its claims (every name written out, so a search finds it).
 CHAPTER_GLUE = ("ch9.n_seeds", "ch9.steps", "ch9.steps_x4", "ch9.free_ratio", "ch9.V", "ch9.L", "ch9.first_free_step",
                 "ch9.transition_step_median", "ch9.attention_on_source_end", "ch9.attention_on_source_init",
@@ -524,6 +528,9 @@ def glue_chapter(controls: Mapping[str, Any], tunnel: Mapping[str, Any], levels:
     claims.glue("ch9.L", s["tunnel"]["L"])
     claims.glue("ch9.first_free_step", int(free.index.min()) if len(free) else s["tunnel"]["steps"])
     claims.glue("ch9.last_freeze_ratio", float(table["KL ratio"].iloc[-1]))
+    for t, name in KL_FALL_GLUE.items():  # how far the trained model's KL still falls after each freeze step
+        if t in table.index:
+            claims.glue(name, float(table.loc[t, "trained KL at t over final"]))
     claims.glue("ch9.first_freeze_step", int(table.index.min()))
     claims.glue("ch9.first_freeze_ratio", float(table["KL ratio"].iloc[0]))
     claims.glue("ch9.transition_step_median", float(np.median([r["transition_step"] for r in learned])))
