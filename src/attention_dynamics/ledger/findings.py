@@ -74,9 +74,11 @@ FINDINGS: tuple[Finding, ...] = (
             "{routing_need.binding.uniform_kl_ratio:.0f} times on a binding tunnel, where a key's value must be found "
             "by content.",
             row="frame_precision_wind_tunnel", link=("book/09-binding-tunnel", "which-tasks-need-routing")),
-    Finding("On the binding tunnel routing is in place first: freezing it part-way through training costs nothing, "
-            "and the model's KL still falls {binding.kl_fall_after_free_freeze:.0f}-fold after that step.",
-            row="frame_precision_wind_tunnel"),
+    Finding("On the binding tunnel routing is nearly in place half-way through training: frozen there, the model "
+            "ends at {binding.freeze_kl_ratio_t1000:.2f} times the trained model's KL, just outside the book's bound "
+            "for a free freeze.",
+            row="frame_precision_wind_tunnel", link=("book/09-binding-tunnel",
+                                                     "frame-before-precision-on-a-task-that-needs-a-frame")),
     Finding("Whether attention settles before the values on chapter 4's recall head depends on how settling is "
             "measured: judged by what the model computes it does in {frame_precision.order_function_sgd:.0%} of "
             "seeds, judged by how far its weights still have to move in {frame_precision.order_path_sgd:.0%} under "
