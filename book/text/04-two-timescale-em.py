@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fe3cd7415fc9c20fd6c4f3ca094d8d58bd89346e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@0767b336853e0aef8df16a9eb56acf4354c7cd2e"
 
 # %% [markdown] tags=[]
 # # Two-timescale EM
@@ -232,7 +232,7 @@ plotting.glue_figure("fig-em-gmm", figures.plot_gmm_em(bridge, curves))
 # first.
 # ```
 #
-# Two things make it unfit to order the two. Its quantities have different units (attention mass moved, relative value
+# Two things make it unfit to order the two ({numref}`fig-em-settling-rates`). Its quantities have different units (attention mass moved, relative value
 # change), so one $\tau$ for both is arbitrary. And the steps it finds differ by one or two recording intervals. Its
 # answer moves with $\tau$: the frame comes first in {glue:text}`ch4.loose_fraction:.0%` of the seeds at $\tau$ = 3%,
 # in {glue:text}`ch4.strict_fraction:.0%` at 0.3%, and in {glue:text}`ch4.distance_fraction:.0%` by a second criterion,

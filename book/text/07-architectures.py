@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fe3cd7415fc9c20fd6c4f3ca094d8d58bd89346e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@0767b336853e0aef8df16a9eb56acf4354c7cd2e"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures
@@ -38,7 +38,8 @@ if "google.colab" in sys.modules:
 # frame: realised; dashed frame: open at this scale.
 # ```
 #
-# The chapter first sets out the tunnels and the models, then goes through the results primitive by primitive. It ends
+# {numref}`fig-arch-primitives` sums up what follows. The chapter first sets out the tunnels and the models, then
+# goes through the results primitive by primitive. It ends
 # with what the routing law says beyond attention and with what Mamba's internal states look like.
 
 # %% tags=["parameters", "remove-input"]
@@ -436,7 +437,7 @@ memory_ladder.ladder_frame(
 # window's level.
 # ```
 #
-# The transformer, the positive control, now uses the past: its KL is
+# The transformer, the positive control, now uses the past ({numref}`fig-arch-ch6-setting-kl`): its KL is
 # {glue:text}`architectures.hmm_kl_bits_transformer_long:.4f` bits, below the chapter's bound, where the grid's run was
 # above the context-blind level. So does the LSTM, {glue:text}`architectures.hmm_kl_bits_lstm_long:.4f` bits, against
 # Paper I; every run is more than four times the grid's, so that row is a finding, not a budget. Neither goes further
