@@ -313,6 +313,9 @@ def render_markdown(source: str, chapter: str, index: BookIndex) -> str:
                 title = f"**Figure {number[1]}** (drawn by the code cell above). " if number else "**Figure.** "
             text = " ".join(line.strip() for line in lines if line.strip())
             return indent + (f"{title}{text}" if text else f"*(shown by the code cell above: `{arg}`)*")
+        # an admonition: its body's own directives (a figure inside a dropdown) first, then the quote
+        inner = _OPTION.sub("", _DIRECTIVE.sub(directive, m.group("body"))).strip("\n")
+        lines = [line[len(indent):] if line.startswith(indent) else line.lstrip() for line in inner.splitlines()]
         quoted = [f"> **{arg or name.capitalize()}**", ">"] + [f"> {line}" if line.strip() else ">" for line in lines]
         return "\n".join(indent + line for line in quoted)
 

@@ -238,7 +238,7 @@ def record_sticky_routing_claims(sticky: Mapping[str, Any], settings: Mapping[st
                         "learned: it does not come from learning the routing; ten times the step on the values (and "
                         "read-out) is a step-size effect that any routing shows",
             params={**params, "seeds": sticky["seeds"]})
-    for routing in ("learned", "frozen", "uniform", "identity"):
+    for routing in ("frozen", "uniform", "identity"):  # learned routing's is chapter 5's sticky.final_loss_sgd
         cid = f"routing_need.sticky.sgd_loss_{routing}"
         values = [sticky["final_loss"][f"{routing}-sgd"][s] for s in five]
         out[cid] = claims.record(cid, float(np.mean(values)), unit="nats",

@@ -167,10 +167,9 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                "{binding.freeze_kl_ratio_t1000@high:.2f} over three seeds, so not free by the 1.25 bound), and its "
                "attention readings disagree; a later frame study by Dalal, Misra and Parekh (V = 20) finds the frame "
                "in place by about 2,500 steps while calibration improves about 40-fold more",
-        reason="On the binding tunnel, which needs routing, routing frozen half-way through training ends at "
-               "{binding.freeze_kl_ratio_t1000:.2f} times the trained model's KL, not yet free by the book's bound, "
-               "and three seeds do not settle the other readings; chapter 6's bijection tunnel, solved as well with "
-               "uniform attention, does not test the claim."),
+        reason="On the binding tunnel, which needs routing, routing frozen half-way ends at "
+               "{binding.freeze_kl_ratio_t1000:.2f} times the trained KL, not yet free by the book's bound; chapter "
+               "6's bijection tunnel, solved as well with uniform attention, does not test the claim."),
     # chapter 5 records the claims of this row, sticky_m_step_on_values and sticky_trajectories with
     # chapters.sticky_markov_chain.speedup_budget_report.record_speedup_budget_claims
     PaperClaim(
