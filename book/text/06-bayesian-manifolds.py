@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@0767b336853e0aef8df16a9eb56acf4354c7cd2e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@7a067ede6ad7d961e9ee7665fa035b2ad5e2ea9e"
 
 # %% [markdown] tags=[]
 # # Bayesian manifolds in wind tunnels
@@ -58,7 +58,7 @@ device = "auto"
 bij_steps = None  # bijection training steps (None: as the scale says)
 hmm_steps = None  # HMM training steps (None: as the scale says)
 
-# %% tags=["remove-input", "remove-stderr"]
+# %% tags=["remove-input", "remove-stderr", "remove-output"]
 from attention_dynamics.chapters.bayesian_manifolds import (
     figures,
     frame_definitions,

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@0767b336853e0aef8df16a9eb56acf4354c7cd2e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@7a067ede6ad7d961e9ee7665fa035b2ad5e2ea9e"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures
@@ -49,7 +49,7 @@ scale = "book"
 device = "auto"
 steps = None  # training steps of every model (None: as the scale says)
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "remove-output"]
 from IPython.display import Markdown, display
 
 from attention_dynamics.chapters.architectures import (

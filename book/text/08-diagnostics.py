@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@0767b336853e0aef8df16a9eb56acf4354c7cd2e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@7a067ede6ad7d961e9ee7665fa035b2ad5e2ea9e"
 
 # %% [markdown] tags=[]
 # # Diagnostics
@@ -51,7 +51,7 @@ scale = "book"
 device = "auto"  # the runs are small CPU jobs, the diagnostics run on the CPU
 steps = None  # training steps of the sticky-chain runs (None: as the scale says)
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "remove-output"]
 import warnings
 
 warnings.filterwarnings(

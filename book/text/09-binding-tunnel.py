@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@0767b336853e0aef8df16a9eb56acf4354c7cd2e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@7a067ede6ad7d961e9ee7665fa035b2ad5e2ea9e"
 
 # %% [markdown] tags=[]
 # # A tunnel that needs routing
@@ -32,7 +32,7 @@ seed = 0
 scale = "book"
 device = "auto"
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "remove-output"]
 from attention_dynamics.chapters.binding_tunnel import (
     binding_tunnel,
     figures,
@@ -88,7 +88,7 @@ plotting.glue_figure("fig-routing-need", figures.plot_routing_need(controls, tun
 #
 # The sticky chain does not either. Its Bayes routing is the identity, and pinned, it trains further in 1,000 steps than
 # the learned routing: SGD ends at {glue:text}`routing_need.sticky.sgd_loss_identity:.3f` nats against
-# {glue:text}`routing_need.sticky.sgd_loss_learned:.3f` ($H_{\min}$ = {glue:text}`ch9.sticky_hmin_nats:.3f`).
+# {glue:text}`routing.sticky_sgd_loss_learned:.3f` ($H_{\min}$ = {glue:text}`ch9.sticky_hmin_nats:.3f`).
 #
 # These two tasks still show what a trained model *does*, but not what routing *does*. On them the paper's statements
 # about routing are not tested, and the verdict page says so.
