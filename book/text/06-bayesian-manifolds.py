@@ -98,8 +98,10 @@ routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
 #
 # ```{math}
 # :label: eq-bijection-posterior
-# p\big(\pi(k_{t+1}) = v \mid \text{context}\big) = \frac{\mathbb{1}[v \text{ not yet revealed}]}{V - t},
-# \qquad H_t = \log_2 (V - t) \ \text{bits}.
+# \begin{aligned}
+# p\big(\pi(k_{t+1}) = v \mid \text{ctx}\big) &= \frac{\mathbb{1}[v \text{ unrevealed}]}{V - t}, \\
+# H_t &= \log_2 (V - t) \ \text{bits}.
+# \end{aligned}
 # ```
 #
 # The tests check it against a brute-force enumeration of every bijection consistent with the revealed pairs. One
@@ -153,8 +155,11 @@ levels = report.record_reference_levels(cfg, eval_bij, seed=seed)
 #
 # ```{math}
 # :label: eq-forward-filter
-# b_t(s) = p(s_t = s \mid o_0, \dots, o_t) \;\propto\; E_{s, o_t} \sum_{s'} b_{t-1}(s')\, A_{s' s},
-# \qquad b_0(s) \propto \tfrac1S E_{s, o_0}.
+# \begin{aligned}
+# b_t(s) &= p(s_t = s \mid o_0, \dots, o_t) \\
+#  &\propto E_{s, o_t} \sum_{s'} b_{t-1}(s')\, A_{s' s}, \\
+# b_0(s) &\propto \tfrac1S E_{s, o_0}.
+# \end{aligned}
 # ```
 #
 # {numref}`fig-manifold-hmm-posterior` shows the posterior of one sequence.
