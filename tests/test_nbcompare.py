@@ -11,11 +11,13 @@ import pytest
 
 from attention_dynamics.book.nbcompare import (
     COMPUTED,
+    assert_book_close,
     TRAINED,
     TRAINED_TAG,
     NumberTolerance,
     canonical_text,
     cell_tolerance,
+    last_digit_unit,
     snap_outputs,
     split_numbers,
     texts_agree,
@@ -54,6 +56,11 @@ def test_split_numbers_round_trips_and_keeps_identifiers():
         ("nan", "0.5", TRAINED, False),
         # a different number of numbers
         ("1, 2", "1, 2, 3", TRAINED, False),
+        # two close values printed one unit apart in their last digit (rounding), computed and trained
+        ("loss 0.12345", "loss 0.12346", COMPUTED, True),
+        ("MI 0.003 nats", "MI 0.002 nats", TRAINED, True),
+        # two units apart in a short-printed trained value is more than rounding and tolerance allow
+        ("MI 0.003 nats", "MI 0.001 nats", TRAINED, False),
     ],
 )
 def test_texts_agree(ref, test, tolerance, agree):
@@ -65,6 +72,13 @@ def test_rounding_alone_would_not_hold_but_tolerance_does():
     a, b = "0.123449999", "0.123450001"
     assert canonical_text(a, 4) != canonical_text(b, 4)
     assert texts_agree(a, b, COMPUTED)
+
+
+@pytest.mark.parametrize(
+    "token, unit", [("0.003", 1e-3), ("4.75e-03", 1e-5), ("12", 1.0), ("2.", 1.0), (".25", 1e-2), ("1E+2", 100.0)]
+)
+def test_last_digit_unit(token, unit):
+    assert_book_close(last_digit_unit(token), unit, rtol=1e-12, what=token)
 
 
 def test_canonical_text_rounds_and_names_round_off():
@@ -155,7 +169,7 @@ def _nbval(tmp_path, nb_path):
     "committed, rerun, tags, passes",
     [
         (0.5, 0.5000001, (), True),        # last digits of a computation
-        (0.5, 0.6, (), False),             # a computation whose value changed
+        (0.5, 0.7, (), False),             # a computation whose value changed (0.5 and 0.6 could be rounding)
         (0.5, 0.6, (TRAINED_TAG,), True),  # a trained result within its tolerance
         (0.5, 0.1, (TRAINED_TAG,), False), # a trained result that moved beyond it
     ],
@@ -173,3 +187,34 @@ def test_plugin_compares_by_kind_and_writes_the_reexecuted_ledger(tmp_path, comm
     assert f"value {rerun}" in "".join(o.get("text", "") for o in executed.cells[0].outputs)
     env = json.loads((out / "environment.json").read_text())
     assert env["torch_threads"] >= 1
+
+
+_FIGURE_CELL = """from IPython.display import SVG, display
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg"><rect width="{width}" height="10"/></svg>'))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "committed, rerun, tags, passes",
+    [
+        (40.0, 40.0000001, (), True),     # a computed figure's coordinates, last digits apart
+        (40.0, 44.0, (), False),          # a computed figure that changed
+        (40.0, 44.0, (TRAINED_TAG,), True),  # a trained figure: its pixels are not compared
+    ],
+)
+def test_plugin_compares_computed_figures_and_leaves_trained_ones(tmp_path, committed, rerun, tags, passes):
+    def svg(width):
+        return f'<svg xmlns="http://www.w3.org/2000/svg"><rect width="{width}" height="10"/></svg>'
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(_FIGURE_CELL.format(width=rerun), metadata={"tags": list(tags)})
+    cell.execution_count = 1
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"image/svg+xml": svg(committed),
+                                                                 "text/plain": "<IPython.core.display.SVG object>"})]
+    nb.cells = [cell]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb_path = tmp_path / "01-figure.ipynb"
+    nbformat.write(nb, nb_path)
+    result, _ = _nbval(tmp_path, nb_path)
+    assert (result.returncode == 0) is passes, result.stdout + result.stderr

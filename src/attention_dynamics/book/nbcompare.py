@@ -9,13 +9,19 @@ book compares numbers the way the claims ledger does, by tolerance:
 
 - the text around the numbers must be identical (runs of white space folded, since a table pads
   its columns to the widest number);
-- every number is parsed and compared with the tolerance of its kind (:class:`NumberTolerance`):
-  integers exactly, computed floats to a relative ``1e-5`` (float32 arithmetic on another kernel
+- every number is parsed and compared with the tolerance of its kind (:class:`NumberTolerance`),
+  plus half a unit in the last digit each is written with (a number printed with k digits stands
+  for any value that rounds to it, so two close values can print one unit apart): integers
+  exactly, computed floats to a relative ``1e-5`` (float32 arithmetic on another kernel
   moves the sixth digit), trained results (cells tagged :data:`TRAINED_TAG`) to a relative
   tolerance measured from their seed-to-seed spread, and anything below the round-off floor
   ``1e-12`` is "zero to round-off" whatever its digits;
 - when two outputs agree in that sense the re-executed one is replaced by the committed one
-  before nbval's own comparison, so nbval's report (and failure) stays for real differences.
+  before nbval's own comparison, so nbval's report (and failure) stays for real differences;
+- a figure is a text too (SVG): a computed figure's coordinates are compared like any computed
+  number; a trained figure's pixels are not compared at all (another machine's training run moves
+  every bar and curve by a fraction of a pixel, and an axis may then pick other ticks), because what
+  it draws is compared where it is stated: in its cell's text outputs and in the claims.
 
 For nbval's diff, :func:`canonical_text` rounds every number to :data:`DISPLAY_DIGITS`
 significant digits and shows round-off-level numbers as ``<1e-12``, which is what they mean.
@@ -45,6 +51,8 @@ __all__ = [
     "COMPUTED",
     "TRAINED",
     "split_numbers",
+    "last_digit_unit",
+    "IMAGE_MIME_TYPES",
     "canonical_text",
     "texts_agree",
     "cell_tolerance",
@@ -57,6 +65,8 @@ __all__ = [
 TRAINED_TAG = "trained-output"
 #: Below this magnitude a number is round-off (float64 identities agree to ~1e-15 here).
 ROUNDOFF_FLOOR = 1e-12
+#: The MIME types of a figure in a notebook output.
+IMAGE_MIME_TYPES = ("image/svg+xml", "image/png", "image/jpeg")
 #: Significant digits a number is shown with in a diff.
 DISPLAY_DIGITS = 6
 
@@ -85,7 +95,11 @@ class NumberTolerance:
             return a == b
         if math.isnan(a) or math.isnan(b):
             return False
-        return abs(a - b) <= self.atol + self.rtol * max(abs(a), abs(b))
+        # A number written with k digits stands for any value within half a unit of its last digit
+        # (0.0034 and 0.0025 print as 0.003 and 0.002): two texts disagree only when no two values
+        # they stand for lie within the tolerance, so half a unit of each is allowed on top.
+        rounding = (last_digit_unit(ref) + last_digit_unit(test)) / 2
+        return abs(a - b) <= self.atol + self.rtol * max(abs(a), abs(b)) + rounding
 
 
 #: Outputs of computations that do not train: float32 on another kernel moves the sixth digit.
@@ -100,6 +114,16 @@ TRAINED = NumberTolerance(rtol=0.3, atol=1e-6, integers_within_rtol=True)
 
 def _is_integer(token: str) -> bool:
     return not any(ch in token for ch in ".eE")
+
+
+def last_digit_unit(token: str) -> float:
+    """Return the value of one unit in the last digit of a number as written.
+
+    ``"0.003"`` gives ``0.001``, ``"4.75e-03"`` gives ``1e-05``, ``"12"`` gives ``1``, ``"2."`` gives ``1``.
+    """
+    mantissa, _, exponent = token.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 10.0 ** (int(exponent or 0) - decimals)
 
 
 def split_numbers(text: str) -> tuple[list[str], list[str]]:
@@ -197,7 +221,7 @@ def snap_outputs(
             continue
         snapped = dict(data)
         for mime, value in data.items():
-            if mime.startswith("image/"):
+            if mime.startswith("image/") and mime != "image/svg+xml":
                 continue
             rt, tt = _text(r["data"].get(mime)), _text(value)
             if rt is not None and tt is not None and texts_agree(rt, tt, tolerance):

@@ -8,7 +8,8 @@ three things in nbval's run of every chapter:
    (``python -m attention_dynamics ledger --compare``) checks them with each claim's own tolerance.
 2. Numbers in the other outputs are compared by tolerance, per kind (:mod:`attention_dynamics.book.nbcompare`):
    where a re-executed output agrees with the committed one in that sense, nbval sees the committed
-   text; where it does not, nbval reports the difference as usual.
+   text; where it does not, nbval reports the difference as usual. The figures of a cell tagged
+   ``trained-output`` are not compared (what they draw is compared in the cell's text and claims).
 3. With ``--book-executed-dir DIR``, every re-executed chapter is written to ``DIR/<chapter>.ipynb``
    (the committed notebook with the new outputs; a failing cell is marked in its metadata) and
    their claims to ``DIR/claims.json``, with the numerical environment in ``DIR/environment.json``:
@@ -27,7 +28,7 @@ import nbformat
 import pytest
 
 from ..ledger.claims import CLAIM_GLUE_PREFIX, CLAIM_MIME_TYPE, write_ledger
-from .nbcompare import cell_tolerance, claim_output_names, snap_outputs
+from .nbcompare import IMAGE_MIME_TYPES, TRAINED, cell_tolerance, claim_output_names, snap_outputs
 
 #: The MIME key under which myst-nb's glue stores a claim record in a notebook output.
 CLAIM_RECORD_KEY = "application/papermill.record/" + CLAIM_MIME_TYPE
@@ -70,7 +71,10 @@ def pytest_configure(config: pytest.Config) -> None:
         ids = claim_output_names(ref, CLAIM_GLUE_PREFIX) | claim_output_names(test, CLAIM_GLUE_PREFIX)
         ref_kept = _without_claims(list(ref), ids)
         test_kept = _without_claims(list(test), ids)
-        snapped = snap_outputs(test_kept, ref_kept, cell_tolerance(self.cell))
+        tolerance = cell_tolerance(self.cell)
+        snapped = snap_outputs(test_kept, ref_kept, tolerance)
+        if tolerance is TRAINED:  # a trained figure's pixels: see attention_dynamics.book.nbcompare
+            skip_compare = tuple(skip_compare or self.parent.skip_compare) + IMAGE_MIME_TYPES
         return original(self, [nbformat.from_dict(o) for o in snapped], ref_kept, skip_compare)
 
     cell_class.compare_outputs = compare_outputs
