@@ -19,6 +19,7 @@ from ...diagnostics.frame_order import order_explanation, order_share
 from ...diagnostics.routing_need import control_cost, routing_verdict
 from ...ledger import claims
 from ...ledger.routing_controls import FILE as CONTROLS_FILE
+from ...ledger.verdicts import reader_label, verdict_of
 from ...science.speedup import paper_speedup
 from ...science.stats import t_interval
 from ...tasks import binding
@@ -27,7 +28,7 @@ from .settings import FREE_FREEZE_RATIO, LONGER_FACTOR
 
 __all__ = ["ROUTING_NEED_CLAIM_IDS", "BINDING_CLAIM_IDS", "TASK_LABELS", "CHAPTER_GLUE", "record_routing_need_claims",
            "record_binding_claims", "routing_need_table", "sticky_costs", "freeze_table_for_reading", "freeze_table", "mean_interval", "binding_costs",
-           "reference_levels", "glue_chapter"]
+           "reference_levels", "glue_chapter", "ROW_GLUES", "glue_rows"]
 
 #: Every routing-need claim the chapter records (task, control, measure).
 ROUTING_NEED_CLAIM_IDS = (
@@ -570,3 +571,19 @@ def glue_chapter(controls: Mapping[str, Any], tunnel: Mapping[str, Any], levels:
     bij = controls["tunnels"]["bijection"]["runs"]
     claims.glue("ch9.bijection_uniform_kl_bits", float(np.mean([r["kl_bits"] for r in bij["uniform"]])))
     claims.glue("ch9.bijection_learned_kl_bits", float(np.mean([r["kl_bits"] for r in bij["learned"]])))
+
+
+#: The paper's claims whose readings on this chapter's tasks the summary states, and the glue name of what the
+#: chapter's own claims make of each (the verdict page adds the other chapters' readings).
+ROW_GLUES = {"frame_precision_wind_tunnel": "ch9.frame_row_label", "sticky_m_step_on_values": "ch9.mstep_row_label",
+             "feedback_first_order": "ch9.feedback_row_label"}
+
+
+def glue_rows(recorded: Sequence[claims.Claim]) -> dict[str, str]:
+    """Glue, for each paper claim of :data:`ROW_GLUES`, the reader's label (holds, does not hold, open at this scale,
+    ...) that the claims at hand (e.g. ``claims.recorded_claims()``) give it; return row → label."""
+    out = {}
+    for row_id, name in ROW_GLUES.items():
+        out[row_id] = reader_label(verdict_of(row_id, recorded).verdict)
+        claims.glue(name, out[row_id])
+    return out
