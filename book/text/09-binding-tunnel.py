@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@7a067ede6ad7d961e9ee7665fa035b2ad5e2ea9e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@a34c5d82116139764166fa104b6142619f4f16ef"
 
 # %% [markdown] tags=[]
 # # A tunnel that needs routing
@@ -42,6 +42,7 @@ from attention_dynamics.chapters.binding_tunnel import (
 )
 from attention_dynamics.core import plotting
 from attention_dynamics.core.seeding import seed_everything
+from attention_dynamics.ledger import claims
 from attention_dynamics.ledger import routing_controls as routing_numbers
 
 cfg = settings.resolve(scale, device=device)  # fast / book / paper
@@ -52,6 +53,7 @@ tunnel = binding_tunnel.BINDING_TUNNEL.load()  # stored: the binding tunnel's ru
 levels = report.reference_levels(tunnel["settings"]["tunnel"], seed=seed)
 need = report.record_routing_need_claims(controls, tunnel)
 found = report.record_binding_claims(tunnel)
+rows = report.glue_rows(claims.recorded_claims())  # what these claims make of the paper's
 report.glue_chapter(controls, tunnel, levels)
 routing_numbers.glue_routing_controls(controls)
 
@@ -253,14 +255,14 @@ plotting.glue_figure("fig-binding-em", figures.plot_em_like(tunnel))
 #
 # ## Summary
 #
-# - **"Routing settles before the values' precision"** is open at this scale. On binding the routing is nearly in
+# - **"Routing settles before the values' precision"**: {glue:text}`ch9.frame_row_label`. On binding the routing is nearly in
 #   place half-way, frozen there within {glue:text}`binding.freeze_kl_ratio_t1000:.2f` times the trained KL while the KL
 #   still falls {glue:text}`ch9.kl_fall_after_t1000:.1f`-fold, but not within the book's bound on every seed. Chapter 6's
 #   bijection tunnel cannot test it.
-# - **"The EM-like schedule is fast because of its E-step"** does not hold on the paper's own experiment: the sticky
-#   chain's speed-up is larger with the routing frozen or pinned than learned.
-# - **Positive feedback** does not show on binding: a value step favours the other revealed positions over the answer's
-#   source.
+# - **"The EM-like schedule is fast because of its E-step"**: {glue:text}`ch9.mstep_row_label` on the paper's own
+#   experiment. The sticky chain's speed-up is larger with the routing frozen or pinned than learned.
+# - **Positive feedback**: {glue:text}`ch9.feedback_row_label` on binding. A value step favours the other revealed
+#   positions over the answer's source.
 # - **Paper I's geometry** does not form on the binding model at this size: its keys are far from orthogonal and its
 #   values carry no dominant direction.
 #
