@@ -218,3 +218,40 @@ def test_plugin_compares_computed_figures_and_leaves_trained_ones(tmp_path, comm
     nbformat.write(nb, nb_path)
     result, _ = _nbval(tmp_path, nb_path)
     assert (result.returncode == 0) is passes, result.stdout + result.stderr
+
+
+def _book_sanitizer():
+    """nbval's sanitiser with the book's patterns (tests/nbval_sanitize.cfg), as ``make nbval`` loads it."""
+    import re
+    from pathlib import Path
+
+    from nbval.plugin import get_sanitize_patterns
+
+    patterns = get_sanitize_patterns((Path(__file__).parent / "nbval_sanitize.cfg").read_text())
+
+    def sanitize(text):
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+
+    return sanitize
+
+
+def test_sanitizer_folds_matplotlib_ids_but_not_what_they_name():
+    sanitize = _book_sanitizer()
+    a = '<clipPath id="p4c562aa914"><rect x="48.19"/></clipPath><path clip-path="url(#p4c562aa914)" d="M 1 2"/>'
+    b = '<clipPath id="p0123456789"><rect x="48.19"/></clipPath><path clip-path="url(#p0123456789)" d="M 1 2"/>'
+    assert sanitize(a) == sanitize(b)
+    assert sanitize(a.replace("48.19", "52.00")) != sanitize(b)
+    assert sanitize('<use xlink:href="#m8a2c1f0e3b"/>') == sanitize('<use xlink:href="#m0000000000"/>')
+    assert sanitize("fill: #de8f05") == "fill: #de8f05"  # a colour is not an id
+
+
+def test_snap_outputs_compares_sanitized_texts():
+    sanitize = _book_sanitizer()
+    ref = [_display("<Figure>", None)]
+    ref[0]["data"]["image/svg+xml"] = '<g clip-path="url(#p4c562aa914)"><path d="M 89.86973 1"/></g>'
+    test = [_display("<Figure>", None)]
+    test[0]["data"]["image/svg+xml"] = '<g clip-path="url(#pffffffffff)"><path d="M 89.86974 1"/></g>'
+    assert snap_outputs(test, ref, COMPUTED)[0]["data"]["image/svg+xml"] != ref[0]["data"]["image/svg+xml"]
+    assert snap_outputs(test, ref, COMPUTED, sanitize)[0]["data"]["image/svg+xml"] == ref[0]["data"]["image/svg+xml"]

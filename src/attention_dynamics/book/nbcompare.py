@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -201,19 +201,23 @@ def snap_outputs(
     test: Sequence[Mapping[str, Any]],
     ref: Sequence[Mapping[str, Any]],
     tolerance: NumberTolerance,
+    sanitize: Callable[[str], str] | None = None,
 ) -> list[dict[str, Any]]:
     """Return ``test`` with every text that agrees with ``ref`` (within ``tolerance``) replaced by it.
 
     Outputs are paired in order; where the two lists do not pair up (different count or kinds),
-    ``test`` is returned unchanged so that the comparison reports the difference.
+    ``test`` is returned unchanged so that the comparison reports the difference. ``sanitize``
+    (nbval's sanitiser) is applied to both texts before they are compared.
     """
+    if sanitize is None:
+        sanitize = str
     test_out = [dict(o) for o in test]
     if len(test) != len(ref) or [_output_key(o) for o in test] != [_output_key(o) for o in ref]:
         return test_out
     for t, r in zip(test_out, ref):
         if t.get("output_type") == "stream":
             rt, tt = _text(r.get("text")), _text(t.get("text"))
-            if rt is not None and tt is not None and texts_agree(rt, tt, tolerance):
+            if rt is not None and tt is not None and texts_agree(sanitize(rt), sanitize(tt), tolerance):
                 t["text"] = r.get("text")
             continue
         data = t.get("data")
@@ -224,7 +228,7 @@ def snap_outputs(
             if mime.startswith("image/") and mime != "image/svg+xml":
                 continue
             rt, tt = _text(r["data"].get(mime)), _text(value)
-            if rt is not None and tt is not None and texts_agree(rt, tt, tolerance):
+            if rt is not None and tt is not None and texts_agree(sanitize(rt), sanitize(tt), tolerance):
                 snapped[mime] = r["data"][mime]
         t["data"] = snapped
     return test_out

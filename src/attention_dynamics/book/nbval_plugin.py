@@ -72,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ref_kept = _without_claims(list(ref), ids)
         test_kept = _without_claims(list(test), ids)
         tolerance = cell_tolerance(self.cell)
-        snapped = snap_outputs(test_kept, ref_kept, tolerance)
+        snapped = snap_outputs(test_kept, ref_kept, tolerance, sanitize=self.sanitize)
         if tolerance is TRAINED:  # a trained figure's pixels: see attention_dynamics.book.nbcompare
             skip_compare = tuple(skip_compare or self.parent.skip_compare) + IMAGE_MIME_TYPES
         return original(self, [nbformat.from_dict(o) for o in snapped], ref_kept, skip_compare)
