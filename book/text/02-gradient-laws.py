@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@a34c5d82116139764166fa104b6142619f4f16ef"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@0460614af1956ade6d8d1048d267a227dc4b4480"
 
 # %% [markdown] tags=[]
 # # The gradient laws
