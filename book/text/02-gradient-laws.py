@@ -362,7 +362,7 @@ report.record_sweep_claims(sweep, cfg, seed=seed)
 #
 # In {numref}`fig-gradient-temperature-sweep`, as $\beta$ grows, the mean attention entropy falls from
 # {glue:text}`gradients.sweep_entropy_max:.2f` nats, nearly uniform over the causal window, to
-# {glue:text}`gradients.sweep_entropy_min:.1e` nats at $\beta =$ {glue:text}`gradients.sweep_beta_max:.0f`. The
+# {glue:text}`gradients.sweep_entropy_min:.1e` nats at $\beta =$ {glue:text}`gradients.sweep_beta_max:,.0f`. The
 # routing gradient first grows, peaking near an entropy of {glue:text}`gradients.sweep_peak_entropy:.2f` nats. Two
 # things cause the rise: the gate $\alpha_{ij}$ opens wider on the keys each query favours, and the error signal
 # changes with the head's predictions. Then it collapses. At the sharpest attention it is
@@ -436,7 +436,7 @@ sticky_measures = report.record_weight_step_claims(sticky_check, random_checks, 
 #
 # At initialisation the attention is nearly uniform and the values are small, so the picture might change once the
 # head has learned something. {numref}`fig-gradient-weight-step` repeats the measurement every
-# {glue:text}`ch2.ws_every` steps while the sticky-chain head trains for {glue:text}`ch2.ws_steps` steps, under the
+# {glue:text}`ch2.ws_every` steps while the sticky-chain head trains for {glue:text}`ch2.ws_steps:,` steps, under the
 # paper's SGD schedule and under its EM-like schedule. Beside each measurement, the same step is taken on a reference
 # input set where the two value pictures coincide: orthonormal inputs ($X = I$), with the same head.
 

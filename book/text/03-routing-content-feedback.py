@@ -118,8 +118,8 @@ routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
 # $\ln C$ = {glue:text}`recall.chance:.3f` nats.
 #
 # The task needs routing. The same head with uniform attention ($W_Q = W_K = 0$) ends at
-# {glue:text}`routing.recall_uniform_loss_ratio:.0f` times the trained head's probe loss, and with its routing frozen at
-# initialisation at {glue:text}`routing.recall_frozen_loss_ratio:.0f` times (geometric means over
+# {glue:text}`routing.recall_uniform_loss_ratio:,.0f` times the trained head's probe loss, and with its routing frozen at
+# initialisation at {glue:text}`routing.recall_frozen_loss_ratio:,.0f` times (geometric means over
 # {glue:text}`routing.n_seeds_tunnels` seeds). So statements about what routing does can be tested here. Chapter 9, *A tunnel that
 # needs routing*, gives the book's table of which tasks need routing.
 
@@ -151,7 +151,7 @@ plotting.glue_figure("fig-recall-task", figures.plot_recall_example(example))
 # ## Training one head
 #
 # We train the paper's head (no residual stream, no LayerNorm) by full-batch gradient descent on a fixed set of
-# {glue:text}`ch3.n_train` sequences for {glue:text}`ch3.steps` steps. Every {glue:text}`ch3.record_every` steps we
+# {glue:text}`ch3.n_train` sequences for {glue:text}`ch3.steps:,` steps. Every {glue:text}`ch3.record_every` steps we
 # measure three things on held-out probe sequences:
 #
 # - **E-step quality**: the mean attention a query puts on the source that holds its answer;
@@ -294,7 +294,7 @@ plotting.glue_figure(
 # With the routing frozen at its initial, nearly uniform state, the values still align with their labels. But the loss
 # cannot go below $\ln K$: it ends at {glue:text}`ch3.frozen_routing_loss:.3f` nats. With the values frozen at their
 # random initialisation, only the readout $W_O$ can make them informative. The advantage that drives routing then
-# builds much more slowly, and after {glue:text}`ch3.steps` steps the loss is still
+# builds much more slowly, and after {glue:text}`ch3.steps:,` steps the loss is still
 # {glue:text}`ch3.frozen_values_loss:.3f` nats, against {glue:text}`ch3.final_probe_loss:.4f` for the full head
 # ({numref}`fig-recall-frozen`). Content learning feeds routing and routing feeds content: neither side alone does what
 # the full head does.
@@ -593,7 +593,7 @@ report.feedback_table(feedback_claims)
 # |---|---|---|---|---|
 # | initialisation | {glue:text}`ch3.fb_init_step:.0f` | {glue:text}`ch3.fb_init_db_rel_err_mean:.3f` ({glue:text}`ch3.fb_init_db_rel_err_low:.3f` to {glue:text}`ch3.fb_init_db_rel_err_high:.3f`) | {glue:text}`ch3.fb_init_loss_ratio_mean:.6f` | {glue:text}`ch3.fb_init_gain_margin_mean:+.3f` ({glue:text}`ch3.fb_init_gain_margin_low:+.3f` to {glue:text}`ch3.fb_init_gain_margin_high:+.3f`) |
 # | routing transition | {glue:text}`ch3.fb_transition_step:.0f` | {glue:text}`ch3.fb_transition_db_rel_err_mean:.3f` ({glue:text}`ch3.fb_transition_db_rel_err_low:.3f` to {glue:text}`ch3.fb_transition_db_rel_err_high:.3f`) | {glue:text}`ch3.fb_transition_loss_ratio_mean:.6f` | {glue:text}`ch3.fb_transition_gain_margin_mean:+.2f` ({glue:text}`ch3.fb_transition_gain_margin_low:+.2f` to {glue:text}`ch3.fb_transition_gain_margin_high:+.2f`) |
-# | end of training | {glue:text}`ch3.fb_end_step:.0f` | {glue:text}`ch3.fb_end_db_rel_err_mean:.3f` ({glue:text}`ch3.fb_end_db_rel_err_low:.3f` to {glue:text}`ch3.fb_end_db_rel_err_high:.3f`) | {glue:text}`ch3.fb_end_loss_ratio_mean:.6f` | {glue:text}`ch3.fb_end_gain_margin_mean:+.2f` ({glue:text}`ch3.fb_end_gain_margin_low:+.2f` to {glue:text}`ch3.fb_end_gain_margin_high:+.2f`) |
+# | end of training | {glue:text}`ch3.fb_end_step:,.0f` | {glue:text}`ch3.fb_end_db_rel_err_mean:.3f` ({glue:text}`ch3.fb_end_db_rel_err_low:.3f` to {glue:text}`ch3.fb_end_db_rel_err_high:.3f`) | {glue:text}`ch3.fb_end_loss_ratio_mean:.6f` | {glue:text}`ch3.fb_end_gain_margin_mean:+.2f` ({glue:text}`ch3.fb_end_gain_margin_low:+.2f` to {glue:text}`ch3.fb_end_gain_margin_high:+.2f`) |
 #
 # The weight steps: cosine {glue:text}`ch3.fb_weight_value_cosine_mean:.2f` ({glue:text}`ch3.fb_weight_value_cosine_low:.2f`
 # to {glue:text}`ch3.fb_weight_value_cosine_high:.2f`), share with the advantage's sign
@@ -629,7 +629,7 @@ report.feedback_table(feedback_claims)
 # | possible tags, labels $C$ | {glue:text}`recall.n_tags`, {glue:text}`recall.n_labels` |
 # | input width | {glue:text}`recall.d_in` |
 # | training sequences | {glue:text}`ch3.n_train` |
-# | training steps (full batch) | {glue:text}`ch3.steps` |
+# | training steps (full batch) | {glue:text}`ch3.steps:,` |
 # | learning rate | {glue:text}`ch3.lr` |
 # | measured every | {glue:text}`ch3.record_every` steps |
 # | probe sequences | {glue:text}`ch3.n_probe` |

@@ -180,7 +180,7 @@ plotting.glue_figure("fig-em-gmm", figures.plot_gmm_em(bridge, curves))
 #
 # The paper's dissociation predicts that the frame settles first: $t_F < t_P$. We train {glue:text}`ch4.n_seeds` heads,
 # each with its own data and initialisation, with learning rate {glue:text}`ch4.lr` on every matrix for
-# {glue:text}`ch4.steps` steps.
+# {glue:text}`ch4.steps:,` steps.
 #
 # A quantity has *settled* at the first step from which the path it still travels is at most a fraction $f$ of its
 # whole path over the run. This criterion has no units, so it treats attention and values alike. We record both every
@@ -207,7 +207,7 @@ plotting.glue_figure("fig-em-gmm", figures.plot_gmm_em(bridge, curves))
 # settles first.
 # ```
 #
-# Two cautions bound this result. "Final" means the end of these {glue:text}`ch4.steps` steps, by which the median probe
+# Two cautions bound this result. "Final" means the end of these {glue:text}`ch4.steps:,` steps, by which the median probe
 # loss has fallen to {glue:text}`ch4.final_loss_fraction:.1e` of its untrained value; a longer run could still add path
 # to either quantity. And this is not chapter 3's order. There the values *begin* to align before routing forms; here
 # the question is when each *stops* moving. Nothing in this task keeps the values busy at the end either. Its answer is
@@ -285,7 +285,7 @@ print(path_table)
 # Faster values also bring *both* settling times forward ({numref}`fig-em-ratio-sweep`). At ratio
 # {glue:text}`ch4.highest_ratio:g` the values settle at a median step of {glue:text}`ch4.value_step_high:.0f` and the
 # frame at {glue:text}`ch4.frame_step_high:.0f`. At ratio {glue:text}`ch4.lowest_ratio:g` they settle at
-# {glue:text}`ch4.value_step_low:.0f` and {glue:text}`ch4.frame_step_low:.0f`. Chapter 3's loop, in which informative
+# {glue:text}`ch4.value_step_low:,.0f` and {glue:text}`ch4.frame_step_low:,.0f`. Chapter 3's loop, in which informative
 # values create the advantage that routing follows, would predict this; the sweep itself does not test it.
 #
 # ```{glue:figure} fig-em-ratio-sweep
@@ -335,7 +335,7 @@ print(sweep_path_table)
 # {glue:text}`ch4.freeze_head_ratio_at_600:.1f` times the trained run's. Earlier versions of this chapter bounded the cost
 # by a small share of that untrained gap, which counted such a freeze as free.
 #
-# We freeze the recall head ({glue:text}`ch4.freeze_head_seeds` seeds, {glue:text}`ch4.freeze_head_steps` steps) and
+# We freeze the recall head ({glue:text}`ch4.freeze_head_seeds` seeds, {glue:text}`ch4.freeze_head_steps:,` steps) and
 # chapter 6's bijection wind tunnel, a four-layer transformer with every layer's query and key weights frozen
 # ({glue:text}`ch4.freeze_tunnel_seeds` seeds, {glue:text}`ch4.freeze_tunnel_steps` steps, a quarter of chapter 6's
 # budget). The head is scored by its final probe loss, the tunnel by its final KL divergence from the exact posterior.
@@ -351,7 +351,7 @@ print(sweep_path_table)
 # ```
 #
 # **On the recall head the frame matters until late** ({numref}`fig-em-freeze-frame`, left). Freezing $W_Q$, $W_K$ at
-# initialisation leaves the final loss {glue:text}`ch4.freeze_head_ratio_at_init:.0f` times the trained run's: most of
+# initialisation leaves the final loss {glue:text}`ch4.freeze_head_ratio_at_init:,.0f` times the trained run's: most of
 # what training gains is lost. Frozen at step 400, the loss still ends {glue:text}`ch4.freeze_head_ratio_at_400:.0f` times higher;
 # at step 600, {glue:text}`ch4.freeze_head_ratio_at_600:.1f` times. Even at step 1000, half-way, it ends
 # {glue:text}`ch4.freeze_head_ratio_at_1000:.2f` times higher (interval up to
@@ -367,8 +367,8 @@ print(sweep_path_table)
 # tunnel's progress is made by the weights that stay free: values, outputs, MLPs and embeddings.
 #
 # That difference is about the tasks. The recall head needs routing: with uniform attention it ends at
-# {glue:text}`routing.recall_uniform_loss_ratio:.0f` times the trained head's loss, with its routing frozen at
-# initialisation at {glue:text}`routing.recall_frozen_loss_ratio:.0f` times. So the recall head can test when routing
+# {glue:text}`routing.recall_uniform_loss_ratio:,.0f` times the trained head's loss, with its routing frozen at
+# initialisation at {glue:text}`routing.recall_frozen_loss_ratio:,.0f` times. So the recall head can test when routing
 # settles. Chapter 6's bijection tunnel cannot: with uniform attention it ends at
 # {glue:text}`routing.bijection_uniform_kl_ratio:.2f` times the trained model's KL. Chapter 9, *A tunnel that needs routing*, times frame against precision on a binding tunnel that
 # needs routing.
@@ -382,7 +382,7 @@ print(sweep_path_table)
 # {glue:text}`ch4.freeze_head_cost_at_600:.4f` and at step 1000 {glue:text}`ch4.freeze_head_cost_at_1000:.4f`. The
 # trained runs end at {glue:text}`ch4.freeze_head_unfrozen_final_bits:.4f` bits, with a seed-to-seed spread of
 # {glue:text}`ch4.freeze_head_unfrozen_sd_bits:.0e` bits. With no free freeze step, the stored step of the frame is the
-# run's length, {glue:text}`frame_precision.freeze_frame_step`.
+# run's length, {glue:text}`frame_precision.freeze_frame_step:,`.
 #
 # In the tunnel, freezing at initialisation costs {glue:text}`frame_precision.tunnel_freeze_frame_cost_bits:.4f` bits of
 # final KL. The untrained gap is {glue:text}`ch4.freeze_tunnel_gap_bits:.2f` bits, and the trained runs end at
@@ -410,7 +410,7 @@ plotting.glue_figure("fig-em-freeze-frame", figures.plot_freeze_frame(freeze_set
 # So far the order has come from one measure, under one optimiser, at one run length. Here four definitions, fixed
 # before the runs, are applied to {glue:text}`ch4.fd_n_seeds` seeds. The runs use plain SGD (learning rate
 # {glue:text}`ch4.fd_sgd_lr:g`) and Adam (learning rate {glue:text}`ch4.fd_adam_lr:g`), at run lengths of
-# {glue:text}`ch4.fd_short_horizon`, {glue:text}`ch4.fd_main_horizon` and {glue:text}`ch4.fd_long_horizon` steps. With
+# {glue:text}`ch4.fd_short_horizon:,`, {glue:text}`ch4.fd_main_horizon:,` and {glue:text}`ch4.fd_long_horizon:,` steps. With
 # a constant learning rate a shorter run is the start of a longer one, so each seed is trained once and timed at every
 # length.
 #
@@ -431,7 +431,7 @@ plotting.glue_figure("fig-em-freeze-frame", figures.plot_freeze_frame(freeze_set
 # judged by its 95% Clopper–Pearson interval: above one half, the frame first; below, the precision first; straddling
 # it, no order. Five agreeing seeds cannot establish an order; ten can.
 #
-# **At {glue:text}`ch4.fd_main_horizon` steps under plain SGD, only the parameter path puts the values first**
+# **At {glue:text}`ch4.fd_main_horizon:,` steps under plain SGD, only the parameter path puts the values first**
 # ({numref}`fig-em-frame-definitions`):
 #
 # - by the parameter path the frame comes first on {glue:text}`frame_precision.order_path_sgd:.0%` of the seeds
@@ -440,11 +440,11 @@ plotting.glue_figure("fig-em-freeze-frame", figures.plot_freeze_frame(freeze_set
 #   {glue:text}`ch4.fd_path_sgd_h2000_precision_median:.0f`;
 # - by the function, on {glue:text}`frame_precision.order_function_sgd:.0%`. The attention on the answer's source has
 #   settled by a median step of {glue:text}`ch4.fd_function_sgd_h2000_frame_median:.0f`, the probe loss only by
-#   {glue:text}`ch4.fd_function_sgd_h2000_precision_median:.0f`;
+#   {glue:text}`ch4.fd_function_sgd_h2000_precision_median:,.0f`;
 # - with both errors on a log scale, on {glue:text}`frame_precision.order_function_log_sgd:.0%`;
 # - by the freeze, on {glue:text}`frame_precision.order_intervention_sgd:.0%`. Freezing costs nothing from a median step
-#   of {glue:text}`ch4.fd_intervention_sgd_h2000_frame_median:.0f`, and the loss comes within the same factor of its end
-#   at {glue:text}`ch4.fd_intervention_sgd_h2000_precision_median:.0f`.
+#   of {glue:text}`ch4.fd_intervention_sgd_h2000_frame_median:,.0f`, and the loss comes within the same factor of its end
+#   at {glue:text}`ch4.fd_intervention_sgd_h2000_precision_median:,.0f`.
 #
 # Under Adam the shares are {glue:text}`frame_precision.order_path_adam:.0%` (parameter path),
 # {glue:text}`frame_precision.order_function_adam:.0%` (function),
@@ -460,12 +460,12 @@ plotting.glue_figure("fig-em-freeze-frame", figures.plot_freeze_frame(freeze_set
 # {glue:text}`ch4.fd_path_adam_h2000_frame_median:.0f`.
 #
 # **The run's length moves every gap, because each definition is anchored to the run's end.** From
-# {glue:text}`ch4.fd_short_horizon` to {glue:text}`ch4.fd_long_horizon` steps, the parameter path's mean gap
+# {glue:text}`ch4.fd_short_horizon:,` to {glue:text}`ch4.fd_long_horizon:,` steps, the parameter path's mean gap
 # $t_P - t_F$ grows {glue:text}`frame_precision.path_gap_horizon_ratio_sgd:.1f`-fold under SGD and
 # {glue:text}`frame_precision.path_gap_horizon_ratio_adam:.1f`-fold under Adam: the last 10% of a path that keeps growing
 # comes later. The function's gap grows {glue:text}`ch4.fd_function_sgd_gap_ratio:.1f`-fold under SGD, because the probe
 # loss keeps falling on a log scale however long the run; that is what "precision keeps refining" means. The freeze is
-# anchored to the trained run's final loss, which keeps falling too. At {glue:text}`ch4.fd_short_horizon` steps under SGD
+# anchored to the trained run's final loss, which keeps falling too. At {glue:text}`ch4.fd_short_horizon:,` steps under SGD
 # the frame is not in place before the run ends, so the precision comes first: the frame leads on only
 # {glue:text}`ch4.fd_intervention_sgd_h1000_share:.0%` of the seeds. Under Adam the freeze's gap grows
 # {glue:text}`ch4.fd_intervention_adam_gap_ratio:.1f`-fold. Across the three lengths,
@@ -478,7 +478,7 @@ plotting.glue_figure("fig-em-freeze-frame", figures.plot_freeze_frame(freeze_set
 # precision step falls inside it. The order is therefore read at a resolution finer than the difference it separates.
 # The definitions are computed by {py:mod}`chapters.two_timescale_em.frame_definitions`. The freeze definition uses
 # {py:func}`chapters.two_timescale_em.frame_definitions.intervention_steps`, with the same bound as the freeze runs
-# above. The SGD runs are this chapter's own runs, so the parameter path under SGD at {glue:text}`ch4.fd_main_horizon`
+# above. The SGD runs are this chapter's own runs, so the parameter path under SGD at {glue:text}`ch4.fd_main_horizon:,`
 # steps is the measurement of the section *Frame and precision, measured*.
 #
 # The table below gives, per optimiser and definition, the share of seeds with the frame first, its 95% interval and the
@@ -530,7 +530,7 @@ plotting.glue_figure("fig-em-frame-definitions", figures.plot_frame_definitions(
 # moves with $c$ while the function's does not, the path measures the coordinates rather than the dynamics. It would then
 # say nothing about the paper's statement either way.
 #
-# At {glue:text}`ch4.reparam_horizon` steps the path's order {glue:text}`ch4.reparam_path_moves`: under SGD the
+# At {glue:text}`ch4.reparam_horizon:,` steps the path's order {glue:text}`ch4.reparam_path_moves`: under SGD the
 # frame settles first on {glue:text}`frame_precision.order_path_sgd_values_halved:.0%` of the seeds with the values
 # halved and {glue:text}`frame_precision.order_path_sgd_values_doubled:.0%` with them doubled, as at $c = 1$; the
 # function reading puts it first on {glue:text}`ch4.reparam_function_sgd_halved:.0%` and
@@ -554,15 +554,15 @@ reparam = report.record_reparametrisation_claims(
 # |---|---|
 # | mixture: points, components, dimensions, EM iterations | {glue:text}`ch4.n_points`, {glue:text}`ch4.gmm_K`, {glue:text}`ch4.gmm_d`, {glue:text}`ch4.n_em_iterations` |
 # | recall heads at equal learning rates: seeds | {glue:text}`ch4.n_seeds` ({glue:text}`ch4.first_seed` to {glue:text}`ch4.last_seed`) |
-# | training steps, learning rate (every matrix) | {glue:text}`ch4.steps`, {glue:text}`ch4.lr` |
+# | training steps, learning rate (every matrix) | {glue:text}`ch4.steps:,`, {glue:text}`ch4.lr` |
 # | training, probe sequences | {glue:text}`ch4.n_train`, {glue:text}`ch4.n_probe` |
 # | path recorded every | {glue:text}`ch4.path_every` steps |
 # | rate criterion: measured every, window, $\tau$ | {glue:text}`ch4.record_every` steps, {glue:text}`ch4.settle_window` steps, {glue:text}`ch4.tau:.0%` |
 # | value/routing learning-rate ratios; seeds each | {glue:text}`ch4.ratio_list`; {glue:text}`ch4.n_sweep_seeds` |
-# | freeze runs: recall head seeds, steps | {glue:text}`ch4.freeze_head_seeds`, {glue:text}`ch4.freeze_head_steps` |
+# | freeze runs: recall head seeds, steps | {glue:text}`ch4.freeze_head_seeds`, {glue:text}`ch4.freeze_head_steps:,` |
 # | freeze runs: bijection tunnel seeds, steps | {glue:text}`ch4.freeze_tunnel_seeds`, {glue:text}`ch4.freeze_tunnel_steps` |
 # | a freeze costs nothing within | {glue:text}`ch4.freeze_free_ratio`× the trained run's final error |
-# | four definitions: seeds, run lengths | {glue:text}`ch4.fd_n_seeds`; {glue:text}`ch4.fd_short_horizon`, {glue:text}`ch4.fd_main_horizon`, {glue:text}`ch4.fd_long_horizon` steps |
+# | four definitions: seeds, run lengths | {glue:text}`ch4.fd_n_seeds`; {glue:text}`ch4.fd_short_horizon:,`, {glue:text}`ch4.fd_main_horizon:,`, {glue:text}`ch4.fd_long_horizon:,` steps |
 # | four definitions: SGD, Adam learning rates | {glue:text}`ch4.fd_sgd_lr:g`, {glue:text}`ch4.fd_adam_lr:g` |
 # :::
 #

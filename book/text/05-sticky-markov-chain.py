@@ -97,7 +97,7 @@ routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
 #
 # The head sees the previous symbol only through noise. The input at position $t$ is a fixed vector
 # $\mu_{y_{t-1}} \in \mathbb{R}^{20}$ plus standard Gaussian noise, and the target is the next symbol $y_t$. Each seed
-# draws one chain of {glue:text}`sticky.n_positions` positions, and the head trains on it full-batch.
+# draws one chain of {glue:text}`sticky.n_positions:,` positions, and the head trains on it full-batch.
 #
 # :::{admonition} The two chains, the floor and the data
 # :class: dropdown
@@ -151,7 +151,7 @@ routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
 # | $H_{\min}$, mean row entropy (nats) | {glue:text}`sticky.hmin_nats_reference:.4f` | {glue:text}`sticky.hmin_nats_nominal:.4f` |
 # | the same in bits | {glue:text}`sticky.hmin_bits_reference:.4f` | {glue:text}`sticky.hmin_bits_nominal:.4f` |
 # | entropy rate $\sum_i \pi_i H(P_{i\cdot})$ (nats) | {glue:text}`sticky.entropy_rate_reference:.4f` | {glue:text}`sticky.entropy_rate_nominal:.4f` |
-# | Monte Carlo, {glue:text}`sticky.mc_length` steps (nats) | {glue:text}`sticky.hmin_mc_reference:.4f` ± {glue:text}`sticky.hmin_mc_se_reference:.4f` | {glue:text}`sticky.hmin_mc_nominal:.4f` ± {glue:text}`sticky.hmin_mc_se_nominal:.4f` |
+# | Monte Carlo, {glue:text}`sticky.mc_length:,` steps (nats) | {glue:text}`sticky.hmin_mc_reference:.4f` ± {glue:text}`sticky.hmin_mc_se_reference:.4f` | {glue:text}`sticky.hmin_mc_nominal:.4f` ± {glue:text}`sticky.hmin_mc_se_nominal:.4f` |
 #
 # **The data.** Fixed symbol means $\mu_s \in \mathbb{R}^{20}$ are drawn once from $\mathcal{N}(0, I)$ with seed 0.
 # Each seed draws one chain $y_0, \dots, y_{1999}$ (uniform start); the input at position $t$ is
@@ -162,7 +162,7 @@ routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
 # reach is slightly above $H_{\min}$. The exact Bayes predictor given $x_{\le t}$ is an HMM forward filter. Its
 # cross-entropy on the five training sequences is {glue:text}`sticky.filtered_floor_train:.4f` nats,
 # {glue:text}`sticky.filtered_floor_gap:.4f` above $H_{\min}$. On a single sequence of
-# {glue:text}`sticky.n_positions` positions, sampling noise moves either number by far more than that difference.
+# {glue:text}`sticky.n_positions:,` positions, sampling noise moves either number by far more than that difference.
 # :::
 
 # %% tags=["remove-input", "remove-output"]
@@ -487,7 +487,7 @@ paper_scale.controls_table(heavy, "reference")
 # The second is exact: it minimises the cross-entropy over $W_V$ at every step. It is a different algorithm, and the
 # paper's metric cannot tell how much faster it is. Its loss is below the threshold after step
 # {glue:text}`sticky.mstep_exact_mean_first_step:.0f` on average, the very first step, so the metric stops at its
-# ceiling of {glue:text}`sticky.exact_m_step_speedup:.0f`×. By time to a loss level it covers 75% of the way to
+# ceiling of {glue:text}`sticky.exact_m_step_speedup:,.0f`×. By time to a loss level it covers 75% of the way to
 # $H_{\min}$ {glue:text}`sticky.time_to_loss_ratio_exact_m_step_75pct:.0f` times sooner than SGD. A genuine M-step is
 # fast, as the paper's picture says. The EM-like schedule is not one.
 #
@@ -579,7 +579,7 @@ paper_scale.rho_sweep_table(heavy)
 #
 # The exact M-step's loss falls below the paper's threshold after step
 # {glue:text}`sticky.mstep_exact_mean_first_step:.0f` on average: its very first step. The paper's metric, 1000 divided
-# by that step, is then at its ceiling, {glue:text}`sticky.exact_m_step_speedup:.0f`×, and says nothing more. For the same reason the ratio
+# by that step, is then at its ceiling, {glue:text}`sticky.exact_m_step_speedup:,.0f`×, and says nothing more. For the same reason the ratio
 # of EM-like's mean first step to the exact M-step's, {glue:text}`sticky.exact_m_step_over_em_like:.0f` (paired
 # interval {glue:text}`sticky.mstep_exact_over_em_low:.0f`–{glue:text}`sticky.mstep_exact_over_em_high:.0f`), is just
 # EM-like's own mean first step: it measures the metric's floor of one step, not the M-step. Loss levels below the
@@ -620,7 +620,7 @@ paper_scale.rho_sweep_table(heavy)
 # ## Trained longer: how close to the floor?
 #
 # After 1000 steps neither schedule has learned the task. Long runs continue each schedule for
-# {glue:text}`sticky.long_steps` steps from the first seed's start. They test the head on ten fresh sequences, where
+# {glue:text}`sticky.long_steps:,` steps from the first seed's start. They test the head on ten fresh sequences, where
 # its loss can be compared with $H_{\min}$ without the noise of fitting one training sequence
 # ({numref}`fig-sticky-long-runs`).
 
@@ -640,16 +640,16 @@ plotting.glue_figure("fig-sticky-long-runs", figures.plot_long_runs(heavy, hmin,
 
 # %% [markdown] tags=[]
 # On its training sequence every schedule eventually goes *below* $H_{\min}$. With {glue:text}`sticky.n_weights` weights and a single sequence of
-# {glue:text}`sticky.n_positions` positions, the head starts to fit that sequence's noise. The held-out sequences tell
+# {glue:text}`sticky.n_positions:,` positions, the head starts to fit that sequence's noise. The held-out sequences tell
 # the real story. SGD's held-out loss comes within {glue:text}`sticky.long_run_gap_to_hmin_sgd:.2f` nats of $H_{\min}$,
-# at step {glue:text}`sticky.long_best_step_sgd`. EM-like's comes within {glue:text}`sticky.long_run_gap_to_hmin_em:.2f`,
-# at step {glue:text}`sticky.long_best_step_em`. Then both rise as the head overfits. On this seed the faster schedule
+# at step {glue:text}`sticky.long_best_step_sgd:,`. EM-like's comes within {glue:text}`sticky.long_run_gap_to_hmin_em:.2f`,
+# at step {glue:text}`sticky.long_best_step_em:,`. Then both rise as the head overfits. On this seed the faster schedule
 # reaches its best held-out loss sooner, and overfits sooner.
 #
 # :::{admonition} The long runs in detail
 # :class: dropdown
 #
-# The held-out sequences are seeds 10 042 to 10 051. After {glue:text}`sticky.long_steps` steps the training loss is
+# The held-out sequences are seeds 10 042 to 10 051. After {glue:text}`sticky.long_steps:,` steps the training loss is
 # {glue:text}`sticky.long_final_train_sgd:.3f` nats for SGD and {glue:text}`sticky.long_final_train_em:.3f` for EM-like,
 # against $H_{\min}$ = {glue:text}`sticky.hmin_nats_reference:.3f`. The held-out loss is then
 # {glue:text}`sticky.long_final_gap_filter_sgd:.3f` (SGD) and {glue:text}`sticky.long_final_gap_filter_em:.3f`
@@ -718,7 +718,7 @@ plotting.glue_figure(
 #
 # The authors' script also trains a four-layer transformer and tests it on a separate sequence; the paper gives no
 # number for it. With {glue:text}`sticky.deep_n_parameters:,` parameters and one training sequence of
-# {glue:text}`sticky.n_positions` positions, it memorises its training sequence: training loss
+# {glue:text}`sticky.n_positions:,` positions, it memorises its training sequence: training loss
 # {glue:text}`sticky.deep_train_loss:.4f` nats, accuracy {glue:text}`sticky.deep_train_accuracy:.3f`. On the held-out
 # sequence its loss is {glue:text}`sticky.deep_test_loss:.2f` nats, {glue:text}`sticky.deep_test_gap_to_hmin:.2f` above
 # $H_{\min}$ and far worse than the uniform guess ({numref}`fig-sticky-deep`). The test loss is lowest after
@@ -793,13 +793,13 @@ rows = report.glue_rows(claims.recorded_claims())
 # |---|---|
 # | scale | {glue:text}`sticky.setting_scale` |
 # | seeds of the protocol | {glue:text}`sticky.setting_seeds` |
-# | training steps (full batch) | {glue:text}`sticky.setting_steps` |
-# | sequence length | {glue:text}`sticky.setting_length` |
+# | training steps (full batch) | {glue:text}`sticky.setting_steps:,` |
+# | sequence length | {glue:text}`sticky.setting_length:,` |
 # | value prototypes recorded every | {glue:text}`sticky.setting_snapshot_every` steps |
-# | Monte Carlo length of the floor's check | {glue:text}`sticky.setting_monte_carlo_length` |
+# | Monte Carlo length of the floor's check | {glue:text}`sticky.setting_monte_carlo_length:,` |
 # | seeds of the twenty-seed interval | {glue:text}`sticky.ci_n_seeds` |
 # | seeds of the budget curve | {glue:text}`sticky.budget_n_seeds` |
-# | steps of the long runs | {glue:text}`sticky.long_steps` |
+# | steps of the long runs | {glue:text}`sticky.long_steps:,` |
 # | package version of the paper-scale runs | {glue:text}`sticky.heavy_version` |
 #
 # The protocol's runs use the CPU, whatever the device: the head has {glue:text}`sticky.n_weights` weights, and

@@ -190,8 +190,8 @@ plotting.glue_figure(
 #
 # One causal transformer per task is trained on fresh sequences at every step, with AdamW
 # {cite}`loshchilov2019decoupled`, a short warm-up and cosine decay. The bijection model
-# ({glue:text}`manifolds.bij_parameters` parameters) trains for {glue:text}`manifolds.bij_steps` steps. The HMM model
-# ({glue:text}`manifolds.hmm_parameters` parameters) trains for {glue:text}`manifolds.hmm_steps`. Both learn by
+# ({glue:text}`manifolds.bij_parameters:,` parameters) trains for {glue:text}`manifolds.bij_steps:,` steps. The HMM model
+# ({glue:text}`manifolds.hmm_parameters:,` parameters) trains for {glue:text}`manifolds.hmm_steps:,`. Both learn by
 # cross-entropy against the exact posterior as a soft target, and both losses approach their floors
 # ({numref}`fig-manifold-training-losses`).
 #
@@ -410,7 +410,7 @@ plotting.glue_figure(
 #
 # Training does not build a routing frame either. At initialisation the model attends uniformly: its first layer's
 # attention entropy is {glue:text}`manifolds.attn_entropy_first_untrained:.2f` bits, the same as uniform attention's
-# {glue:text}`manifolds.attn_entropy_uniform:.2f`. Trained for the full {glue:text}`manifolds.freeze_full_steps` steps
+# {glue:text}`manifolds.attn_entropy_uniform:.2f`. Trained for the full {glue:text}`manifolds.freeze_full_steps:,` steps
 # with $W_Q$ and $W_K$ kept at those initial values, the model ends at {glue:text}`geometry.freeze_frame_kl_ratio:.2f`
 # times the trained model's KL. Over seeds, the 95 % interval runs from {glue:text}`manifolds.freeze_full_low:.2f` to
 # {glue:text}`manifolds.freeze_full_high:.2f`. The book counts a freeze as free within
@@ -687,7 +687,7 @@ mechanism_report.regression_table(
 # {glue:text}`frame_precision.frame_settle_step`. The entropy error is then still
 # {glue:text}`manifolds.mae_at_frame_settle:.4f` bits; it falls another
 # {glue:text}`manifolds.mae_improvement_after_frame:.1f`-fold and settles at step
-# {glue:text}`frame_precision.calibration_settle_step` ({numref}`fig-manifold-frame-precision`). On this seed, by these
+# {glue:text}`frame_precision.calibration_settle_step:,` ({numref}`fig-manifold-frame-precision`). On this seed, by these
 # rules, {glue:text}`ch6.one_seed_order_phrase`. On a linear scale, though, the error has done 90 % of its fall by step
 # {glue:text}`manifolds.calibration_settle_linear`, before the attention is in place. And the learning rate decays to
 # zero along a cosine, which makes every late change small.
@@ -738,15 +738,15 @@ plotting.glue_figure("fig-manifold-through-training", figures.plot_manifold_thro
 #   within 10 % of its total change on a log scale. Frame first on
 #   {glue:text}`frame_precision.tunnel_order_similarity_adam:.0%` of the seeds (interval
 #   {glue:text}`ch6.fd_similarity_low:.0%`–{glue:text}`ch6.fd_similarity_high:.0%`; median steps
-#   {glue:text}`ch6.fd_similarity_frame_median:.0f` and {glue:text}`ch6.fd_similarity_precision_median:.0f`);
+#   {glue:text}`ch6.fd_similarity_frame_median:.0f` and {glue:text}`ch6.fd_similarity_precision_median:,.0f`);
 # - **parameter path**: the first step from which at most 10 % of the whole path is still to go, every layer's attention
 #   rows at the key positions against every layer's value vectors (chapter 4's criterion). Frame first on
-#   {glue:text}`frame_precision.tunnel_order_path_adam:.0%` ({glue:text}`ch6.fd_path_frame_median:.0f` against
+#   {glue:text}`frame_precision.tunnel_order_path_adam:.0%` ({glue:text}`ch6.fd_path_frame_median:,.0f` against
 #   {glue:text}`ch6.fd_path_precision_median:.0f`);
 # - **function**: the mean attention entropy at the key positions (linear scale) against the KL from the exact
 #   posterior (log scale), each within 10 % of its total change from its final value. Frame first on
 #   {glue:text}`frame_precision.tunnel_order_function_adam:.0%` ({glue:text}`ch6.fd_function_frame_median:.0f` against
-#   {glue:text}`ch6.fd_function_precision_median:.0f`).
+#   {glue:text}`ch6.fd_function_precision_median:,.0f`).
 #
 # A fourth definition, chapter 4's freeze, times the frame by the earliest step from which freezing $W_Q$ and $W_K$
 # costs nothing. In its stored runs, at a quarter of this budget, a freeze at initialisation costs
@@ -766,7 +766,7 @@ plotting.glue_figure("fig-manifold-through-training", figures.plot_manifold_thro
 # end almost uniform (their similarity to the final pattern is already {glue:text}`manifolds.min_similarity_at_init:.2f`
 # or more at initialisation), so a 10 % band of a small total change is a tolerance of well under 1 % of the attention
 # mass, which the slow drift of the last thousand steps exceeds. With the relative rule the attention would settle only
-# at step {glue:text}`manifolds.frame_settle_relative`. Paper I's timescales (a few hundred steps against tens of
+# at step {glue:text}`manifolds.frame_settle_relative:,`. Paper I's timescales (a few hundred steps against tens of
 # thousands) come from runs some fifty times longer than this one.
 # :::
 #
@@ -820,12 +820,12 @@ plotting.glue_figure(
 
 # %% [markdown] tags=[]
 # **The bijection at Paper I's size: holds.** At $V = 20$ and $L = 19$, with the book's model widened and trained
-# for {glue:text}`long_tier.bijection_v20_steps` steps, the entropy error is
+# for {glue:text}`long_tier.bijection_v20_steps:,` steps, the entropy error is
 # {glue:text}`bijection_v20.entropy_mae_bits:.5f` bits, below Paper I's 0.007 with a far smaller model and budget. It
 # had stopped moving well before the end of the run.
 #
 # **HMM filtering, deeper and longer: holds, with a short memory.** Twice as deep and trained six times as long
-# ({glue:text}`long_tier.hmm_long_steps` steps), the HMM model reaches {glue:text}`long_tier.hmm_ratio_20:.3f` times the
+# ({glue:text}`long_tier.hmm_long_steps:,` steps), the HMM model reaches {glue:text}`long_tier.hmm_ratio_20:.3f` times the
 # context-blind level. It stays that low at 50 steps ({glue:text}`long_tier.hmm_ratio_50:.3f` times), and its entropy
 # error, {glue:text}`hmm_long.entropy_mae_bits:.4f` bits, is well under the bound the book-scale model missed. On the
 # memory ladder it matches a {glue:text}`hmm_long.memory_steps`-step window, one step more than the book-scale model.
@@ -864,9 +864,9 @@ memory_ladder.ladder_frame(
 # %% [markdown] tags=[]
 # :::{dropdown} The long tier in detail
 # **The runs.** `bijection_v20` is bijection elimination at $V = 20$, $L = 19$ with the book's bijection model widened
-# to $d = 96$ and 4 heads, trained for {glue:text}`long_tier.bijection_v20_steps` steps. `hmm_long` is HMM filtering on
+# to $d = 96$ and 4 heads, trained for {glue:text}`long_tier.bijection_v20_steps:,` steps. `hmm_long` is HMM filtering on
 # Paper I's random HMMs with the book's HMM model made twice as deep (4 layers), trained for
-# {glue:text}`long_tier.hmm_long_steps` steps, six times the book scale. Each was trained on one CPU core, saving its
+# {glue:text}`long_tier.hmm_long_steps:,` steps, six times the book scale. Each was trained on one CPU core, saving its
 # whole state every few thousand steps and continuing from it when started again (a test checks that a run that stopped
 # and resumed ends with the same weights, bit for bit). At every save it measured itself on held-out sequences: those
 # stored curves are the evidence of whether a run had stopped moving. The weights are loaded with

@@ -189,8 +189,8 @@ report.glue_frame_row(frame_results.frame_row_verdict(frame_results.load_frame_d
 runs.schedule_table(traces, snapshots)
 
 # %% [markdown] tags=[]
-# In {glue:text}`diagnostics.steps` steps at the paper's learning rates the head barely leaves its initial state. Its
-# attention stays almost uniform over up to {glue:text}`diagnostics.positions` keys: the normalized entropy ends at
+# In {glue:text}`diagnostics.steps:,` steps at the paper's learning rates the head barely leaves its initial state. Its
+# attention stays almost uniform over up to {glue:text}`diagnostics.positions:,` keys: the normalized entropy ends at
 # {glue:text}`diagnostics.sgd_final_norm_entropy:.3f` under SGD and
 # {glue:text}`diagnostics.em_like_final_norm_entropy:.3f` under the EM-like schedule. In the loss, SGD covers
 # {glue:text}`diagnostics.sgd_share_of_way:.0%` of the way from the context-blind level to the Bayes floor, and the
@@ -323,7 +323,7 @@ print(
 # The loss tells a different story. Apart from a few blips, the broken run's loss is *lower* than the healthy run's
 # through the early phase: on {glue:text}`diagnostics.broken_ahead_fraction:.0%` of the steps before it falls behind.
 # A one-hot head that copies one past input is, at first, a better predictor than a near-uniform average over up to
-# {glue:text}`diagnostics.positions` of them. Only from step {glue:text}`diagnostics.broken_loss_behind_step` does
+# {glue:text}`diagnostics.positions:,` of them. Only from step {glue:text}`diagnostics.broken_loss_behind_step` does
 # the broken run stay behind for good. The diagnostics were {glue:text}`diagnostics.alarm_lead_steps` steps ahead of
 # the learning curve.
 #
@@ -332,7 +332,7 @@ print(
 # against {glue:text}`diagnostics.healthy_final_routing_signal:.1e` for the healthy run. And
 # {glue:text}`diagnostics.broken_final_starved:.0%` of its keys are starved, so their values are never updated: the
 # frame froze at a random pattern by step {glue:text}`diagnostics.broken_alarm_step`. After
-# {glue:text}`diagnostics.steps` steps the broken run's loss is {glue:text}`diagnostics.broken_final_loss:.3f` nats,
+# {glue:text}`diagnostics.steps:,` steps the broken run's loss is {glue:text}`diagnostics.broken_final_loss:.3f` nats,
 # against {glue:text}`diagnostics.healthy_final_loss:.3f` for the healthy run, whose routing specialized (symbol
 # mutual information {glue:text}`diagnostics.healthy_final_mi_nats:.2f` nats).
 #
@@ -407,7 +407,7 @@ print(tunnel_end.summary())
 # puts only {glue:text}`diagnostics.tunnel_least_value_reading:.0%`.
 #
 # The routing signal of every head falls by orders of magnitude as the loss approaches its floor. Between step
-# {glue:text}`diagnostics.tunnel_mid_step` and step {glue:text}`diagnostics.tunnel_end_step`, no head's attention rows
+# {glue:text}`diagnostics.tunnel_mid_step` and step {glue:text}`diagnostics.tunnel_end_step:,`, no head's attention rows
 # move by more than {glue:text}`diagnostics.tunnel_routing_tv_mid_to_end:.3f` in total variation. Every head's value
 # vectors still change by at least {glue:text}`diagnostics.tunnel_value_change_mid_to_end:.0%` of their norm. The two
 # numbers have no common unit, so on their own they do not show that the frame settles first. Chapter 6 measures
@@ -484,7 +484,7 @@ plotting.glue_figure("fig-diagnostics-encoder-overview", fig)
 # ::::{dropdown} Settings
 # | run | settings |
 # |---|---|
-# | sticky-chain runs | seed {glue:text}`diagnostics.seed`; {glue:text}`diagnostics.steps` full-batch steps on one training sequence of {glue:text}`diagnostics.positions` positions; checkpoints at initialisation, step {glue:text}`diagnostics.mid_step` and step {glue:text}`diagnostics.steps`; key orthogonality between the mean keys of the {glue:text}`diagnostics.n_symbols` symbols |
+# | sticky-chain runs | seed {glue:text}`diagnostics.seed`; {glue:text}`diagnostics.steps:,` full-batch steps on one training sequence of {glue:text}`diagnostics.positions:,` positions; checkpoints at initialisation, step {glue:text}`diagnostics.mid_step` and step {glue:text}`diagnostics.steps:,`; key orthogonality between the mean keys of the {glue:text}`diagnostics.n_symbols` symbols |
 # | learning rates | SGD: {glue:text}`diagnostics.sgd_lr:g` on every matrix; EM-like: {glue:text}`diagnostics.em_like_value_lr:g` on the values, {glue:text}`diagnostics.sgd_lr:g` on the rest; healthy run: {glue:text}`diagnostics.healthy_lr:g` on every matrix; broken run: {glue:text}`diagnostics.broken_routing_lr:g` on $W_Q$ and $W_K$, {glue:text}`diagnostics.healthy_lr:g` on the rest |
 # | healthy and broken runs | diagnosed densely over the first {glue:text}`diagnostics.early_horizon` steps, then every {glue:text}`diagnostics.track_every` steps; heads drawn at step {glue:text}`diagnostics.snapshot_step`; alarm when some head's normalized entropy falls below {glue:text}`diagnostics.alarm_entropy:g` or more than {glue:text}`diagnostics.alarm_starved:.0%` of its keys are starved |
 # | chapter 6's transformer | {glue:text}`diagnostics.tunnel_layers` layers × {glue:text}`diagnostics.tunnel_heads` heads, $V = L =$ {glue:text}`diagnostics.tunnel_V`, seed {glue:text}`diagnostics.tunnel_seed`; diagnosed at {glue:text}`diagnostics.tunnel_checkpoints` checkpoints on {glue:text}`diagnostics.tunnel_probe` probe sequences; key orthogonality between the mean keys of its {glue:text}`diagnostics.tunnel_vocab` tokens |

@@ -80,7 +80,7 @@ plotting.glue_figure("fig-routing-need", figures.plot_routing_need(controls, tun
 # ({numref}`fig-routing-need`).
 #
 # Chapter 4's recall head needs it. With uniform attention it ends at
-# {glue:text}`routing_need.recall_head.uniform_loss_ratio:.0f` times the trained head's probe loss, giving back
+# {glue:text}`routing_need.recall_head.uniform_loss_ratio:,.0f` times the trained head's probe loss, giving back
 # {glue:text}`routing_need.recall_head.uniform_gap_lost_fraction:.0%` of what training gains.
 #
 # Bijection elimination does not. Its posterior depends only on *which* values have appeared, a bag of the prefix's
@@ -121,10 +121,10 @@ report.routing_need_table(controls, tunnel)
 # {glue:text}`ch9.context_blind_kl_bits:.3f` bits from it. One that knows which keys and values were revealed, but not
 # which went together, is {glue:text}`ch9.pairing_blind_kl_bits:.3f` bits away: that gap is what binding is worth.
 #
-# The model is chapter 6's bijection transformer with its training unchanged: {glue:text}`ch9.steps` steps of AdamW on
+# The model is chapter 6's bijection transformer with its training unchanged: {glue:text}`ch9.steps:,` steps of AdamW on
 # fresh batches, {glue:text}`ch9.n_seeds` seeds. It ends at {glue:text}`binding.kl_bits_trained:.4f` bits. With uniform
 # attention the same model ends at {glue:text}`ch9.uniform_kl_bits:.3f` bits, and with its routing frozen at
-# {glue:text}`ch9.frozen_kl_bits:.3f`. Trained {glue:text}`ch9.steps_x4` steps, four times as long, uniform attention
+# {glue:text}`ch9.frozen_kl_bits:.3f`. Trained {glue:text}`ch9.steps_x4:,` steps, four times as long, uniform attention
 # learns some binding from the bag of pair tokens on two of the three seeds and none on the third: it ends at
 # {glue:text}`routing_need.binding.uniform_kl_ratio_x4:.0f` times the KL of the trained model run as long (geometric
 # mean over seeds).
@@ -246,7 +246,7 @@ plotting.glue_figure("fig-binding-em", figures.plot_em_like(tunnel))
 # ## The authors' two-hop task
 #
 # The authors' binding task keeps key and value as separate tokens and draws a random map, so a repeated key's value
-# sits one token after its earlier occurrence: a two-hop lookup. Trained {glue:text}`ch9.two_hop_steps` steps, four times
+# sits one token after its earlier occurrence: a two-hop lookup. Trained {glue:text}`ch9.two_hop_steps:,` steps, four times
 # the chapter's budget, on one seed, our model ends at {glue:text}`binding.two_hop_kl_bits:.3f` bits, with a per-sample
 # entropy error of {glue:text}`ch9.two_hop_entropy_mae_bits:.3f` bits. In the authors' own pilot, at Paper I's sizes
 # (V = 20, L = 19, 20,000 steps), the same task reaches 0.05 bits of entropy error in about 3,000 steps and about 1e-4
