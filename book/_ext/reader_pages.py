@@ -40,6 +40,11 @@ ol.book-findings > li > p { margin: 0 0 0.25rem; }
 ol.book-findings .verdict { white-space: nowrap; font-size: 0.85em; }
 ol.book-findings .finding-link { white-space: nowrap; }
 div.run-it-yourself pre { font-size: 0.85em; }
+/* The previous / next links at the foot of every page: on a phone a long title wraps inside its half of the row
+   instead of pushing the link and its arrow past the screen's edge. */
+.prev-next-area a.left-prev, .prev-next-area a.right-next { min-width: 0; max-width: 50%; }
+.prev-next-area a .prev-next-info { min-width: 0; overflow-wrap: break-word; }
+@media (max-width: 600px) { .prev-next-area a p.prev-next-title { font-size: 0.95rem; } }
 """
 
 
