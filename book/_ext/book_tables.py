@@ -500,7 +500,8 @@ _CHAPTER_DOC = re.compile(r"^book/(\d\d-[a-z0-9-]+)$")
 
 def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonition:
     """Return the box that opens a chapter page: what it finds about the paper's claims in the reader's words (each
-    linked to its row on the verdict page) and how many of its numbers hold."""
+    linked to its row on the verdict page) and a link to its numbers beside the paper's (no counts: the box says what
+    the chapter finds)."""
     from attention_dynamics.ledger import verdicts as v
 
     found = [x for x in v.assess(ledger) if x.claim.section[0] == f"book/{chapter}"]
@@ -533,15 +534,11 @@ def chapter_verdicts_box(env, chapter: str, ledger: list[dict]) -> nodes.admonit
         para += _doc_link(env, "book/notation", "notation")
         para += nodes.Text(" and the checks the later chapters build on.")
         box += para
-    own = [c for c in ledger if c.get("chapter") == chapter]
-    if own:
-        words = {"pass": "hold", "fail": "do not hold", "undecided": "open at this scale", "new": "the book's own"}
-        statuses = {s: sum(c["status"] == s for c in own) for s in words}
+    if any(c.get("chapter") == chapter for c in ledger):  # where its numbers stand beside the paper's, not a count
         para = nodes.paragraph(classes=["chapter-ledger"])
-        parts = [f"{n} {words[s]}" for s, n in statuses.items() if n]
-        para += nodes.Text(f"Its {len(own)} numbers, each beside the paper's, on the ")
+        para += nodes.Text("Every number on this page stands beside the paper's on the ")
         para += _doc_link(env, "book/reproducibility", "reproducibility page", nodes.make_id(f"ledger-{chapter}"))
-        para += nodes.Text(": " + ", ".join(parts) + ".")
+        para += nodes.Text(".")
         box += para
     return box
 
