@@ -181,3 +181,34 @@ def test_the_chapters_claim_tables_are_written_out_and_cover_the_book_scale():
     tasks = {cid.split(".")[1] for cid in report.ROUTING_NEED_CLAIM_IDS}
     assert {"bijection", "hmm", "recall_head", "binding", "sticky"} <= tasks
     assert routing_controls.ROUTING_CONTROLS.committed_scale == "book"
+
+
+def test_the_summary_labels_follow_the_chapters_own_readings_of_the_frame_row():
+    """Chapter 9's summary glues what its own claims make of the frame row: the binding readings decide it, the routing
+    gate can set it aside, and the other chapters' readings (the bijection tunnel's) do not enter."""
+    import copy
+    from pathlib import Path
+
+    from attention_dynamics.ledger import verdicts
+
+    ledger = json.loads((Path(__file__).parents[1] / "book" / "claims.json").read_text())["claims"]
+    own = [c for c in ledger if c["chapter"] == "09-binding-tunnel"]
+    ids = {c["id"] for c in own}
+    row = next(pc for pc in verdicts.PAPER_CLAIMS if pc.id == "frame_precision_wind_tunnel")
+    readings = {cid for g in row.groups if set(g.evidence) <= ids for cid in g.evidence}
+    gates = {cid for g in row.groups if set(g.evidence) <= ids for cid in g.requires_routing}
+    assert readings and gates and not any(set(g.evidence) <= ids for g in row.groups if "bijection" in g.name)
+
+    def label(status, gate="pass"):
+        claims_ = copy.deepcopy(own)
+        for c in claims_:
+            if c["id"] in readings:
+                c["status"] = status
+            if c["id"] in gates:
+                c["status"] = gate
+        return report.glue_rows(claims_)["frame_precision_wind_tunnel"]
+
+    assert label("pass") == "holds"
+    assert label("fail") == "does not hold"
+    assert label("undecided") == "open at this scale"
+    assert label("pass", gate="fail") == "not tested here"  # binding turned out not to need routing
