@@ -83,10 +83,13 @@ def test_settings_are_validated_and_name_their_scales():
     with pytest.raises(ValueError, match="two seeds"):
         settings.BindingTunnelSettings(seeds=(0,))
     keys = [j.key for j in binding_tunnel.binding_tunnel_jobs("book")]
-    assert len(keys) == 34 and len(set(keys)) == 34
-    assert "learned-seed0" in keys and "uniform-x4-seed2" in keys and "freeze500-seed2" in keys
-    assert "two_hop-learned-seed0" in keys and not any(k.endswith("seed3") for k in keys)
-    assert "frozen-x4-seed0" not in keys and "two_hop-uniform-seed0" not in keys  # did not fit the budget
+    # five seeds × (learned, 2 controls, 3 routings 4x as long, 4 freezes, 2 EM-like) and the two-hop task, learned
+    # and with uniform attention, on one seed
+    assert len(keys) == 5 * 12 + 2 and len(set(keys)) == len(keys)
+    assert "learned-seed4" in keys and "uniform-x4-seed2" in keys and "freeze500-seed3" in keys
+    assert "frozen-x4-seed0" in keys and not any(k.endswith("seed5") for k in keys)
+    assert "two_hop-learned-seed0" in keys and "two_hop-uniform-seed0" in keys
+    assert not any(k.startswith("two_hop") and not k.endswith("seed0") for k in keys)
 
 
 def test_the_book_scale_leaves_out_the_controls_it_names_and_no_others():
@@ -107,7 +110,8 @@ def test_the_book_scale_leaves_out_the_controls_it_names_and_no_others():
 def fast_results(tmp_path_factory):
     root = tmp_path_factory.mktemp("compute")
     out = {}
-    for name, file in (("binding_tunnel", binding_tunnel.FILE), ("routing_controls", "routing_controls.json")):
+    for name, file in (("binding_tunnel", binding_tunnel.FILE), ("routing_controls", "routing_controls.json"),
+                       ("sticky_routing_seeds", "sticky_routing_seeds.json")):
         folder = compute.compute(name, "fast", root=root, processes=1, log=lambda m: None)
         out[name] = json.loads((folder / file).read_text())
     return out
@@ -124,8 +128,11 @@ def test_the_fast_results_feed_every_claim_the_chapter_writes_out(fast_results, 
 
     monkeypatch.setattr(claims, "record", record)
     tunnel, controls = fast_results["binding_tunnel"], fast_results["routing_controls"]
-    report.record_routing_need_claims(controls, tunnel)
+    report.record_routing_need_claims(controls, tunnel, fast_results["sticky_routing_seeds"])
     report.record_binding_claims(tunnel)
+    # the fast scale's three seeds are more than the paper's first two of the controls: the twenty-seed claims are made
+    assert {"routing_need.sticky.speedup_identity_routing_twenty_seeds",
+            "routing_need.sticky.sgd_loss_frozen_twenty_seeds"} <= set(recorded)
     assert set(recorded) <= set(report.ROUTING_NEED_CLAIM_IDS) | set(report.BINDING_CLAIM_IDS)
     fast_freeze = {f"binding.freeze_kl_ratio_t{t}" for t in settings.SETTINGS["fast"].freeze_points}
     assert fast_freeze <= set(recorded)
@@ -212,3 +219,33 @@ def test_the_summary_labels_follow_the_chapters_own_readings_of_the_frame_row():
     assert label("fail") == "does not hold"
     assert label("undecided") == "open at this scale"
     assert label("pass", gate="fail") == "not tested here"  # binding turned out not to need routing
+
+
+def test_the_twenty_seed_speedups_are_the_paper_metric_on_the_stored_runs(fast_results):
+    """The twenty-seed result's speed-ups and losses, recomputed by hand from the paper's metric on its own runs, and
+    its runs are the routing controls' where the two share a seed and a routing (the same jobs)."""
+    from attention_dynamics.diagnostics.routing_need import sticky_run
+    from attention_dynamics.ledger import sticky_routing_seeds as srs
+
+    twenty = fast_results["sticky_routing_seeds"]
+    s = srs.SETTINGS["fast"]
+    assert twenty["seeds"] == list(s.seeds) and set(twenty["speedup"]) == set(srs.ROUTINGS)
+    numbers = srs.glue_routing_seeds(twenty)
+    assert set(numbers) == set(srs.ROUTING_SEEDS_GLUE) and numbers["routing.twenty_n_seeds"] == len(s.seeds)
+    for routing in srs.ROUTINGS:
+        sgd = [sticky_run(seed, "sgd", routing, steps=s.steps) for seed in s.seeds]
+        em = [sticky_run(seed, "em_like", routing, steps=s.steps) for seed in s.seeds]
+        threshold = np.mean([r["final_loss"] for r in sgd])
+        n = len(em[0]["losses"])
+        first = [next((i for i, loss in enumerate(r["losses"]) if loss < threshold), n) for r in em]
+        assert_book_close(numbers[f"routing.twenty_sgd_loss_{routing}"], threshold)
+        assert_book_close(numbers[f"routing.twenty_speedup_{routing}"], n / np.mean(first))
+    controls = fast_results["routing_controls"]["sticky"]
+    shared = [str(seed) for seed in controls["seeds"] if seed in s.seeds]
+    assert shared and controls["steps"] == s.steps  # the fast scales share seeds and budget
+    for key in ("learned-sgd", "frozen-em_like", "identity-sgd"):
+        assert [controls["final_loss"][key][k] for k in shared] == [twenty["final_loss"][key][k] for k in shared]
+    with pytest.raises(ValueError, match="distinct"):
+        srs.StickyRoutingSeedsSettings(seeds=(1, 1))
+    with pytest.raises(ValueError, match="scales"):
+        srs.routing_seeds_jobs("huge")

@@ -75,8 +75,8 @@ FINDINGS: tuple[Finding, ...] = (
             "by content.",
             row="frame_precision_wind_tunnel", link=("book/09-binding-tunnel", "which-tasks-need-routing")),
     Finding("On the binding tunnel routing is nearly in place half-way through training: frozen there, the model "
-            "ends at {binding.freeze_kl_ratio_t1000:.2f} times the trained model's KL, just outside the book's bound "
-            "for a free freeze.",
+            "ends at {binding.freeze_kl_ratio_t1000:.2f} times the trained model's KL, "
+            "{binding.freeze_kl_ratio_t1000?within|outside|at the edge of} the book's bound for a free freeze.",
             row="frame_precision_wind_tunnel", link=("book/09-binding-tunnel",
                                                      "frame-before-precision-on-a-task-that-needs-a-frame")),
     Finding("Whether attention settles before the values on chapter 4's recall head depends on how settling is "

@@ -19,6 +19,7 @@ from ...diagnostics.frame_order import order_explanation, order_share
 from ...diagnostics.routing_need import control_cost, routing_verdict
 from ...ledger import claims
 from ...ledger.routing_controls import FILE as CONTROLS_FILE
+from ...ledger.sticky_routing_seeds import FILE as TWENTY_FILE
 from ...ledger.verdicts import reader_label, verdict_of
 from ...science.speedup import paper_speedup
 from ...science.stats import t_interval
@@ -49,6 +50,7 @@ ROUTING_NEED_CLAIM_IDS = (
     "routing_need.sticky.identity_over_learned_speedup", "routing_need.sticky.frozen_over_learned_speedup",
     "routing_need.sticky.sgd_loss_learned", "routing_need.sticky.sgd_loss_frozen",
     "routing_need.sticky.sgd_loss_uniform", "routing_need.sticky.sgd_loss_identity",
+    "routing_need.sticky.sgd_loss_frozen_twenty_seeds", "routing_need.sticky.sgd_loss_identity_twenty_seeds",
     "routing_need.architectures_bijection.uniform_kl_ratio", "routing_need.architectures_bijection.frozen_kl_ratio",
     "routing_need.architectures_hmm.uniform_kl_ratio", "routing_need.architectures_hmm.frozen_kl_ratio",
     "routing_need.architectures_binding.uniform_kl_ratio", "routing_need.architectures_binding.frozen_kl_ratio",
@@ -116,8 +118,10 @@ def _gap(claim_id: str, cost: Mapping[str, Any], *, task: str, control: str, dat
         params={**params, "data": data, "per_seed": cost["gaps"], "interval": [gap["low"], gap["high"]]})
 
 
-def record_routing_need_claims(controls: Mapping[str, Any], tunnel: Mapping[str, Any]) -> dict[str, claims.Claim]:
-    """Record whether each task needs routing, from ``routing_controls`` and ``binding_tunnel``; return the claims."""
+def record_routing_need_claims(controls: Mapping[str, Any], tunnel: Mapping[str, Any],
+                               twenty: Mapping[str, Any] | None = None) -> dict[str, claims.Claim]:
+    """Record whether each task needs routing, from ``routing_controls`` and ``binding_tunnel`` (and the sticky
+    chain's twenty seeds, ``sticky_routing_seeds``, where given); return the claims."""
     out: dict[str, claims.Claim] = {}
     for task, block in controls["tunnels"].items():  # the tunnels whose controls were run at this scale
         for control in ("uniform", "frozen"):
@@ -156,7 +160,7 @@ def record_routing_need_claims(controls: Mapping[str, Any], tunnel: Mapping[str,
                              unit_words="KL from the exact posterior", data=CONTROLS_FILE,
                              params={"seeds": block["seeds"], "sizes": block["sizes"],
                                      "training": controls["settings"]["architecture_training"]})
-    out.update(record_sticky_routing_claims(controls["sticky"], controls["settings"]))
+    out.update(record_sticky_routing_claims(controls["sticky"], controls["settings"], twenty))
     return out
 
 
@@ -179,8 +183,10 @@ def binding_costs(tunnel: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def record_sticky_routing_claims(sticky: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, claims.Claim]:
-    """Record the sticky chain's speed-up under each routing and SGD's loss after the budget under each."""
+def record_sticky_routing_claims(sticky: Mapping[str, Any], settings: Mapping[str, Any],
+                                 twenty: Mapping[str, Any] | None = None) -> dict[str, claims.Claim]:
+    """Record the sticky chain's speed-up under each routing and SGD's loss after the budget under each, on the
+    paper's five seeds (``sticky``: the routing controls) and on twenty (``twenty``: ``sticky_routing_seeds``)."""
     out: dict[str, claims.Claim] = {}
     hmin = sticky["hmin_nats"]
     five = [str(s) for s in sticky["paper_seeds"]]
@@ -217,28 +223,39 @@ def record_sticky_routing_claims(sticky: Mapping[str, Any], settings: Mapping[st
                         "above 1: EM-like is faster without learned routing",
             explanation="EM-like is not faster than SGD with this routing",
             params={**params, "first_steps": row["first_steps"], "threshold": row["threshold"]})
-    for routing in ("identity", "frozen", "learned") if len(sticky["seeds"]) > len(sticky["paper_seeds"]) else ():
-        row = sticky["speedup"]["all_seeds"][routing]
+    # the twenty-seed block: the stored twenty-seed runs where given, else the controls' own seeds
+    if twenty is not None:
+        block, all_seeds, data = twenty["speedup"], list(twenty["seeds"]), TWENTY_FILE
+    else:
+        block, all_seeds, data = sticky["speedup"]["all_seeds"], list(sticky["seeds"]), CONTROLS_FILE
+    for routing in ("identity", "frozen", "learned") if len(all_seeds) > len(sticky["paper_seeds"]) else ():
+        row = block[routing]
         cid = f"routing_need.sticky.speedup_{routing}_routing_twenty_seeds"
         out[cid] = claims.record(
             cid, row["speedup"], unit="×", lower=1.0, interval=(row["low"], row["high"]),
             description=f"the same speed-up with {routing} routing on {row['n_seeds']} seeds (the paper's five and "
-                        "fifteen more; 95% bootstrap interval)",
+                        f"{row['n_seeds'] - len(sticky['paper_seeds'])} more; 95% bootstrap interval)",
             explanation="EM-like is not faster than SGD with this routing",
-            params={**params, "seeds": sticky["seeds"], "threshold": row["threshold"]})
+            params={**params, "seeds": all_seeds, "threshold": row["threshold"], "data": data})
     for routing in ("identity", "frozen"):
-        ratio = sticky["speedup"]["all_seeds"][routing]["over_learned"]
+        ratio = block[routing]["over_learned"]
         cid = f"routing_need.sticky.{routing}_over_learned_speedup"
         out[cid] = claims.record(
             cid, ratio["point"], unit="ratio", upper=1.0, interval=(ratio["low"], ratio["high"]),
             description=f"the sticky chain: the paper's speed-up with {routing} routing over the speed-up with learned "
-                        f"routing, on {sticky['speedup']['all_seeds'][routing]['n_seeds']} seeds (paired 95% bootstrap "
+                        f"routing, on {block[routing]['n_seeds']} seeds (paired 95% bootstrap "
                         "interval); the EM reading (the schedule is fast because it learns the routing, its E-step, "
                         "together with the values) needs it at most 1",
             explanation=f"the speed-up is larger with the routing {'given' if routing == 'identity' else 'frozen'} than "
                         "learned: it does not come from learning the routing; ten times the step on the values (and "
                         "read-out) is a step-size effect that any routing shows",
-            params={**params, "seeds": sticky["seeds"]})
+            params={**params, "seeds": all_seeds, "data": data})
+    for routing in ("frozen", "identity") if twenty is not None else ():
+        cid = f"routing_need.sticky.sgd_loss_{routing}_twenty_seeds"
+        out[cid] = claims.record(cid, float(block[routing]["sgd_final_loss"]), unit="nats",
+                                 description=f"the sticky chain: SGD's loss after {twenty['settings']['steps']} steps "
+                                             f"with {routing} routing (mean over {len(all_seeds)} seeds)",
+                                 params={"seeds": all_seeds, "steps": twenty["settings"]["steps"], "data": data})
     for routing in ("frozen", "uniform", "identity"):  # learned routing's is chapter 5's sticky.final_loss_sgd
         cid = f"routing_need.sticky.sgd_loss_{routing}"
         values = [sticky["final_loss"][f"{routing}-sgd"][s] for s in five]
@@ -510,7 +527,8 @@ CHAPTER_GLUE = ("ch9.n_seeds", "ch9.steps", "ch9.steps_x4", "ch9.free_ratio", "c
                 "ch9.first_freeze_step", "ch9.first_freeze_ratio", "ch9.bijection_uniform_kl_bits", "ch9.bijection_learned_kl_bits",
                 "ch9.key_abs_cos_untrained", "ch9.value_pc1_ratio_untrained", "ch9.value_pc1_ratio_uniform",
                 "ch9.value_pc1_entropy_spearman_untrained", "ch9.value_pc1_entropy_spearman_uniform",
-                "ch9.attention_entropy_reduction_untrained", "ch9.sticky_speedup_learned")
+                "ch9.attention_entropy_reduction_untrained", "ch9.sticky_speedup_learned",
+                "ch9.uniform_x4_binding_seeds", "ch9.frozen_x4_binding_seeds", "ch9.two_hop_uniform_entropy_mae_bits")
 
 
 def glue_chapter(controls: Mapping[str, Any], tunnel: Mapping[str, Any], levels: Mapping[str, float]) -> None:
@@ -546,10 +564,18 @@ def glue_chapter(controls: Mapping[str, Any], tunnel: Mapping[str, Any], levels:
         if f"{control}-x{LONGER_FACTOR}" in tunnel["controls"]:
             claims.glue(f"ch9.{control}_kl_bits_x4",
                         float(np.mean([r["kl_bits"] for r in tunnel["controls"][f"{control}-x{LONGER_FACTOR}"]])))
+    for control in ("uniform", "frozen"):  # seeds on which the longer control learns some binding: below the level
+        # of a model that knows which keys and values were revealed but not which went together
+        longer = tunnel["controls"].get(f"{control}-x{LONGER_FACTOR}", [])
+        claims.glue(f"ch9.{control}_x4_binding_seeds",
+                    sum(r["kl_bits"] < levels["pairing_blind_kl_bits"] for r in longer))
     claims.glue("ch9.untrained_kl_bits", float(np.mean([r["untrained"]["kl_bits"] for r in learned])))
     claims.glue("ch9.two_hop_steps", s["two_hop"]["steps"])
     claims.glue("ch9.two_hop_entropy_mae_bits",
                 float(np.mean([r["entropy_mae_bits"] for r in tunnel["two_hop"]["learned"]])))
+    if "uniform" in tunnel["two_hop"]:
+        claims.glue("ch9.two_hop_uniform_entropy_mae_bits",
+                    float(np.mean([r["entropy_mae_bits"] for r in tunnel["two_hop"]["uniform"]])))
     claims.glue("ch9.sticky_hmin_nats", controls["sticky"]["hmin_nats"])
     claims.glue("ch9.sticky_seeds", len(controls["sticky"]["seeds"]))
     claims.glue("ch9.em_like_factor", EM_LIKE_VALUE_FACTOR)

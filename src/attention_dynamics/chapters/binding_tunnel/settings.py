@@ -33,7 +33,7 @@ class BindingTunnelSettings(ChapterSettings):
     tokens, a random function as the map) with its seeds and steps."""
 
     tunnel: BindingTraining = BINDING_TUNNELS["book"]
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     n_checkpoints: int = 120
     n_eval: int = 2000
     n_probe: int = 256
