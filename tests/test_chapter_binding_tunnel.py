@@ -142,6 +142,17 @@ def test_the_fast_results_feed_every_claim_the_chapter_writes_out(fast_results, 
     assert "binding (this chapter)" in table.index and "Needs routing?" in table.columns
     levels = report.reference_levels(tunnel["settings"]["tunnel"], seed=0, n=200)
     assert 0 <= levels["pairing_blind_kl_bits"] <= levels["context_blind_kl_bits"] + 1e-9
+    glued = {}
+    monkeypatch.setattr(claims, "glue", lambda name, value, **kw: glued.__setitem__(name, value))
+    report.glue_chapter(controls, tunnel, levels)
+    assert set(report.CHAPTER_GLUE) <= set(glued)
+    for control in ("uniform", "frozen"):  # the longer controls, counted and worded from their own runs
+        longer = tunnel["controls"][f"{control}-x{settings.LONGER_FACTOR}"]
+        assert glued[f"ch9.{control}_x4_binding_seeds"] == sum(r["kl_bits"] < levels["pairing_blind_kl_bits"]
+                                                                for r in longer)
+        trained = {r["seed"]: r["kl_bits"] for r in tunnel["controls"][f"learned-x{settings.LONGER_FACTOR}"]}
+        assert_book_close(glued[f"ch9.{control}_x4_best_ratio"], min(r["kl_bits"] / trained[r["seed"]] for r in longer))
+        assert glued[f"ch9.{control}_x4_verdict"] in report.LONGER_VERDICT_WORDS.values()
 
 
 def test_the_chapters_figures_draw_from_the_fast_results_within_the_column(fast_results):

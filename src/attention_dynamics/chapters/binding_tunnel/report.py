@@ -528,7 +528,14 @@ CHAPTER_GLUE = ("ch9.n_seeds", "ch9.steps", "ch9.steps_x4", "ch9.free_ratio", "c
                 "ch9.key_abs_cos_untrained", "ch9.value_pc1_ratio_untrained", "ch9.value_pc1_ratio_uniform",
                 "ch9.value_pc1_entropy_spearman_untrained", "ch9.value_pc1_entropy_spearman_uniform",
                 "ch9.attention_entropy_reduction_untrained", "ch9.sticky_speedup_learned",
-                "ch9.uniform_x4_binding_seeds", "ch9.frozen_x4_binding_seeds", "ch9.two_hop_uniform_entropy_mae_bits")
+                "ch9.uniform_x4_binding_seeds", "ch9.frozen_x4_binding_seeds", "ch9.two_hop_uniform_entropy_mae_bits",
+                "ch9.uniform_x4_best_ratio", "ch9.frozen_x4_best_ratio", "ch9.uniform_x4_verdict",
+                "ch9.frozen_x4_verdict")
+
+#: How the page words what a control run four times as long says (the verdict of its ratio interval).
+LONGER_VERDICT_WORDS = {"needs routing": "the task still needs routing",
+                        "does not need routing": "the task no longer needs learned routing",
+                        "undecided": "the seeds do not decide whether the task still needs routing"}
 
 
 def glue_chapter(controls: Mapping[str, Any], tunnel: Mapping[str, Any], levels: Mapping[str, float]) -> None:
@@ -569,6 +576,11 @@ def glue_chapter(controls: Mapping[str, Any], tunnel: Mapping[str, Any], levels:
         longer = tunnel["controls"].get(f"{control}-x{LONGER_FACTOR}", [])
         claims.glue(f"ch9.{control}_x4_binding_seeds",
                     sum(r["kl_bits"] < levels["pairing_blind_kl_bits"] for r in longer))
+    for key, cost in binding_costs(tunnel).items():  # the longer controls against the trained model run as long
+        control, factor = key.split("-x")
+        if factor == str(LONGER_FACTOR):
+            claims.glue(f"ch9.{control}_x4_best_ratio", float(min(cost["ratios"])))
+            claims.glue(f"ch9.{control}_x4_verdict", LONGER_VERDICT_WORDS[routing_verdict(cost["ratio"])])
     claims.glue("ch9.untrained_kl_bits", float(np.mean([r["untrained"]["kl_bits"] for r in learned])))
     claims.glue("ch9.two_hop_steps", s["two_hop"]["steps"])
     claims.glue("ch9.two_hop_entropy_mae_bits",
