@@ -91,8 +91,8 @@ BINDING_TUNNEL = StoredResult(
           "predictions), uniform and frozen routing at the budget and four times as long, the freeze sweep, the "
           "EM-like step, and the authors' two-hop task learned and with uniform attention",
     files=(FILE,), specs=SETTINGS, committed_scale="book",
-    expected={"fast": "19 jobs, a few minutes",
+    expected={"fast": "22 jobs, a few minutes",
               "book": "62 jobs: 5 seeds × (a checkpointed run ~4 CPU-min, 2 controls ~1.5, 3 runs 4x as long ~6.5, "
                       "4 freezes and 2 EM-like ~1.5 each), two two-hop runs ~6.5; ~3.2 CPU-hours",
-              "paper": "40 jobs at Paper I's sizes: a GPU's job"},
+              "paper": "72 jobs at Paper I's sizes: a GPU's job"},
     jobs=binding_tunnel_jobs, assemble=assemble_binding_tunnel)
