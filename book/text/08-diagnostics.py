@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@0460614af1956ade6d8d1048d267a227dc4b4480"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@b55e9aaba925919346e5e94942593a9b47f7d5ef"
 
 # %% [markdown] tags=[]
 # # Diagnostics
