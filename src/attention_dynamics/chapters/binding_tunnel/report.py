@@ -46,7 +46,6 @@ ROUTING_NEED_CLAIM_IDS = (
     "routing_need.sticky.speedup_identity_routing", "routing_need.sticky.speedup_frozen_routing",
     "routing_need.sticky.speedup_uniform_routing",
     "routing_need.sticky.speedup_identity_routing_twenty_seeds", "routing_need.sticky.speedup_frozen_routing_twenty_seeds",
-    "routing_need.sticky.speedup_learned_routing_twenty_seeds",
     "routing_need.sticky.identity_over_learned_speedup", "routing_need.sticky.frozen_over_learned_speedup",
     "routing_need.sticky.sgd_loss_learned", "routing_need.sticky.sgd_loss_frozen",
     "routing_need.sticky.sgd_loss_uniform", "routing_need.sticky.sgd_loss_identity",
@@ -228,7 +227,9 @@ def record_sticky_routing_claims(sticky: Mapping[str, Any], settings: Mapping[st
         block, all_seeds, data = twenty["speedup"], list(twenty["seeds"]), TWENTY_FILE
     else:
         block, all_seeds, data = sticky["speedup"]["all_seeds"], list(sticky["seeds"]), CONTROLS_FILE
-    for routing in ("identity", "frozen", "learned") if len(all_seeds) > len(sticky["paper_seeds"]) else ():
+    # learned routing's twenty-seed speed-up is chapter 5's sticky.speedup_values_only (the same schedule on the same
+    # seeds, one number, one claim)
+    for routing in ("identity", "frozen") if len(all_seeds) > len(sticky["paper_seeds"]) else ():
         row = block[routing]
         cid = f"routing_need.sticky.speedup_{routing}_routing_twenty_seeds"
         out[cid] = claims.record(
