@@ -269,6 +269,7 @@ def test_the_rows_are_fed_by_the_stored_results():
         frame_definitions_report as tunnel_report,
     )
     from attention_dynamics.chapters.binding_tunnel import binding_tunnel, report as binding_report, routing_controls
+    from attention_dynamics.ledger import sticky_routing_seeds
     from attention_dynamics.chapters.routing_content_feedback import feedback_predictions, report as feedback_report
     from attention_dynamics.chapters.sticky_markov_chain import speedup_budget, speedup_budget_report
     from attention_dynamics.chapters.two_timescale_em import frame_definitions, frame_definitions_report
@@ -285,7 +286,8 @@ def test_the_rows_are_fed_by_the_stored_results():
         *formats_report.record_format_claims()["claims"].values(),
         *formats_report.record_ch6_setting_claims()["claims"].values(),
         *binding_report.record_routing_need_claims(routing_controls.ROUTING_CONTROLS.load(),
-                                                   binding_tunnel.BINDING_TUNNEL.load()).values(),
+                                                   binding_tunnel.BINDING_TUNNEL.load(),
+                                                   sticky_routing_seeds.load_routing_seeds()).values(),
         *binding_report.record_binding_claims(binding_tunnel.BINDING_TUNNEL.load()).values(),
     ]
     for c in recorded:  # where the chapters record it, the committed ledger holds what the stored result gives
