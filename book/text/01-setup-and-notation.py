@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@b55e9aaba925919346e5e94942593a9b47f7d5ef"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f321a9a0a0fc71dc6fc3110ab74814d8e7733a9f"
 
 # %% [markdown] tags=[]
 # # Setup and notation
