@@ -4,6 +4,7 @@ scale through ``compute`` and read by its report into the claims it writes out."
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -14,9 +15,11 @@ import torch
 
 from attention_dynamics.book import compute
 from attention_dynamics.book.nbcompare import assert_book_close
-from attention_dynamics.chapters.binding_tunnel import binding_tunnel, report, routing_controls, settings
+from attention_dynamics.chapters.binding_tunnel import (binding_tunnel, hmm_grid_controls, report, routing_controls,
+                                                        settings)
 from attention_dynamics.diagnostics import routing_need, tunnel_dynamics
 from attention_dynamics.ledger import claims
+from attention_dynamics.ledger import hmm_grid_controls as hgc
 from attention_dynamics.tasks import binding
 from attention_dynamics.training import wind_tunnels as wt
 
@@ -106,12 +109,21 @@ def test_the_book_scale_leaves_out_the_controls_it_names_and_no_others():
 
 
 
+def _as_at_the_book_scale(controls):
+    """The fast routing controls without the blocks the book's scale leaves to ``hmm_grid_controls``."""
+    out = copy.deepcopy(controls)
+    out["tunnels"].pop("hmm")
+    out["architectures"] = {}
+    return out
+
+
 @pytest.fixture(scope="module")
 def fast_results(tmp_path_factory):
     root = tmp_path_factory.mktemp("compute")
     out = {}
     for name, file in (("binding_tunnel", binding_tunnel.FILE), ("routing_controls", "routing_controls.json"),
-                       ("sticky_routing_seeds", "sticky_routing_seeds.json")):
+                       ("sticky_routing_seeds", "sticky_routing_seeds.json"),
+                       ("hmm_grid_controls", hgc.FILE)):
         folder = compute.compute(name, "fast", root=root, processes=1, log=lambda m: None)
         out[name] = json.loads((folder / file).read_text())
     return out
@@ -127,8 +139,13 @@ def test_the_fast_results_feed_every_claim_the_chapter_writes_out(fast_results, 
         return recorded[cid]
 
     monkeypatch.setattr(claims, "record", record)
-    tunnel, controls = fast_results["binding_tunnel"], fast_results["routing_controls"]
+    tunnel = fast_results["binding_tunnel"]
+    controls = hgc.with_hmm_grid_controls(_as_at_the_book_scale(fast_results["routing_controls"]),
+                                                        fast_results["hmm_grid_controls"])
     report.record_routing_need_claims(controls, tunnel, fast_results["sticky_routing_seeds"])
+    # the HMM transformer's and chapter 7's grid's controls come from their own result, added to the others
+    assert {"routing_need.hmm.uniform_kl_ratio", "routing_need.hmm.frozen_gap_lost_fraction",
+            "routing_need.architectures_bijection.frozen_kl_ratio"} <= set(recorded)
     report.record_binding_claims(tunnel)
     # the fast scale's three seeds are more than the paper's first two of the controls: the twenty-seed claims are made
     assert {"routing_need.sticky.speedup_identity_routing_twenty_seeds",
@@ -161,7 +178,11 @@ def test_the_chapters_figures_draw_from_the_fast_results_within_the_column(fast_
     from attention_dynamics.chapters.binding_tunnel import figures
     from attention_dynamics.core import plotting
 
-    tunnel, controls = fast_results["binding_tunnel"], fast_results["routing_controls"]
+    tunnel = fast_results["binding_tunnel"]
+    controls = hgc.with_hmm_grid_controls(_as_at_the_book_scale(fast_results["routing_controls"]),
+                                                        fast_results["hmm_grid_controls"])
+    table = report.routing_need_table(controls, tunnel)
+    assert {"HMM filtering", "bijection, chapter 7's transformer"} <= set(table.index)
     for fig in (figures.plot_routing_need(controls, tunnel), figures.plot_frame_before_precision(tunnel),
                 figures.plot_freeze_sweep(tunnel), figures.plot_em_like(tunnel)):
         plotting.check_figure(fig)  # the column's width, no text under the book's smallest size
@@ -276,3 +297,53 @@ def test_the_twenty_seed_learned_runs_are_chapter_5s_paper_scale_runs():
         assert_book_close([twenty["final_loss"][f"learned-{schedule}"][str(s)] for s in seeds],
                           [r["loss"] for r in heavy["final"][schedule]])
     assert "routing_need.sticky.speedup_learned_routing_twenty_seeds" not in report.ROUTING_NEED_CLAIM_IDS
+
+
+def test_the_hmm_and_grid_controls_are_the_routing_controls_runs_with_their_costs_recomputed(fast_results):
+    """The result's jobs are the ones the routing controls would run for the same tasks (same names, functions and
+    arguments); its costs, recomputed by hand from its per-seed runs; adding it to the routing controls refuses a
+    task both hold."""
+    from attention_dynamics.ledger import routing_controls as rc
+
+    ours = {j.key: j for j in hgc.hmm_grid_jobs("fast")}
+    theirs = {j.key: j for j in rc.routing_controls_jobs("fast") if j.key.startswith(("hmm-", "architectures-"))}
+    assert set(ours) == set(theirs)
+    for key, job in ours.items():
+        assert (job.fn, job.kwargs) == (theirs[key].fn, theirs[key].kwargs)
+    more = fast_results["hmm_grid_controls"]
+    for block in (more["tunnels"]["hmm"], *more["architectures"].values()):
+        runs = block["runs"]
+        for control in ("uniform", "frozen"):
+            ratios = [c["kl_bits"] / t["kl_bits"] for c, t in zip(runs[control], runs["learned"])]
+            assert_book_close(block["costs"][control]["ratio"]["point"], np.exp(np.mean(np.log(ratios))))
+            gaps = [(c["kl_bits"] - t["kl_bits"]) / (t["untrained_kl_bits"] - t["kl_bits"])
+                    for c, t in zip(runs[control], runs["learned"])]
+            assert_book_close(block["costs"][control]["gap_lost"]["point"], np.mean(gaps))
+    numbers = hgc.hmm_grid_numbers(more)
+    assert set(numbers) <= set(hgc.HMM_GRID_GLUE)  # the fast grid has two of the book's three tunnels
+    hmm = more["tunnels"]["hmm"]["runs"]
+    assert_book_close(numbers["routing.hmm_uniform_kl_bits"], np.mean([r["kl_bits"] for r in hmm["uniform"]]))
+    assert_book_close(numbers["routing.hmm_untrained_kl_bits"],
+                      np.mean([r["untrained_kl_bits"] for r in hmm["learned"]]))
+    assert numbers["routing.grid_binding_frozen_kl_ratio"] == \
+        more["architectures"]["binding"]["costs"]["frozen"]["ratio"]["point"]
+    base = _as_at_the_book_scale(fast_results["routing_controls"])
+    before = json.dumps(base, sort_keys=True)
+    merged = hgc.with_hmm_grid_controls(base, more)
+    assert set(merged["tunnels"]) == {"bijection", "hmm"} and merged["settings"]["hmm"] == more["settings"]["hmm"]
+    assert json.dumps(base, sort_keys=True) == before  # the routing controls are left as they were
+    with pytest.raises(ValueError, match="both results"):
+        hgc.with_hmm_grid_controls(merged, more)
+
+
+def test_the_committed_hmm_and_grid_controls_are_the_book_settings():
+    more = hmm_grid_controls.HMM_GRID_CONTROLS.load()
+    book = hgc.SETTINGS["book"]
+    assert more["scale"] == "book" and more["settings"] == book.to_json()
+    assert more["tunnels"]["hmm"]["seeds"] == list(book.hmm_seeds)
+    assert set(more["architectures"]) == {t["name"] for t in book.architecture_tasks}
+    assert set(hgc.hmm_grid_numbers(more)) == set(hgc.HMM_GRID_GLUE)  # every number the chapters state
+    with pytest.raises(ValueError, match="hmm_seeds"):
+        hgc.HmmGridControlSettings(hmm_seeds=(0,))
+    with pytest.raises(ValueError, match="own seeds"):
+        hgc.hmm_grid_jobs("fast", seeds=[0, 1])

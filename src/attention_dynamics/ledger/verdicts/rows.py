@@ -286,7 +286,8 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                         "hmm_long.memory_steps_len50")),
         ),
         context=("hmm.context_blind_kl_bits", "hmm.context_blind_kl_bits_long", "hmm.window_kl_bits_k2",
-                 "hmm.window_kl_bits_k3", "hmm.window_kl_bits_k4"),
+                 "hmm.window_kl_bits_k3", "hmm.window_kl_bits_k4", "routing_need.hmm.uniform_kl_ratio",
+                 "routing_need.hmm.frozen_kl_ratio"),
         budget_limited=_BUDGET,
         # the long tier trains six times the chapter's budget: its memory is a finding, pass or fail
         findings=("hmm_long.memory_steps", "hmm_long.memory_steps_len30", "hmm_long.memory_steps_len50"),
@@ -297,7 +298,11 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                "{hmm.memory_steps_transformer}-step window, the long tier a {hmm_long.memory_steps}-step one; its "
                "per-sample entropy error, {hmm.entropy_mae_bits:.3f} bits, is not decided at its budget, while the "
                "long tier (a deeper model trained six times as long, stored weights) reaches "
-               "{hmm_long.entropy_mae_bits:.3f} bits against Paper I's 0.049",
+               "{hmm_long.entropy_mae_bits:.3f} bits against Paper I's 0.049; the same transformer with uniform attention "
+               "ends at {routing_need.hmm.uniform_kl_ratio:.1f} times its KL and with its routing frozen at "
+               "initialisation at {routing_need.hmm.frozen_kl_ratio:.1f} times (chapter 9): "
+               "{routing_need.hmm.uniform_kl_ratio?the filter it tracks needs routing|the filter it tracks needs no "
+               "learned routing|the seeds do not decide whether the filter needs routing}",
         reason="The transformer tracks the exact filter closely (KL {hmm.kl_bits:.3f} bits) and generalises in "
                "length, but it matches a {hmm.memory_steps_transformer}-step window of the past rather than the "
                "whole filter."),
@@ -330,6 +335,12 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                         "geometry.value_pc1_entropy_spearman", "geometry.attention_entropy_reduction",
                         "geometry_v20.value_pc1_ratio", "geometry_v20.value_pc1_entropy_spearman",
                         "geometry_v20.attention_entropy_reduction")),
+            Definition("on a task that needs routing", "chapter 9's binding tunnel (five seeds), which uniform "
+                       "attention cannot solve: the book's and Paper I's key measures, the value manifold and the "
+                       "entropy fall on the trained binding model",
+                       ("binding.key_abs_cos_layer0_key_tokens", "binding.paper_key_signed_cos",
+                        "binding.value_pc1_ratio", "binding.value_pc1_entropy_spearman",
+                        "binding.attention_entropy_reduction")),
         ),
         context=("geometry.key_abs_cos_random_baseline", "geometry.key_abs_cos_layer0_untrained",
                  "geometry.key_abs_cos_layer0_key_tokens_untrained",
@@ -351,10 +362,17 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                "and training the full budget ends at {geometry.freeze_frame_kl_ratio:.2f} times the trained model's "
                "KL (three seeds; free below 1.25 times); the relative fall of attention entropy from the first to the last layer is "
                "{geometry.attention_entropy_reduction:.2f} trained against {geometry.attention_entropy_reduction_untrained:.2f} "
-               "untrained (negative: a rise; Paper I: 0.85–0.90)",
+               "untrained (negative: a rise; Paper I: 0.85–0.90); on chapter 9's binding tunnel, which needs routing (uniform "
+               "attention ends at {routing_need.binding.uniform_kl_ratio:.0f} times the trained KL), layer-0 key "
+               "|cos| is {binding.key_abs_cos_layer0_key_tokens:.2f}, Paper I's key metric "
+               "{binding.paper_key_signed_cos:.3f}, PC1 carries {binding.value_pc1_ratio:.0%} of the value variance "
+               "(Spearman ρ with the posterior entropy {binding.value_pc1_entropy_spearman:.2f}) and attention entropy "
+               "changes by {binding.attention_entropy_reduction:.2f} from the first to the last layer",
         reason="The value manifold and its entropy ordering appear (PC1 carries {geometry.value_pc1_ratio:.0%} "
                "of the variance), but layer-0 keys are far from orthogonal (mean |cos| "
-               "{geometry.key_abs_cos_layer0:.2f}) and attention entropy does not fall with depth."),
+               "{geometry.key_abs_cos_layer0:.2f}) and attention entropy does not fall with depth. On the "
+               "binding tunnel, which needs routing, the values take no such shape either (PC1 "
+               "{binding.value_pc1_ratio:.0%})."),
     # chapter 7 records the claims of the four primitives rows with chapters.architectures.memory_report.record_longmem_claims and
     # chapters.architectures.formats_report.record_format_claims / record_ch6_setting_claims (stored results)
     PaperClaim(
