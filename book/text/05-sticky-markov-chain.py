@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f321a9a0a0fc71dc6fc3110ab74814d8e7733a9f"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@60942fa81815eee51965109a905e63c40b77a566"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD
