@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f321a9a0a0fc71dc6fc3110ab74814d8e7733a9f"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@d6c5cc5e3975a34d97c0845be4f88deddc2ed173"
 
 # %% [markdown] tags=[]
 # # Setup and notation

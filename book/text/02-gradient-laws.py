@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@60942fa81815eee51965109a905e63c40b77a566"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@d6c5cc5e3975a34d97c0845be4f88deddc2ed173"
 
 # %% [markdown] tags=[]
 # # The gradient laws

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f321a9a0a0fc71dc6fc3110ab74814d8e7733a9f"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@d6c5cc5e3975a34d97c0845be4f88deddc2ed173"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures
@@ -80,9 +80,10 @@ cfg = settings.resolve(scale, device=device, steps=steps)
 seed_everything(seed)
 plotting.use_book_style()
 
-from attention_dynamics.ledger import routing_controls
+from attention_dynamics.ledger import hmm_grid_controls, routing_controls
 
 routing_controls.glue_routing_controls()  # stored: chapter 9's routing controls
+hmm_grid_controls.glue_hmm_grid_controls()  # stored: the controls of this chapter's transformer
 
 # %% [markdown] tags=[]
 # ## Three primitives, three wind tunnels
@@ -685,14 +686,19 @@ runs.pd_table(longmem["ladder"].table((1, 2, 3, 4, 6, 8, 12, 16, 24)), index_nam
 # $W_K$ kept at their initial values. Each control is set against the trained transformer, seed by seed.
 #
 # Accumulation is a bag of tokens: its posterior depends only on the set of values revealed so far, which uniform
-# attention averages without loss. So the transformer without routing should solve it as well as the trained one, and in chapter 6's bijection tunnel
-# it does: with uniform attention it ends at {glue:text}`routing.bijection_uniform_kl_ratio:.2f` times the trained
-# model's KL.
-# Binding should need content routing, since its answer sits at the one position whose key matches the query. Chapter 9 shows that it does: on its
-# binding tunnel uniform attention loses most of what training gains. Transport lies between the two; its control was not
-# run at the book's budget, so whether it needs routing is open. These controls ran on chapters 6 and 9's transformers,
-# not on this chapter's grid. Chapter 9, "A tunnel that needs
-# routing", collects these controls for every task of the book in one table.
+# attention averages without loss. So the transformer without routing should solve it as well as the trained one, and it does: with uniform attention it
+# ends at {glue:text}`routing.grid_bijection_uniform_kl_ratio:.2f` times the trained model's KL
+# ({glue:text}`routing.grid_n_seeds` seeds; chapter 6's larger transformer:
+# {glue:text}`routing.bijection_uniform_kl_ratio:.2f` times).
+#
+# Binding should need content routing, since its answer sits at the one position whose key matches the query, and it
+# does: without routing the transformer ends at {glue:text}`routing.grid_binding_uniform_kl_ratio:,.0f` times the trained
+# KL and gives back {glue:text}`routing.grid_binding_uniform_gap_lost:.0%` of what training gains.
+#
+# Transport lies between the two. At this chapter's length the transformer
+# {glue:text}`routing.grid_hmm_uniform_answer`: uniform attention ends at
+# {glue:text}`routing.grid_hmm_uniform_kl_ratio:.2f` times the trained KL. Chapter 9, "A tunnel that needs routing",
+# collects these controls for every task of the book in one table.
 #
 # The other families have a different control, or none. For Mamba it would freeze the input-dependent selection, the
 # $\Delta$, $B$ and $C$ projections, at initialisation. The LSTM routes nothing across positions by content: its gates

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@f321a9a0a0fc71dc6fc3110ab74814d8e7733a9f"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@d6c5cc5e3975a34d97c0845be4f88deddc2ed173"
 
 # %% [markdown] tags=[]
 # # A tunnel that needs routing
@@ -13,8 +13,9 @@ if "google.colab" in sys.modules:
 # task can test that picture only if the same model cannot solve it without learned routing. This chapter checks that
 # condition for the book's trained experiments, then tests the picture on a tunnel that meets it.
 #
-# - **The bijection tunnel and the sticky chain do not need learned routing.** With uniform attention the bijection
-#   transformer ends at {glue:text}`routing_need.bijection.uniform_kl_ratio:.2f` times its trained KL. The sticky chain
+# - **The bijection tunnel, the sticky chain and HMM filtering do not need learned routing.** With uniform attention the
+#   bijection transformer ends at {glue:text}`routing_need.bijection.uniform_kl_ratio:.2f` times its trained KL and the HMM
+#   transformer at {glue:text}`routing_need.hmm.uniform_kl_ratio:.2f` times. The sticky chain
 #   trains better with its routing pinned to the identity than learned. What routing does is *not tested* on them;
 #   chapter 4's recall head does test it.
 # - **Binding needs routing, and there routing is nearly in place half-way.** With uniform attention the binding model
@@ -36,6 +37,7 @@ device = "auto"
 from attention_dynamics.chapters.binding_tunnel import (
     binding_tunnel,
     figures,
+    hmm_grid_controls,
     report,
     routing_controls,
     settings,
@@ -44,13 +46,20 @@ from attention_dynamics.chapters.binding_tunnel import (
 from attention_dynamics.core import plotting
 from attention_dynamics.core.seeding import seed_everything
 from attention_dynamics.ledger import claims
+from attention_dynamics.ledger.hmm_grid_controls import (
+    glue_hmm_grid_controls,
+    with_hmm_grid_controls,
+)
 from attention_dynamics.ledger import routing_controls as routing_numbers
 from attention_dynamics.ledger import sticky_routing_seeds as twenty_numbers
 
 cfg = settings.resolve(scale, device=device)  # fast / book / paper
 seed_everything(seed)
 plotting.use_book_style()
-controls = routing_controls.ROUTING_CONTROLS.load()  # stored: every task's routing controls
+controls = with_hmm_grid_controls(
+    routing_controls.ROUTING_CONTROLS.load(),  # stored: every task's routing controls
+    hmm_grid_controls.HMM_GRID_CONTROLS.load(),  # stored: chapter 6's HMM and chapter 7's grid
+)
 tunnel = binding_tunnel.BINDING_TUNNEL.load()  # stored: the binding tunnel's runs
 twenty = (
     sticky_routing_seeds.STICKY_ROUTING_SEEDS.load()
@@ -62,6 +71,7 @@ rows = report.glue_rows(claims.recorded_claims())  # what these claims make of t
 report.glue_chapter(controls, tunnel, levels)
 routing_numbers.glue_routing_controls(controls)
 twenty_numbers.glue_routing_seeds(twenty)
+glue_hmm_grid_controls()
 
 # %% tags=["hide-input", "remove-output"]
 plotting.glue_figure("fig-routing-need", figures.plot_routing_need(controls, tunnel))
@@ -100,16 +110,30 @@ plotting.glue_figure("fig-routing-need", figures.plot_routing_need(controls, tun
 # {glue:text}`routing.twenty_n_seeds` seeds at {glue:text}`routing.twenty_sgd_loss_identity:.3f` against
 # {glue:text}`routing.twenty_sgd_loss_learned:.3f`.
 #
-# These two tasks still show what a trained model *does*, but not what routing *does*. On them the paper's statements
-# about routing are not tested, and the verdict page says so.
+# HMM filtering {glue:text}`routing.hmm_uniform_answer` either. With uniform attention chapter 6's
+# HMM transformer ends at {glue:text}`routing_need.hmm.uniform_kl_ratio:.2f` times its trained KL
+# ({glue:text}`routing.hmm_uniform_kl_bits:.4f` bits against {glue:text}`routing.hmm_learned_kl_bits:.4f`, on
+# {glue:text}`routing.hmm_n_seeds` seeds), giving back {glue:text}`routing_need.hmm.uniform_gap_lost_fraction:.1%` of what
+# training gains.
 #
-# :::{admonition} Controls not run
+# Chapter 7's smaller transformer draws the same line on its three tunnels ({glue:text}`routing.grid_n_seeds` seeds).
+# Accumulation {glue:text}`routing.grid_bijection_uniform_answer`: uniform attention ends at
+# {glue:text}`routing_need.architectures_bijection.uniform_kl_ratio:.2f` times the trained KL. Transport, HMM filtering
+# at a shorter length, {glue:text}`routing.grid_hmm_uniform_answer`
+# ({glue:text}`routing_need.architectures_hmm.uniform_kl_ratio:.2f` times). Binding
+# {glue:text}`routing.grid_binding_uniform_answer`: without it the model ends at
+# {glue:text}`routing_need.architectures_binding.uniform_kl_ratio:,.0f` times the trained KL.
+#
+# The tasks that do not need routing still show what a trained model *does*, but not what routing *does*. On them the
+# paper's statements about routing are not tested, and the verdict page says so.
+#
+# :::{admonition} Models without attention
 # :class: dropdown
 #
-# Chapter 6's HMM transformer (about six CPU-minutes a run), chapter 7's grid of five families and chapter 8's models
-# have no controls in this version of the book: the runs did not fit its compute budget. For Mamba the analogous control
-# would freeze its input-dependent selection (the $\Delta$, $B$ and $C$ projections). The LSTM routes nothing across
-# positions by content and the MLPs have no routing, so they have none.
+# Chapter 8 diagnoses chapter 6's two transformers, so their controls above are chapter 8's too. Chapter 7's other
+# families have a different control, or none. For Mamba the analogous control would freeze its input-dependent
+# selection (the $\Delta$, $B$ and $C$ projections); it is not run in this version of the book. The LSTM routes nothing
+# across positions by content and the MLPs have no routing, so they have none.
 # :::
 
 # %% tags=["hide-cell"]
@@ -291,11 +315,12 @@ plotting.glue_figure("fig-binding-em", figures.plot_em_like(tunnel))
 # :::{admonition} Run it yourself
 # :class: dropdown
 #
-# The chapter reads three stored results, computed once: `python -m attention_dynamics compute routing_controls`
-# (about 40 CPU-minutes), `python -m attention_dynamics compute sticky_routing_seeds` (about 1 CPU-hour) and
+# The chapter reads four stored results, computed once: `python -m attention_dynamics compute routing_controls`
+# (about 40 CPU-minutes), `python -m attention_dynamics compute hmm_grid_controls` (about 1.7 CPU-hours),
+# `python -m attention_dynamics compute sticky_routing_seeds` (about 1 CPU-hour) and
 # `python -m attention_dynamics compute binding_tunnel` (about 3.2 CPU-hours); each resumes where a stopped run left
 # off. Re-execute the chapter with `python -m attention_dynamics reproduce --chapter 9 --force`.
 # The stored runs use their own fixed seeds (the paper's five for the sticky chain's controls and fifteen more for its
-# twenty-seed block, 0–2 for the bijection tunnel and the recall head, 0–4 for the binding tunnel, 0 for the two-hop
-# task); the chapter's `seed` sets the batch on which the reference levels are computed.
+# twenty-seed block, 0–2 for the bijection tunnel and the recall head, 0–3 for the HMM transformer, 0–4 for chapter 7's
+# transformer and the binding tunnel, 0 for the two-hop task); the chapter's `seed` sets the batch on which the reference levels are computed.
 # :::
