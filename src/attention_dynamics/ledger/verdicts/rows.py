@@ -370,8 +370,8 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = (
                "changes by {binding.attention_entropy_reduction:.2f} from the first to the last layer",
         reason="The value manifold and its entropy ordering appear (PC1 carries {geometry.value_pc1_ratio:.0%} "
                "of the variance), but layer-0 keys are far from orthogonal (mean |cos| "
-               "{geometry.key_abs_cos_layer0:.2f}) and attention entropy does not fall with depth. On the "
-               "binding tunnel, which needs routing, the values take no such shape either (PC1 "
+               "{geometry.key_abs_cos_layer0:.2f}), attention entropy does not fall with depth, and on the "
+               "binding tunnel, which needs routing, the values take no such shape (PC1 "
                "{binding.value_pc1_ratio:.0%})."),
     # chapter 7 records the claims of the four primitives rows with chapters.architectures.memory_report.record_longmem_claims and
     # chapters.architectures.formats_report.record_format_claims / record_ch6_setting_claims (stored results)
