@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@d6c5cc5e3975a34d97c0845be4f88deddc2ed173"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fc4d34d7af84d5c28dd30e53056e1ef47e02341e"
 
 # %% [markdown] tags=[]
 # # Diagnostics
