@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fc4d34d7af84d5c28dd30e53056e1ef47e02341e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e466d3a9bae9d17dfc59e6f4244f4471b154b1b7"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures

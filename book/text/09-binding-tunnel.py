@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@fc4d34d7af84d5c28dd30e53056e1ef47e02341e"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e466d3a9bae9d17dfc59e6f4244f4471b154b1b7"
 
 # %% [markdown] tags=[]
 # # A tunnel that needs routing
@@ -13,11 +13,12 @@ if "google.colab" in sys.modules:
 # task can test that picture only if the same model cannot solve it without learned routing. This chapter checks that
 # condition for the book's trained experiments, then tests the picture on a tunnel that meets it.
 #
-# - **The bijection tunnel, the sticky chain and HMM filtering do not need learned routing.** With uniform attention the
-#   bijection transformer ends at {glue:text}`routing_need.bijection.uniform_kl_ratio:.2f` times its trained KL and the HMM
-#   transformer at {glue:text}`routing_need.hmm.uniform_kl_ratio:.2f` times. The sticky chain
-#   trains better with its routing pinned to the identity than learned. What routing does is *not tested* on them;
-#   chapter 4's recall head does test it.
+# - **The bijection tunnel and the sticky chain do not need learned routing.** With uniform attention the bijection
+#   transformer ends at {glue:text}`routing_need.bijection.uniform_kl_ratio:.2f` times its trained KL, and the sticky
+#   chain trains better with its routing pinned to the identity than learned. HMM filtering
+#   {glue:text}`routing.hmm_uniform_answer`: its transformer ends at {glue:text}`routing_need.hmm.uniform_kl_ratio:.2f`
+#   times, close to the bound of {glue:text}`ch9.free_ratio`. What routing does is *not tested* on these tasks; chapter
+#   4's recall head does test it.
 # - **Binding needs routing, and there routing is nearly in place half-way.** With uniform attention the binding model
 #   ends at {glue:text}`routing_need.binding.uniform_kl_ratio:.0f` times its trained KL. With the routing frozen from
 #   step 500 it ends at {glue:text}`binding.freeze_kl_ratio_t500:.1f` times, though the trained KL still falls
