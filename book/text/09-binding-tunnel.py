@@ -17,7 +17,7 @@ if "google.colab" in sys.modules:
 #   transformer ends at {glue:text}`routing_need.bijection.uniform_kl_ratio:.2f` times its trained KL, and the sticky
 #   chain trains better with its routing pinned to the identity than learned. HMM filtering
 #   {glue:text}`routing.hmm_uniform_answer`: its transformer ends at {glue:text}`routing_need.hmm.uniform_kl_ratio:.2f`
-#   times, close to the bound of {glue:text}`ch9.free_ratio`. What routing does is *not tested* on these tasks; chapter
+#   times, against the bound of {glue:text}`ch9.free_ratio`. What routing does is *not tested* on these tasks; chapter
 #   4's recall head does test it.
 # - **Binding needs routing, and there routing is nearly in place half-way.** With uniform attention the binding model
 #   ends at {glue:text}`routing_need.binding.uniform_kl_ratio:.0f` times its trained KL. With the routing frozen from
