@@ -142,13 +142,16 @@ LONGMEM_GLUE = {
                     "seeds": "architectures.longmem_seeds_transformer",
                     "base_kl": "architectures.longmem_base_kl_transformer",
                     "base_steps": "architectures.longmem_base_steps_transformer",
-                    "base_late": "architectures.longmem_base_late_transformer"},
+                    "base_late": "architectures.longmem_base_late_transformer",
+                    "base_seeds": "architectures.longmem_base_seeds_transformer"},
     "mamba": {"steps": "architectures.longmem_steps_mamba", "reading": "architectures.longmem_reading_mamba",
               "seeds": "architectures.longmem_seeds_mamba", "base_kl": "architectures.longmem_base_kl_mamba",
-              "base_steps": "architectures.longmem_base_steps_mamba", "base_late": "architectures.longmem_base_late_mamba"},
+              "base_steps": "architectures.longmem_base_steps_mamba", "base_late": "architectures.longmem_base_late_mamba",
+              "base_seeds": "architectures.longmem_base_seeds_mamba"},
     "lstm": {"steps": "architectures.longmem_steps_lstm", "reading": "architectures.longmem_reading_lstm",
              "seeds": "architectures.longmem_seeds_lstm", "base_kl": "architectures.longmem_base_kl_lstm",
-             "base_steps": "architectures.longmem_base_steps_lstm", "base_late": "architectures.longmem_base_late_lstm"},
+             "base_steps": "architectures.longmem_base_steps_lstm", "base_late": "architectures.longmem_base_late_lstm",
+             "base_seeds": "architectures.longmem_base_seeds_lstm"},
     "mlp_window": {"steps": "architectures.longmem_steps_mlp_window",
                    "reading": "architectures.longmem_reading_mlp_window",
                    "seeds": "architectures.longmem_seeds_mlp_window",
@@ -254,6 +257,7 @@ def record_longmem_claims(stored: Mapping[str, Any] | None = None) -> dict[str, 
             _glue(names, "base_kl", seed_interval(base)["mean"])
             _glue(names, "base_steps", next(iter(stored["runs"][family].values()))["steps"])
             _glue(names, "base_late", max(late_drop(r["kl_curve_bits"]) for r in stored["runs"][family].values()))
+            _glue(names, "base_seeds", ", ".join(f"{v:.3f}" for v in base))
         because = verdict_reason(family, status, realises, control_realises=control, longer=is_longer,
                                  late_drop=late, longer_factor=LONGER_FACTOR)
         explanation = None
