@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e466d3a9bae9d17dfc59e6f4244f4471b154b1b7"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@defe77cd56804a7482e7cf326b9890286f122525"
 
 # %% [markdown] tags=[]
 # # The sticky Markov chain: EM-style updates vs SGD

@@ -3,7 +3,7 @@
 import sys
 
 if "google.colab" in sys.modules:
-    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@e466d3a9bae9d17dfc59e6f4244f4471b154b1b7"
+    # %pip install --quiet "attention-dynamics @ git+https://github.com/attention-dynamics/gradient-dynamics-book@defe77cd56804a7482e7cf326b9890286f122525"
 
 # %% [markdown] tags=[]
 # # Content-based routing across architectures
@@ -663,8 +663,7 @@ plotting.glue_figure(
 # {glue:text}`architectures.longmem_n_seeds` seeds each. The runs were computed once and stored.
 #
 # After {glue:text}`architectures.longmem_base_steps_transformer:,` steps the transformer's KL is
-# {glue:text}`architectures.longmem_base_kl_transformer:.3f` bits on average (per seed
-# {glue:text}`architectures.longmem_base_seeds_transformer`), still falling by up to
+# {glue:text}`architectures.longmem_base_kl_transformer:.3f` bits, with a wide spread over seeds and still falling by up to
 # {glue:text}`architectures.longmem_base_late_transformer:.0%` over the last 20 % of training. So a run
 # {glue:text}`architectures.longmem_longer_factor` times as long was made on every seed
 # ({glue:text}`architectures.longmem_steps_transformer:,` steps, dashed in the figure), and it states the transformer's
